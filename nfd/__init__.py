@@ -1,0 +1,30 @@
+"""nfd — Neural Feature Dynamics of deep residual networks.
+
+Simulates the joint infinite-width and infinite-depth limit of depth-μP ResNets
+(Yao, Wu & Gao): at initialization, the forward and backward McKean–Vlasov SDEs of
+Props. 2, 3 and 6 and their exact covariance ODEs; during feature-learning
+training, the forward–backward system of Definition 1 (:func:`simulate`).
+"""
+
+from ._activations import ACTIVATIONS, Activation, get_activation
+from ._init_sde import ForwardSDE, backward_sde, forward_sde
+from ._kernels import nngp_kernel
+from ._losses import LOSSES, Loss, get_loss
+from ._memory import memory_estimate
+from ._simulate import BACKWARD_LIMITS, simulate
+
+__all__ = [
+    "simulate",
+    "forward_sde",
+    "backward_sde",
+    "nngp_kernel",
+    "memory_estimate",
+    "ForwardSDE",
+    "Activation",
+    "get_activation",
+    "ACTIVATIONS",
+    "Loss",
+    "get_loss",
+    "LOSSES",
+    "BACKWARD_LIMITS",
+]

@@ -1,0 +1,220 @@
+"""Activation functions φ, their derivatives φ′, and Gaussian pair moments.
+
+Every model in the package (the SDE limits in :mod:`nfd`, the finite networks in
+:mod:`validation`) obtains φ and φ′ from :func:`get_activation`, so a name means the
+same function everywhere.
+
+The Gaussian pair moments ``E[φ(u)φ(u')]`` and ``E[φ'(u)φ'(u')]`` for
+``(u, u') ~ N(0, [[c11, c12], [c12, c22]])`` are the right-hand sides of the
+deterministic covariance ODEs of Propositions 3 and 6 of Yao, Wu & Gao (paper 002).
+They are exact (closed form) for ``relu``, ``abs``, ``erf`` and ``identity`` and
+computed by tensor-product Gauss–Hermite quadrature for every other φ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+__all__ = ["Activation", "get_activation", "ACTIVATIONS"]
+
+TensorFn = Callable[[torch.Tensor], torch.Tensor]
+
+_SQRT2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """An activation φ with its derivative φ′.
+
+    Parameters
+    ----------
+    name : str
+        Name recorded in result ``attrs``.
+    phi, dphi : callable
+        Element-wise torch functions for φ and φ′.
+    closed_form : str or None
+        Key of the exact Gaussian pair moments, or ``None`` for Gauss–Hermite.
+    """
+
+    name: str
+    phi: TensorFn
+    dphi: TensorFn
+    closed_form: str | None = None
+
+    def pair_moments(
+        self, c11: np.ndarray, c22: np.ndarray, c12: np.ndarray, *, nodes: int = 80
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Gaussian pair moments ``E[φ(u)φ(u')]`` and ``E[φ'(u)φ'(u')]``.
+
+        These are the integrands of the covariance ODE ``dC/dt = E[φ(u)φ(u')]``
+        (paper 002, Prop. 3) and of the backward second moment
+        ``-dΘ/dt = E[φ'(u)φ'(u')] Θ`` (paper 002, Prop. 6, under GIA).
+
+        Parameters
+        ----------
+        c11, c22, c12 : ndarray
+            Broadcastable variances and covariance of ``(u, u')``.
+        nodes : int
+            Gauss–Hermite nodes per dimension when φ has no closed form.
+
+        Returns
+        -------
+        (ndarray, ndarray)
+            ``E[φ(u)φ(u')]`` and ``E[φ'(u)φ'(u')]`` with the broadcast shape.
+        """
+        c11, c22, c12 = np.broadcast_arrays(
+            np.asarray(c11, float), np.asarray(c22, float), np.asarray(c12, float)
+        )
+        if self.closed_form is not None:
+            return _CLOSED_FORMS[self.closed_form](c11, c22, c12)
+        return _gauss_hermite_pair(self.phi, self.dphi, c11, c22, c12, nodes)
+
+
+def _correlation(c11, c22, c12):
+    norm = np.sqrt(np.maximum(c11 * c22, 0.0))
+    rho = np.divide(c12, norm, out=np.zeros_like(c12), where=norm > 0)
+    return norm, np.clip(rho, -1.0, 1.0)
+
+
+def _relu_moments(c11, c22, c12):
+    # Arc-cosine kernel of order 1 (Cho & Saul 2009) and of order 0 for φ' = 1{u>0}.
+    norm, rho = _correlation(c11, c22, c12)
+    theta = np.arccos(rho)
+    k = norm / (2 * np.pi) * (np.sin(theta) + (np.pi - theta) * np.cos(theta))
+    return k, (np.pi - theta) / (2 * np.pi)
+
+
+def _abs_moments(c11, c22, c12):
+    # |u| = relu(u) + relu(-u): E|u||u'| = (2/π)·√(c11 c22)·(sin θ + (π/2 − θ) cos θ);
+    # φ' = sign: E[sign u sign u'] = 1 − 2θ/π.
+    norm, rho = _correlation(c11, c22, c12)
+    theta = np.arccos(rho)
+    k = 2 / np.pi * norm * (np.sin(theta) + (np.pi / 2 - theta) * np.cos(theta))
+    return k, 1 - 2 * theta / np.pi
+
+
+def _erf_moments(c11, c22, c12):
+    # Williams (1997): E[erf(u) erf(u')] = (2/π) arcsin(2 c12 / √((1+2c11)(1+2c22))).
+    a = (1 + 2 * c11) * (1 + 2 * c22)
+    k = 2 / np.pi * np.arcsin(np.clip(2 * c12 / np.sqrt(a), -1.0, 1.0))
+    # φ'(u) = (2/√π) exp(−u²): E = (4/π) / √((1+2c11)(1+2c22) − 4 c12²).
+    kd = 4 / np.pi / np.sqrt(np.maximum(a - 4 * c12**2, 1e-300))
+    return k, kd
+
+
+def _identity_moments(c11, c22, c12):
+    return c12.copy(), np.ones_like(c12)
+
+
+_CLOSED_FORMS = {
+    "relu": _relu_moments,
+    "abs": _abs_moments,
+    "erf": _erf_moments,
+    "identity": _identity_moments,
+}
+
+
+def _gauss_hermite_pair(phi, dphi, c11, c22, c12, nodes):
+    """Tensor-product Gauss–Hermite rule for ``E[ψ(u)ψ(u')]`` (ψ = φ and φ′)."""
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)  # weight exp(-x²/2)
+    w = w / np.sqrt(2 * np.pi)
+    a = np.sqrt(np.maximum(c11, 0.0))[..., None, None]
+    # Cholesky of the 2×2 covariance: u = a z1, u' = b z1 + c z2.
+    safe_a = np.where(a > 0, a, 1.0)
+    b = np.where(a > 0, c12[..., None, None] / safe_a, 0.0)
+    c = np.sqrt(np.maximum(c22[..., None, None] - b**2, 0.0))
+    z1, z2 = x[:, None], x[None, :]
+    u = a * z1 + 0 * z2
+    up = b * z1 + c * z2
+    ww = w[:, None] * w[None, :]
+    out = []
+    for f in (phi, dphi):
+        fu = f(torch.from_numpy(u)).numpy()
+        fup = f(torch.from_numpy(up)).numpy()
+        out.append((fu * fup * ww).sum(axis=(-1, -2)))
+    return out[0], out[1]
+
+
+def _relu_grad(x: torch.Tensor) -> torch.Tensor:
+    return (x > 0).to(x.dtype)
+
+
+def _gelu_grad(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (1 + torch.erf(x / _SQRT2)) + x * _INV_SQRT_2PI * torch.exp(-0.5 * x * x)
+
+
+def _erf_grad(x: torch.Tensor) -> torch.Tensor:
+    return (2 / math.sqrt(math.pi)) * torch.exp(-x * x)
+
+
+def _tanh_grad(x: torch.Tensor) -> torch.Tensor:
+    return 1 - torch.tanh(x) ** 2
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "relu": Activation("relu", torch.relu, _relu_grad, "relu"),
+    "tanh": Activation("tanh", torch.tanh, _tanh_grad),
+    "erf": Activation("erf", torch.erf, _erf_grad, "erf"),
+    "gelu": Activation("gelu", torch.nn.functional.gelu, _gelu_grad),
+    "softplus": Activation("softplus", torch.nn.functional.softplus, torch.sigmoid),
+    "abs": Activation("abs", torch.abs, torch.sign, "abs"),
+    "identity": Activation("identity", lambda x: x, torch.ones_like, "identity"),
+}
+
+
+def _autograd_derivative(phi: TensorFn) -> TensorFn:
+    def dphi(x: torch.Tensor) -> torch.Tensor:
+        with torch.enable_grad():
+            xr = x.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(phi(xr).sum(), xr)
+        return grad
+
+    return dphi
+
+
+def get_activation(
+    activation: str | Activation | TensorFn, derivative: TensorFn | None = None
+) -> Activation:
+    """Resolve an activation given by name, as an :class:`Activation`, or as a callable.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable
+        One of ``relu, tanh, erf, gelu, softplus, abs, identity``, an
+        :class:`Activation`, or an element-wise torch function φ.
+    derivative : callable, optional
+        φ′ for a callable φ; obtained by autograd when omitted.
+
+    Returns
+    -------
+    Activation
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or an object that is neither a name nor callable.
+    """
+    if isinstance(activation, Activation):
+        return activation
+    if isinstance(activation, str):
+        try:
+            return ACTIVATIONS[activation]
+        except KeyError:
+            raise ValueError(
+                f"activation={activation!r} is not known; choose one of "
+                f"{sorted(ACTIVATIONS)} or pass a callable φ"
+            ) from None
+    if callable(activation):
+        if derivative is not None and not callable(derivative):
+            raise ValueError("activation_derivative must be callable")
+        name = getattr(activation, "__name__", "custom")
+        return Activation(name, activation, derivative or _autograd_derivative(activation))
+    raise ValueError(
+        f"activation must be a name or a callable, got {type(activation).__name__}"
+    )

@@ -1,0 +1,106 @@
+"""Argument checks shared by every public entry point.
+
+Each check raises a ``TypeError`` (wrong kind of object) or ``ValueError`` (wrong
+value) whose message starts with the argument's name.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+
+__all__ = [
+    "check_int",
+    "check_positive_float",
+    "check_matrix",
+    "check_targets",
+    "resolve_device_dtype",
+    "check_choice",
+]
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    """Return ``value`` as an int ≥ ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_positive_float(name: str, value, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as a finite float > 0 (or ≥ 0 with ``allow_zero``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value}")
+    return value
+
+
+def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
+    """Return ``value`` as a finite float64 array of shape (m, d), m ≥ 1."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be array-like of numbers") from None
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (m, d) with m, d >= 1, got {arr.shape}")
+    if columns is not None and arr.shape[1] != columns:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} features per input but the training inputs have "
+            f"{columns}"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def check_targets(name: str, value, length: int) -> np.ndarray:
+    """Return ``value`` as a finite float64 vector of the given length."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be array-like of numbers") from None
+    arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
+    if arr.shape != (length,):
+        raise ValueError(f"{name} must have shape ({length},) to match X, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def check_choice(name: str, value, choices) -> str:
+    """Return ``value`` if it is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not one of {sorted(choices)}")
+    return value
+
+
+def resolve_device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
+    """Resolve ``device`` (default: CUDA when available, else CPU) and ``dtype``
+    (default float32; ``"float32"``/``"float64"`` strings accepted)."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(device)
+    except (TypeError, RuntimeError):
+        raise ValueError(f"device={device!r} is not a torch device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was requested but CUDA is not available")
+    if dtype is None:
+        dtype = torch.float32
+    if isinstance(dtype, str):
+        dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype, dtype)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return device, dtype

@@ -1,0 +1,79 @@
+"""Memory estimates, consulted before any large allocation."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from sde import GrowingGaussianDriver
+
+__all__ = ["memory_estimate", "available_memory", "ensure_fits"]
+
+
+def memory_estimate(
+    *,
+    n_train: int,
+    input_dim: int,
+    steps: int,
+    particles: int,
+    batch_size: int = 1,
+    probes: int = 0,
+    paths: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, int]:
+    """Bytes :func:`nfd.simulate` allocates, by buffer.
+
+    The NFD of Definition 1 (paper 002) is non-Markovian in the SGD step: step k
+    needs every earlier trajectory, so the history grows like P·L·K·B.
+
+    Parameters
+    ----------
+    n_train : int
+        Number of training trajectories K·B.
+    input_dim : int
+        d.
+    steps : int
+        L.
+    particles : int
+        P.
+    batch_size, probes, paths : int
+        B, number of probe inputs, number of recorded particle paths.
+    dtype : torch.dtype
+
+    Returns
+    -------
+    dict
+        Bytes per buffer and their ``"total"``.
+    """
+    item = torch.tensor([], dtype=dtype).element_size()
+    P, L, N = particles, steps, n_train
+    est = {
+        "phi_history": L * N * P * item,  # φ(h_ℓ) for ℓ < L
+        "g_history": (L + 1) * N * P * item,  # g_ℓ for ℓ ≤ L
+        "hL_history": N * P * item,
+        "drivers": 2 * GrowingGaussianDriver.memory_bytes(L, P, N, item),
+        "particles": P * (input_dim + 1) * item,
+        # the current step's path and per-layer temporaries of the batch / probes
+        "workspace": (L + 1 + 8) * max(batch_size, probes, 1) * P * item,
+        "paths": 2 * paths * N * (L + 1) * item,
+    }
+    est["total"] = sum(est.values())
+    return est
+
+
+def available_memory(device: torch.device) -> int:
+    """Free bytes on ``device`` (CUDA: ``mem_get_info``; CPU: available pages)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def ensure_fits(required: int, device: torch.device, *, advice: str) -> None:
+    """Raise ``MemoryError`` before allocating if ``required`` bytes do not fit."""
+    free = available_memory(device)
+    if required > 0.9 * free:
+        raise MemoryError(
+            f"this run needs about {required / 2**30:.2f} GiB on {device} but only "
+            f"{free / 2**30:.2f} GiB are free; {advice}"
+        )

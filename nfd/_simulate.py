@@ -1,0 +1,451 @@
+"""``nfd.simulate``: the Neural Feature Dynamics of Definition 1 over a particle ensemble.
+
+Discretisation (τ = T/L, trajectories i = 0, 1, … in SGD order, B per step,
+χ_i = ℒ′(f̊^{(i)}, y^{(i)})/B, history = trajectories of earlier steps):
+
+    h_0^{(k)} = u·x^{(k)}/√d − η_c Σ_i χ_i (x^{(i)}·x^{(k)}/d) g_0^{(i)}
+    h_ℓ^{(k)} = h_{ℓ−1}^{(k)} − τ η_c Σ_i χ_i Σ_{ℓ−1}[i,k] g_ℓ^{(i)} + √τ z_ℓ^{(k)}
+    g_L^{(k)} = v − η_c Σ_i χ_i h_L^{(i)},        f̊^{(k)} = E[g_L^{(k)} h_L^{(k)}]
+    g_{ℓ−1}^{(k)} = g_ℓ^{(k)} − τ η_c Σ_i χ_i Θ_ℓ[i,k] φ(h_{ℓ−1}^{(i)}) φ′(h_{ℓ−1}^{(k)})
+                    + √τ φ′(h_{ℓ−1}^{(k)}) z̃_ℓ^{(k)}
+
+with Σ_{ℓ−1}[i,j] = E[φ(h_{ℓ−1}^{(i)})φ(h_{ℓ−1}^{(j)})], Θ_ℓ[i,j] = E[g_ℓ^{(i)}g_ℓ^{(j)}],
+and z, z̃ independent growing Gaussian drivers (:class:`sde.GrowingGaussianDriver`).
+The drift of h_ℓ multiplies g_ℓ (appendix E of paper 002; the g_{ℓ−1} of its eq. 4
+is a typo). With L steps this is exactly the n → ∞ limit of a depth-L network whose
+backward pass uses an independent weight copy receiving the same updates
+("decoupled"); as L → ∞ it is Definition 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+from tqdm.auto import tqdm
+
+from sde import GrowingGaussianDriver
+
+from ._activations import Activation, get_activation
+from ._checks import (
+    check_choice,
+    check_int,
+    check_matrix,
+    check_positive_float,
+    check_targets,
+    resolve_device_dtype,
+)
+from ._losses import Loss, get_loss
+from ._memory import ensure_fits, memory_estimate
+from ._results import base_attrs
+
+__all__ = ["simulate", "BACKWARD_LIMITS"]
+
+#: Backward-pass limits ``simulate`` can integrate. ``"decoupled"``: the gradient-
+#: independent limit of Definition 1 (a second value, e.g. the response-function
+#: limit of paper 000, would be added here).
+BACKWARD_LIMITS = ("decoupled",)
+
+
+def _default_steps(K: int, count: int, include_end: bool) -> list[int]:
+    last = K if include_end else K - 1
+    if last < 0:
+        return []
+    return sorted(set(np.linspace(0, last, min(count, last + 1)).round().astype(int).tolist()))
+
+
+def _check_steps(name: str, value, last: int) -> list[int]:
+    out = sorted(set(int(s) for s in value))
+    if out and (out[0] < 0 or out[-1] > last):
+        raise ValueError(f"{name} must lie in 0..{last}, got {out}")
+    return out
+
+
+class _History:
+    """Per-trajectory buffers of the ensemble, laid out (layer, trajectory, particle)."""
+
+    def __init__(self, L: int, N: int, P: int, device, dtype) -> None:
+        self.phi = torch.empty(L, N, P, device=device, dtype=dtype)  # φ(h_ℓ), ℓ < L
+        self.g = torch.empty(L + 1, N, P, device=device, dtype=dtype)  # g_ℓ, ℓ ≤ L
+        self.hL = torch.empty(N, P, device=device, dtype=dtype)
+        self.coef = torch.zeros(N, device=device, dtype=dtype)  # η_c χ_i
+        self.X = torch.empty(N, 0, device=device, dtype=dtype)
+        self.n = 0  # committed trajectories
+
+
+class _Model:
+    """One ensemble of particles and its training history."""
+
+    def __init__(self, act: Activation, L: int, T: float, eta_c: float, u, v, hist,
+                 fwd: GrowingGaussianDriver, bwd: GrowingGaussianDriver) -> None:
+        self.act, self.L, self.tau, self.eta_c = act, L, T / L, eta_c
+        self.sqrt_tau = math.sqrt(self.tau)
+        self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
+        self.P = u.shape[0]
+        self.d = u.shape[1]
+
+    def readout(self) -> torch.Tensor:
+        """g_L = v − η_c Σ_i χ_i h_L^{(i)} (the readout after the recorded updates)."""
+        n = self.hist.n
+        if n == 0:
+            return self.v
+        return self.v - self.hist.coef[:n] @ self.hist.hL[:n]
+
+    def forward(self, x: torch.Tensor, *, commit: bool, h2: torch.Tensor | None = None,
+                piv: torch.Tensor | None = None, path: torch.Tensor | None = None):
+        """Forward pass of a block of inputs x (B, d) → h path (L+1, B, P).
+
+        With ``commit`` the block's noise is appended to the driver and its
+        activations to the history (training); otherwise it is conditioned on the
+        history only (probes).
+        """
+        hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
+        B = x.shape[0]
+        h = torch.empty(self.L + 1, B, P, device=x.device, dtype=x.dtype)
+        h[0] = x @ self.u.T / math.sqrt(self.d)
+        if n:
+            a = hist.coef[:n] * (x @ hist.X[:n].T / self.d)  # (B, n)
+            h[0] -= a @ hist.g[0, :n]
+        for l in range(1, self.L + 1):
+            phi = self.act.phi(h[l - 1])
+            block = phi @ phi.T / P
+            cross = hist.phi[l - 1, :n] @ phi.T / P  # Σ_{ℓ−1}[i, new], (n, B)
+            z, pivot = self.fwd.append(l - 1, cross, block, commit=commit)
+            h[l] = torch.add(h[l - 1], z, alpha=self.sqrt_tau)
+            if n:
+                h[l] -= (tau * cross.T * hist.coef[:n]) @ hist.g[l, :n]
+            if commit:
+                hist.phi[l - 1, n:n + B] = phi
+                piv[l - 1] = pivot
+        if h2 is not None:
+            h2.copy_(h.square().mean(dim=(1, 2)))
+        if path is not None:
+            path.copy_(h[:, :, : path.shape[-1]])
+        return h
+
+    def backward(self, h: torch.Tensor, gL: torch.Tensor, g2: torch.Tensor,
+                 piv: torch.Tensor, path: torch.Tensor | None = None) -> None:
+        """Backward pass of the committed block with forward path h (L+1, B, P)."""
+        hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
+        B = h.shape[1]
+        g = gL.expand(B, -1).clone()
+        for l in range(self.L, 0, -1):
+            hist.g[l, n:n + B] = g
+            g2[l] = g.square().mean()
+            if path is not None:
+                path[l] = g[:, : path.shape[-1]]
+            block = g @ g.T / P
+            cross = hist.g[l, :n] @ g.T / P  # Θ_ℓ[i, new], (n, B)
+            z, piv[l] = self.bwd.append(l - 1, cross, block)
+            dphi = self.act.dphi(h[l - 1])
+            incr = z.mul_(self.sqrt_tau)
+            if n:
+                incr -= (tau * cross.T * hist.coef[:n]) @ hist.phi[l - 1, :n]
+            g = g + dphi * incr
+        hist.g[0, n:n + B] = g
+        g2[0] = g.square().mean()
+        if path is not None:
+            path[0] = g[:, : path.shape[-1]]
+
+    def min_eigenvalues(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Smallest eigenvalues of Σ_ℓ and Θ_ℓ at every t_ℓ, ℓ = 0..L (Assumption 1)."""
+        hist, n, P = self.hist, self.hist.n, self.P
+        phiL = self.act.phi(hist.hL[:n])
+        sig_L = torch.linalg.eigvalsh((phiL @ phiL.T / P).double())[0]
+        th_0 = torch.linalg.eigvalsh((hist.g[0, :n] @ hist.g[0, :n].T / P).double())[0]
+        sig = torch.cat([self.fwd.min_eigenvalues(), sig_L[None]])
+        th = torch.cat([th_0[None], self.bwd.min_eigenvalues()])
+        return sig, th
+
+
+def simulate(
+    X,
+    y,
+    *,
+    eta_c: float,
+    activation: str | Activation | Callable = "relu",
+    loss: str | Loss | Callable = "mse",
+    T: float = 1.0,
+    steps: int = 64,
+    particles: int = 4096,
+    batch_size: int = 1,
+    probes: tuple | None = None,
+    probe_steps: Sequence[int] | None = None,
+    eig_steps: Sequence[int] | None = None,
+    paths: int = 0,
+    backward: str = "decoupled",
+    seed: int = 0,
+    device=None,
+    dtype=None,
+    progress: bool = True,
+    rel_jitter: float = 1e-6,
+) -> xr.Dataset:
+    """Integrate the Neural Feature Dynamics of online SGD (paper 002, Definition 1).
+
+    Particles carry their row ``u ~ N(0, I_d)`` of U and readout ``v ~ N(0, 1)``; the
+    L-step Euler–Maruyama system (module docstring) is the n → ∞ limit of a depth-L
+    ResNet trained in the feature-learning regime (α = 1/√n, learning rate η_c·n on
+    every parameter) whose backward pass uses an independent weight copy; as
+    ``steps → ∞`` it converges to Definition 1 / Theorem 1.
+
+    Parameters
+    ----------
+    X : array_like, shape (K·B, d)
+        Training stream, consumed in order, B rows per SGD step.
+    y : array_like, shape (K·B,)
+        Targets (±1 labels for ``loss="logistic"``).
+    eta_c : float
+        Effective learning rate η_c ≥ 0 (η = η_c·n in the finite network).
+    activation : str or callable
+        φ; see :func:`nfd.get_activation`.
+    loss : {"mse", "logistic"} or callable
+        ``"mse"``: ½(f − y)²; ``"logistic"``: log(1 + e^{−yf}); or a callable
+        returning ∂ℒ/∂f(f, y) (the recorded loss is then NaN).
+    T : float
+        Time horizon.
+    steps : int
+        L, the number of Euler–Maruyama steps = the depth of the matching network.
+    particles : int
+        P ≥ 2.
+    batch_size : int
+        B; each SGD step averages the gradient over B samples, each with its own
+        trajectory in the history.
+    probes : (array_like (Q, d), array_like (Q,)), optional
+        Held-out inputs and targets evaluated forward-only at ``probe_steps`` with
+        the parameters of that step; their noise is conditioned on the training
+        history, not appended to it.
+    probe_steps : sequence of int, optional
+        In 0..K (K = after the last update); default ≤ 33 evenly spaced, with 0, K.
+    eig_steps : sequence of int, optional
+        Steps (0..K−1) after which to record the smallest eigenvalues of Σ_ℓ and
+        Θ_ℓ (Assumption 1); default ≤ 5 evenly spaced steps.
+    paths : int
+        Number of particles whose h and g paths are kept.
+    backward : {"decoupled"}
+        The backward limit; only the gradient-independent NFD limit exists now.
+    seed : int
+        Seed of the run's generator; bit-for-bit reproducible on one device.
+    device, dtype :
+        Default CUDA if available, float32.
+    progress : bool
+        Show a tqdm progress bar over SGD steps.
+    rel_jitter : float
+        Relative eigenvalue floor of the growing drivers (singular covariances from
+        repeated inputs or dead units are regularised and a warning is issued).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dimensions ``step`` (K), ``sample`` (B), ``time`` (t_ℓ = ℓT/L, ℓ = 0..L),
+        ``probe``, ``probe_step``, ``eig_step``, ``particle``. Variables:
+        ``f``, ``f_se`` (Monte Carlo standard error), ``y``, ``loss``, ``dloss``
+        (step, sample); ``h2`` = E[h²] and ``g2`` = E[g²] (step, time), averaged
+        over the batch; ``sigma_pivot`` / ``theta_pivot`` (step, time): the smallest
+        eigenvalue of the new Cholesky block of each driver (NaN where no driver
+        acts: Σ at t_L, Θ at t_0); ``sigma_min_eig`` / ``theta_min_eig``
+        (eig_step, time); ``probe_f``, ``probe_f_se``, ``probe_loss``
+        (probe_step, probe) and ``probe_y``; ``h_path`` / ``g_path`` (particle,
+        step, sample, time) when ``paths``. Every parameter is in ``attrs``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (the message names the argument).
+    MemoryError
+        Before allocating, if the run does not fit (see :func:`nfd.memory_estimate`).
+    FloatingPointError
+        When a particle becomes NaN/inf; names the SGD step and layer.
+    """
+    Xn = check_matrix("X", X)
+    N, d = Xn.shape
+    yn = check_targets("y", y, N)
+    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+    T = check_positive_float("T", T)
+    L = check_int("steps", steps, 1)
+    P = check_int("particles", particles, 2)
+    B = check_int("batch_size", batch_size, 1)
+    paths = check_int("paths", paths, 0)
+    seed = check_int("seed", seed, 0)
+    check_choice("backward", backward, BACKWARD_LIMITS)
+    rel_jitter = check_positive_float("rel_jitter", rel_jitter)
+    if N % B:
+        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
+    if paths > P:
+        raise ValueError(f"paths={paths} exceeds particles={P}")
+    K = N // B
+    act = get_activation(activation)
+    lossf = get_loss(loss)
+    if lossf.name == "logistic" and not np.all(np.isin(yn, (-1.0, 1.0))):
+        raise ValueError("y must hold labels ±1 for loss='logistic'")
+    if probes is not None:
+        if not isinstance(probes, (tuple, list)) or len(probes) != 2:
+            raise TypeError("probes must be a pair (X_probe, y_probe)")
+        Xp = check_matrix("probes[0]", probes[0], columns=d)
+        yp = check_targets("probes[1]", probes[1], Xp.shape[0])
+        probe_steps = (_default_steps(K, 33, True) if probe_steps is None
+                       else _check_steps("probe_steps", probe_steps, K))
+    else:
+        Xp, yp, probe_steps = None, None, []
+    eig_steps = (_default_steps(K, 5, False) if eig_steps is None
+                 else _check_steps("eig_steps", eig_steps, K - 1))
+    device, dtype = resolve_device_dtype(device, dtype)
+    Q = 0 if Xp is None else Xp.shape[0]
+    est = memory_estimate(n_train=N, input_dim=d, steps=L, particles=P, batch_size=B,
+                          probes=Q, paths=paths, dtype=dtype)
+    ensure_fits(est["total"], device,
+                advice="lower particles, steps (depth) or the number of SGD steps")
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    u = torch.randn(P, d, generator=gen, device=device, dtype=dtype)
+    v = torch.randn(P, generator=gen, device=device, dtype=dtype)
+    hist = _History(L, N, P, device, dtype)
+    hist.X = torch.as_tensor(Xn, device=device, dtype=dtype)
+    drivers = [GrowingGaussianDriver(L, P, N, device=device, dtype=dtype, generator=gen,
+                                     rel_jitter=rel_jitter) for _ in range(2)]
+    model = _Model(act, L, T, eta_c, u, v, hist, *drivers)
+    yt = torch.as_tensor(yn, device=device, dtype=dtype).reshape(K, B)
+
+    nan = float("nan")
+    rec = {name: torch.full(shape, nan, device=device, dtype=torch.float64)
+           for name, shape in {
+               "f": (K, B), "f_se": (K, B), "loss": (K, B), "dloss": (K, B),
+               "h2": (K, L + 1), "g2": (K, L + 1), "sigma_pivot": (K, L + 1),
+               "theta_pivot": (K, L + 1), "sigma_min_eig": (len(eig_steps), L + 1),
+               "theta_min_eig": (len(eig_steps), L + 1),
+               "probe_f": (len(probe_steps), Q), "probe_f_se": (len(probe_steps), Q),
+               "probe_loss": (len(probe_steps), Q)}.items()}
+    if paths:
+        rec["h_path"] = torch.empty(K, L + 1, B, paths, device=device, dtype=dtype)
+        rec["g_path"] = torch.empty(K, L + 1, B, paths, device=device, dtype=dtype)
+    xp = None if Xp is None else torch.as_tensor(Xp, device=device, dtype=dtype)
+    ypt = None if yp is None else torch.as_tensor(yp, device=device, dtype=dtype)
+    probe_index = {s: i for i, s in enumerate(probe_steps)}
+    eig_index = {s: i for i, s in enumerate(eig_steps)}
+
+    def evaluate_probes(j: int) -> None:
+        hp = model.forward(xp, commit=False)
+        prod = model.readout() * hp[-1]
+        fp = prod.mean(1)
+        rec["probe_f"][j] = fp
+        rec["probe_f_se"][j] = prod.std(1) / math.sqrt(P)
+        rec["probe_loss"][j] = lossf(fp, ypt)
+        _raise_if_nonfinite(fp, f"probe evaluation at step {probe_steps[j]}")
+
+    x_all = hist.X.reshape(K, B, d)
+    bar = tqdm(range(K + 1), disable=not progress, desc="nfd.simulate", unit="step")
+    for k in bar:
+        if k in probe_index:
+            evaluate_probes(probe_index[k])
+        if k == K:
+            break
+        n = hist.n
+        h = model.forward(x_all[k], commit=True, h2=rec["h2"][k],
+                          piv=rec["sigma_pivot"][k],
+                          path=rec["h_path"][k] if paths else None)
+        gL = model.readout()
+        prod = gL * h[-1]
+        f = prod.mean(1)
+        rec["f"][k] = f
+        rec["f_se"][k] = prod.std(1) / math.sqrt(P)
+        rec["loss"][k] = lossf(f, yt[k])
+        chi = lossf.grad(f, yt[k])
+        rec["dloss"][k] = chi
+        model.backward(h, gL, rec["g2"][k], rec["theta_pivot"][k],
+                       path=rec["g_path"][k] if paths else None)
+        hist.hL[n:n + B] = h[-1]
+        hist.coef[n:n + B] = eta_c * chi / B
+        hist.n = n + B
+        _check_step(rec, k)
+        if k in eig_index:
+            sig, th = model.min_eigenvalues()
+            rec["sigma_min_eig"][eig_index[k]] = sig
+            rec["theta_min_eig"][eig_index[k]] = th
+    for drv in drivers:
+        drv.finalize()
+
+    out = {key: val.cpu().numpy() for key, val in rec.items()}
+    times = np.arange(L + 1) * (T / L)
+    coords = {"step": np.arange(K), "sample": np.arange(B), "time": times,
+              "probe": np.arange(Q), "probe_step": np.asarray(probe_steps, int),
+              "eig_step": np.asarray(eig_steps, int)}
+    data = {
+        "f": (("step", "sample"), out["f"]),
+        "f_se": (("step", "sample"), out["f_se"]),
+        "y": (("step", "sample"), yn.reshape(K, B)),
+        "loss": (("step", "sample"), out["loss"]),
+        "dloss": (("step", "sample"), out["dloss"]),
+        "h2": (("step", "time"), out["h2"]),
+        "g2": (("step", "time"), out["g2"]),
+        "sigma_pivot": (("step", "time"), out["sigma_pivot"]),
+        "theta_pivot": (("step", "time"), out["theta_pivot"]),
+        "sigma_min_eig": (("eig_step", "time"), out["sigma_min_eig"]),
+        "theta_min_eig": (("eig_step", "time"), out["theta_min_eig"]),
+        "probe_f": (("probe_step", "probe"), out["probe_f"]),
+        "probe_f_se": (("probe_step", "probe"), out["probe_f_se"]),
+        "probe_loss": (("probe_step", "probe"), out["probe_loss"]),
+        "probe_y": (("probe",), np.zeros(0) if yp is None else yp),
+    }
+    if paths:
+        coords["particle"] = np.arange(paths)
+        for name in ("h_path", "g_path"):
+            data[name] = (("particle", "step", "sample", "time"),
+                          out[name].transpose(3, 0, 2, 1))
+    attrs = base_attrs(
+        model="nfd", backward=backward, activation=act.name, loss=lossf.name,
+        eta_c=eta_c, T=T, steps=L, depth=L, particles=P, batch_size=B, sgd_steps=K,
+        input_dim=d, seed=seed, device=str(device), dtype=str(dtype).split(".")[-1],
+        rel_jitter=rel_jitter, alpha="1/sqrt(n)", learning_rate="eta_c*n",
+    )
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    _annotate(ds)
+    return ds
+
+
+def _raise_if_nonfinite(values: torch.Tensor, where: str) -> None:
+    if not bool(torch.isfinite(values).all()):
+        raise FloatingPointError(f"non-finite value in the {where}")
+
+
+def _check_step(rec: dict, k: int) -> None:
+    """One host synchronisation per SGD step: locate the first non-finite layer."""
+    h2, g2, f = rec["h2"][k], rec["g2"][k], rec["f"][k]
+    if bool(torch.isfinite(h2).all() & torch.isfinite(g2).all() & torch.isfinite(f).all()):
+        return
+    bad_h = (~torch.isfinite(h2)).nonzero()
+    if len(bad_h):
+        raise FloatingPointError(
+            f"non-finite features at SGD step {k}, layer {int(bad_h[0])} (forward pass); "
+            "lower eta_c or T"
+        )
+    bad_g = (~torch.isfinite(g2)).nonzero()
+    if len(bad_g):
+        raise FloatingPointError(
+            f"non-finite gradients at SGD step {k}, layer {int(bad_g[-1])} (backward "
+            "pass, counted from the output); lower eta_c or T"
+        )
+    raise FloatingPointError(f"non-finite output f at SGD step {k}; lower eta_c or T")
+
+
+_LONG_NAMES = {
+    "f": "NFD output f̊ = E[g_L h_L] on the training sample, before the update",
+    "f_se": "Monte Carlo standard error of f",
+    "loss": "training loss at f",
+    "dloss": "dℒ/df at f (χ, before batch averaging)",
+    "h2": "E[h_t²] (batch mean)",
+    "g2": "E[g_t²] (batch mean)",
+    "sigma_pivot": "smallest eigenvalue of the new block of the forward driver",
+    "theta_pivot": "smallest eigenvalue of the new block of the backward driver",
+    "sigma_min_eig": "smallest eigenvalue of Σ_t = E[φ(h^(i))φ(h^(j))]",
+    "theta_min_eig": "smallest eigenvalue of Θ_t = E[g^(i) g^(j)]",
+    "probe_f": "NFD output on held-out probes",
+    "probe_loss": "loss on held-out probes",
+}
+
+
+def _annotate(ds: xr.Dataset) -> None:
+    for name, text in _LONG_NAMES.items():
+        if name in ds:
+            ds[name].attrs["long_name"] = text

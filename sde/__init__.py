@@ -1,0 +1,25 @@
+"""Generic particle engine for McKean–Vlasov SDEs.
+
+Knows nothing about neural networks: an ensemble of particles whose coefficients
+depend on the ensemble's empirical law, integrated by Euler–Maruyama forward or
+backward in time; Gaussian drivers whose dimension grows (nested Cholesky); an
+adapter to torchsde's solvers; and convergence-slope diagnostics.
+"""
+
+from ._base import McKeanVlasovSDE
+from ._diagnostics import SlopeFit, fit_slope
+from ._drivers import GrowingGaussianDriver
+from ._euler import EulerMaruyamaResult, euler_maruyama
+from ._linalg import psd_factor
+from ._torchsde import TorchsdeAdapter
+
+__all__ = [
+    "McKeanVlasovSDE",
+    "euler_maruyama",
+    "EulerMaruyamaResult",
+    "GrowingGaussianDriver",
+    "psd_factor",
+    "TorchsdeAdapter",
+    "fit_slope",
+    "SlopeFit",
+]
