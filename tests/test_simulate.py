@@ -1,0 +1,197 @@
+"""nfd.simulate (paper 002, Definition 1) against exact references.
+
+Closed form for φ = identity (derived in docs of this test): after one SGD step on
+(x₀, y₀) with χ₀ = f̊⁽⁰⁾ − y₀, the L-step NFD output on any x is
+
+    f̊⁽¹⁾(x) = −2 η_c χ₀ ρ (1 + τ)^L,   ρ = x₀·x/d,  τ = T/L,
+
+(v-readout, U and W contributions ρ(1+τ)^L, ρ and ρ((1+τ)^L − 1)); for a batch
+χ₀ ρ is replaced by the batch mean of χ_b ρ_b. With ε = η_c χ₀, c_ℓ = ρ(1+τ)^ℓ,
+a_ℓ = (|x₀|²/d)(1+τ)^ℓ, b_ℓ = θ_ℓ = (1+τ)^{L−ℓ}, the second moments at step 1 obey
+
+    E[h_ℓ⁽¹⁾²] = s_ℓ:  s_0 = |x₁|²/d + ε²ρ²b_0,  s_ℓ = (1+τ)s_{ℓ−1} + ε²(2τ+τ²) c²_{ℓ−1} b_ℓ
+    E[g_ℓ⁽¹⁾²] = r_ℓ:  r_L = 1 + ε²a_L,          r_{ℓ−1} = (1+τ)r_ℓ + ε²(2τ+τ²) θ_ℓ² a_{ℓ−1}
+
+(these see the g_ℓ-vs-g_{ℓ−1} drift of eq. 4, which f̊⁽¹⁾ alone does not). Tolerance rule: over S independent
+seeds, the mean of (f̊ − closed form evaluated at the run's own χ₀) must lie within
+5 standard errors of the across-seed spread (the O(1/P) bias is far smaller).
+"""
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import nfd
+from nfd._exact import exact_covariance
+
+from conftest import sphere
+
+
+def _linear_runs(X, y, *, L, B=1, seeds=8, dtype=None, probes=None, eta_c=0.5, T=1.0):
+    return [nfd.simulate(X, y, eta_c=eta_c, activation="identity", steps=L, T=T,
+                         particles=8192, batch_size=B, seed=s, dtype=dtype,
+                         probes=probes, progress=False) for s in range(seeds)]
+
+
+def _assert_within_se(diffs, label):
+    diffs = np.asarray(diffs)
+    se = diffs.std(ddof=1, axis=0) / np.sqrt(len(diffs))
+    assert np.all(np.abs(diffs.mean(0)) < 5 * se + 1e-12), (label, diffs.mean(0), se)
+
+
+def _linear_second_moments(x0, x1, eps, L, T):
+    """s_ℓ = E[h_ℓ⁽¹⁾²] and r_ℓ = E[g_ℓ⁽¹⁾²] of the linear NFD (module docstring)."""
+    d, tau = len(x0), T / L
+    rho, q0, q1 = x0 @ x1 / d, x0 @ x0 / d, x1 @ x1 / d
+    g = (1 + tau) ** np.arange(L + 1)  # (1+τ)^j
+    c, a, b = rho * g, q0 * g, g[::-1]
+    s, r = np.empty(L + 1), np.empty(L + 1)
+    s[0] = q1 + eps**2 * rho**2 * b[0]
+    for l in range(1, L + 1):
+        s[l] = (1 + tau) * s[l - 1] + eps**2 * (2 * tau + tau**2) * c[l - 1] ** 2 * b[l]
+    r[L] = 1 + eps**2 * a[L]
+    for l in range(L, 0, -1):
+        r[l - 1] = (1 + tau) * r[l] + eps**2 * (2 * tau + tau**2) * b[l] ** 2 * a[l - 1]
+    return s, r
+
+
+@pytest.mark.parametrize("dtype, L, eta, y0", [("float32", 6, 0.5, 1.0), ("float64", 2, 1.0, 2.0)])
+def test_linear_one_step_closed_form(dtype, L, eta, y0):
+    # (L = 2, η_c = 1, y₀ = 2 puts the eq.-4 typo g_{ℓ−1} ~10 standard errors off.)
+    X = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]) * np.sqrt(3)
+    y = np.array([y0, -0.5])
+    T = 1.0
+    rho = X[0] @ X[1] / 3
+    xp = np.array([[0.0, 0.6, 0.8], [0.8, 0.0, 0.6]]) * np.sqrt(3)
+    rho_p = xp @ X[0] / 3
+    runs = _linear_runs(X, y, L=L, dtype=dtype, probes=(xp, np.zeros(2)), eta_c=eta, T=T)
+    growth = (1 + T / L) ** L
+    d_f, d_p, d_h, d_g = [], [], [], []
+    for ds in runs:
+        chi0 = float(ds.dloss[0, 0])
+        s_ref, r_ref = _linear_second_moments(X[0], X[1], eta * chi0, L, T)
+        d_h.append(ds.h2[1].values - s_ref)
+        d_g.append(ds.g2[1].values - r_ref)
+        d_f.append(float(ds.f[1, 0]) - (-2 * eta * chi0 * rho * growth))
+        d_p.append(float(ds.probe_f.sel(probe_step=1)[1]) - (-2 * eta * chi0 * rho_p[1] * growth))
+        # before any update the output is E[v h_L] = 0 in the limit
+        assert abs(float(ds.f[0, 0])) < 5 * float(ds.f_se[0, 0])
+    _assert_within_se(d_f, "f after one step")
+    _assert_within_se(d_p, "probe after one step")
+    _assert_within_se(d_h, "E[h²] after one step")
+    _assert_within_se(d_g, "E[g²] after one step")
+    # the closed form is not trivially satisfied: the step moved f by many SEs
+    assert abs(np.mean([float(ds.f[1, 0]) for ds in runs])) > 0.5
+
+
+def test_linear_batch_closed_form():
+    # B = 2: one step on two samples (gradient averaged), then a third input.
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [0.8, 0.6], [0.6, -0.8]]) * np.sqrt(2)
+    y = np.array([1.0, -1.0, 0.0, 0.0])
+    L, eta = 4, 0.8
+    rho = X[:2] @ X[2] / 2
+    diffs = []
+    for ds in _linear_runs(X, y, L=L, B=2, eta_c=eta):
+        chi = ds.dloss[0].values
+        ref = -2 * eta * np.mean(chi * rho) * (1 + 1 / L) ** L
+        diffs.append(float(ds.f[1, 0]) - ref)
+    _assert_within_se(diffs, "batch step")
+
+
+def test_no_learning_reduces_to_the_at_init_sdes():
+    # η_c = 0: every trajectory is the at-init forward/backward SDE, and the growing
+    # drivers make E[h_ℓ⁽ⁱ⁾ h_ℓ⁽ʲ⁾] follow the exact kernel recursion C_ℓ(x_i, x_j)
+    # and E[g_ℓ⁽ⁱ⁾ g_ℓ⁽ʲ⁾] the exact Θ_ℓ. Checked from the full particle paths,
+    # each entry within 5 Monte Carlo standard errors; also the recorded E[h²],
+    # E[g²] and the minimum eigenvalues equal those recomputed from the paths.
+    rng = np.random.default_rng(0)
+    X = sphere(rng, 3, 4)
+    L, P = 6, 20_000
+    ds = nfd.simulate(X, np.zeros(3), eta_c=0.0, activation="tanh", steps=L, particles=P,
+                      paths=P, eig_steps=[2], seed=1, progress=False, dtype="float64")
+    _, C, Th = exact_covariance(X, "tanh", 1.0, steps=L)
+    H = ds.h_path.values[:, :, 0, :]  # (P, step, time)
+    G = ds.g_path.values[:, :, 0, :]
+    for paths, ref in ((H, C), (G, Th)):
+        prod = paths[:, :, None, :] * paths[:, None, :, :]  # (P, i, j, time)
+        est, se = prod.mean(0), prod.std(0) / np.sqrt(P)
+        assert np.all(np.abs(est - ref.transpose(1, 2, 0)) < 5 * se)
+    assert np.allclose(ds.h2.values, (H**2).mean(0), rtol=1e-10)
+    assert np.allclose(ds.g2.values, (G**2).mean(0), rtol=1e-10)
+    phi = np.tanh(H)
+    sig = [np.linalg.eigvalsh(phi[:, :, l].T @ phi[:, :, l] / P)[0] for l in range(L + 1)]
+    th = [np.linalg.eigvalsh(G[:, :, l].T @ G[:, :, l] / P)[0] for l in range(L + 1)]
+    assert np.allclose(ds.sigma_min_eig.sel(eig_step=2).values, sig, rtol=1e-8)
+    assert np.allclose(ds.theta_min_eig.sel(eig_step=2).values, th, rtol=1e-8)
+
+
+def test_reproducible_and_netcdf_roundtrip(tmp_path):
+    rng = np.random.default_rng(2)
+    X, Xp = sphere(rng, 6, 5), sphere(rng, 3, 5)
+    kw = dict(eta_c=1.0, activation="relu", steps=4, particles=512, batch_size=2,
+              probes=(Xp, np.ones(3)), paths=2, progress=False)
+    a = nfd.simulate(X, np.tanh(X[:, 0]), seed=3, **kw)
+    b = nfd.simulate(X, np.tanh(X[:, 0]), seed=3, **kw)
+    assert a.identical(b)
+    c = nfd.simulate(X, np.tanh(X[:, 0]), seed=4, **kw)
+    assert not np.array_equal(a.f.values, c.f.values)
+    assert set(a.dims) == {"step", "sample", "time", "probe", "probe_step", "eig_step", "particle"}
+    a.to_netcdf(tmp_path / "run.nc")
+    with xr.open_dataset(tmp_path / "run.nc") as back:
+        xr.testing.assert_identical(back.load(), a)
+
+
+def test_logistic_and_callable_losses():
+    rng = np.random.default_rng(3)
+    X = sphere(rng, 8, 4)
+    y = np.sign(X[:, 0])
+    ds = nfd.simulate(X, y, eta_c=1.0, loss="logistic", steps=4, particles=2048, progress=False)
+    assert np.allclose(ds.dloss.values, -y.reshape(-1, 1) / (1 + np.exp(y.reshape(-1, 1) * ds.f.values)), rtol=1e-5)
+    cb = nfd.simulate(X, y, eta_c=0.3, loss=lambda f, t: f - t, steps=4, particles=2048, progress=False)
+    mse = nfd.simulate(X, y, eta_c=0.3, loss="mse", steps=4, particles=2048, progress=False)
+    assert np.allclose(cb.f.values, mse.f.values) and np.all(np.isnan(cb.loss.values))
+    with pytest.raises(ValueError, match="±1"):
+        nfd.simulate(X, y * 0.5, eta_c=1.0, loss="logistic", steps=2, particles=16, progress=False)
+
+
+def test_nonfinite_stops_with_step_and_layer():
+    def fragile(x):
+        return torch.where(x.abs() > 20, torch.full_like(x, float("nan")), x)
+
+    X = np.array([[1.0, 0.0]] * 3) * np.sqrt(2)
+    with pytest.raises(FloatingPointError, match=r"SGD step 1, layer 1 \(forward"):
+        nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, steps=3,
+                     particles=256, progress=False)
+
+
+def test_memory_error_before_allocation():
+    X = np.ones((100, 2))
+    est = nfd.memory_estimate(n_train=100, input_dim=2, steps=1000, particles=10**8)
+    assert est["total"] > 10**14
+    with pytest.raises(MemoryError, match="GiB.*lower particles"):
+        nfd.simulate(X, np.zeros(100), eta_c=1.0, steps=1000, particles=10**8, progress=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(y=np.zeros(3)), ValueError, "y"),
+        (dict(eta_c=-1.0), ValueError, "eta_c"),
+        (dict(batch_size=3), ValueError, "batch_size"),
+        (dict(steps=0), ValueError, "steps"),
+        (dict(particles=1), ValueError, "particles"),
+        (dict(backward="coupled"), ValueError, "backward"),
+        (dict(loss="hinge"), ValueError, "loss"),
+        (dict(probes=np.ones((2, 3))), TypeError, "probes"),
+        (dict(probes=(np.ones((2, 5)), np.ones(2))), ValueError, "probes"),
+        (dict(probe_steps=[9], probes=(np.ones((2, 3)), np.ones(2))), ValueError, "probe_steps"),
+        (dict(eig_steps=[4]), ValueError, "eig_steps"),
+        (dict(paths=100), ValueError, "paths"),
+    ],
+)
+def test_bad_arguments(kwargs, exc, match):
+    args = dict(X=np.ones((4, 3)), y=np.zeros(4), eta_c=0.1, steps=2, particles=16,
+                progress=False) | kwargs
+    with pytest.raises(exc, match=match):
+        nfd.simulate(args.pop("X"), args.pop("y"), **args)
