@@ -56,7 +56,11 @@ class GrowingGaussianDriver:
         Relative eigenvalue floor for singular or slightly indefinite blocks
         (see :func:`sde._linalg.psd_factor`). The smallest eigenvalue before the
         floor is returned by :meth:`append`, and a ``RuntimeWarning`` is issued
-        once by :meth:`finalize` if the floor was ever active.
+        once by :meth:`finalize` if the floor was ever active. When rounding makes
+        the bordered covariance indefinite (the new block's regression on the
+        history explains more than its variance), the cross-covariance is shrunk
+        so that the conditional variance equals the floor; without this the
+        increments' variance grows without bound in float32 runs.
 
     Notes
     -----
@@ -131,17 +135,32 @@ class GrowingGaussianDriver:
                 f"({k} + {b} components)"
             )
         block64 = block.to(torch.float64)
+        scale = torch.diagonal(block64).mean()
+        floor = self.rel_jitter * scale
         if k > 0:
             lower = self.factor[t, :k, :k]
             coef = torch.linalg.solve_triangular(
                 lower, cross.to(torch.float64), upper=False
             )  # (k, B): L21ᵀ
-            schur = block64 - coef.transpose(0, 1) @ coef
+            gram = coef.transpose(0, 1) @ coef
+            min_eig = torch.linalg.eigvalsh(block64 - gram)[0]
+            # Rounding (float32 moments of an ill-conditioned Σ) can make the bordered
+            # covariance indefinite, i.e. |L21|² > block: the increments' variance would
+            # then explode. Project back: shrink L21 so that the Schur complement is at
+            # least the floor (exact for B = 1, conservative for blocks).
+            room = (torch.linalg.eigvalsh(block64)[0] - floor).clamp_min(0.0)
+            shrink = torch.where(
+                min_eig < floor,
+                (room / torch.linalg.eigvalsh(gram)[-1].clamp_min(1e-300)).clamp(max=1.0).sqrt(),
+                torch.ones((), dtype=torch.float64, device=self.device),
+            )
+            coef = coef * shrink
+            schur = block64 - (shrink * shrink) * gram
         else:
             schur = block64
-        scale = torch.diagonal(block64).mean()
-        new_factor, min_eig = psd_factor(schur, self.rel_jitter, scale=scale)
-        self._floored |= min_eig < self.rel_jitter * scale
+            min_eig = torch.linalg.eigvalsh(block64)[0]
+        new_factor, _ = psd_factor(schur, self.rel_jitter, scale=scale)
+        self._floored |= min_eig < floor
         xi_new = torch.randn(b, self.particles, generator=self.generator,
                              device=self.device, dtype=self.dtype)
         z = new_factor.to(self.dtype) @ xi_new

@@ -1,0 +1,27 @@
+"""Shared timing helpers: wall time and this machine's copy bandwidth, in one run."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    """Smallest wall time of ``repeat`` calls (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def copy_bandwidth(device="cpu", nbytes: int = 1 << 28) -> float:
+    """Measured copy bandwidth in bytes/s (read + write counted) on ``device``."""
+    a = torch.empty(nbytes // 4, device=device).normal_()
+    b = torch.empty_like(a)
+    return 2 * nbytes / best_of(lambda: b.copy_(a), repeat=5)

@@ -1,0 +1,108 @@
+"""nfd.simulate cost: fitted exponents in P, L, K; bandwidth fraction; peak memory.
+
+The NFD step k touches the whole history, so the cost should grow like P·L·K². Per
+layer and SGD step (B = 1) the run streams six k×P blocks (forward: Σ row, drift,
+driver; backward: Θ row, drift, driver), i.e. 24·P·L·K(K−1)/2 bytes in float32.
+Prints the exponents fitted on a log-log scale, the achieved traffic against the
+copy bandwidth measured in the same run, and the peak resident memory of a run
+(in a fresh subprocess, above its import baseline) against nfd.memory_estimate.
+
+    python benchmarks/bench_simulate.py [--quick] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+import nfd
+import sde
+
+from _common import copy_bandwidth
+
+
+def _data(K: int, d: int = 8, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((K, d))
+    X *= np.sqrt(d) / np.linalg.norm(X, axis=1, keepdims=True)
+    return X, np.tanh(X[:, 0])
+
+
+def timed(P: int, L: int, K: int, device: str) -> float:
+    X, y = _data(K)
+    kw = dict(eta_c=0.3, steps=L, particles=P, progress=False, eig_steps=[], device=device)
+    nfd.simulate(X[:4], y[:4], **kw)  # warm-up
+    start = time.perf_counter()
+    nfd.simulate(X, y, **kw)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def history_bytes(P: int, L: int, K: int) -> int:
+    return 24 * P * L * K * (K - 1) // 2
+
+
+def peak_memory(P: int, L: int, K: int) -> None:
+    """Child process: print peak RSS growth of one run and the estimate (JSON)."""
+    X, y = _data(K)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    nfd.simulate(X, y, eta_c=0.3, steps=L, particles=P, progress=False, device="cpu")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    est = nfd.memory_estimate(n_train=K, input_dim=X.shape[1], steps=L, particles=P)
+    print(json.dumps({"peak": peak - base, "estimate": est["total"]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--_peak", nargs=3, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._peak:
+        peak_memory(*args._peak)
+        return
+    dev = args.device
+    s = 2 if args.quick else 1
+    base = dict(P=32768 // s, L=16, K=128 // s)
+    sweeps = {
+        "P": [base["P"] // 2, base["P"], base["P"] * 2],
+        "L": [8, 16, 32],
+        "K": [base["K"] // 2, base["K"], base["K"] * 2],
+    }
+    print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads")
+    fitted = {}
+    for name, values in sweeps.items():
+        times = []
+        for v in values:
+            cfg = dict(base, **{name: v})
+            times.append(timed(cfg["P"], cfg["L"], cfg["K"], dev))
+            print(f"  {cfg}: {times[-1]:.2f} s")
+        fitted[name] = sde.fit_slope(np.array(values, float), np.array(times)).slope
+    print("fitted exponents (expected 1, 1, 2): "
+          + ", ".join(f"{k}: {v:.2f}" for k, v in fitted.items()))
+
+    P, L, K = (16384 // s, 64 // s, 128 // s)
+    bw = copy_bandwidth(dev)
+    t = timed(P, L, K, dev)
+    traffic = history_bytes(P, L, K) / t
+    print(f"target run P={P}, L={L}, K={K}: {t:.2f} s, history traffic "
+          f"{traffic / 1e9:.1f} GB/s = {traffic / bw:.0%} of the copy bandwidth "
+          f"{bw / 1e9:.1f} GB/s")
+    if dev == "cpu":
+        out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L), str(K)],
+                             capture_output=True, text=True, check=True)
+        mem = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"peak memory {mem['peak'] / 2**20:.0f} MiB vs estimate "
+              f"{mem['estimate'] / 2**20:.0f} MiB (ratio {mem['peak'] / mem['estimate']:.2f})")
+
+
+if __name__ == "__main__":
+    main()
