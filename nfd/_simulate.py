@@ -28,6 +28,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from sde import GrowingGaussianDriver
+from sde._drivers import default_jitter
 
 from ._activations import Activation, get_activation
 from ._checks import (
@@ -181,7 +182,7 @@ def simulate(
     device=None,
     dtype=None,
     progress: bool = True,
-    rel_jitter: float = 1e-6,
+    rel_jitter: float | None = None,
 ) -> xr.Dataset:
     """Integrate the Neural Feature Dynamics of online SGD (paper 002, Definition 1).
 
@@ -232,9 +233,10 @@ def simulate(
         Default CUDA if available, float32.
     progress : bool
         Show a tqdm progress bar over SGD steps.
-    rel_jitter : float
+    rel_jitter : float, optional
         Relative eigenvalue floor of the growing drivers (singular covariances from
-        repeated inputs or dead units are regularised and a warning is issued).
+        repeated inputs or dead units are regularised and a warning is issued);
+        default 1e-5 in float32, 1e-10 in float64.
 
     Returns
     -------
@@ -270,7 +272,8 @@ def simulate(
     paths = check_int("paths", paths, 0)
     seed = check_int("seed", seed, 0)
     check_choice("backward", backward, BACKWARD_LIMITS)
-    rel_jitter = check_positive_float("rel_jitter", rel_jitter)
+    if rel_jitter is not None:
+        rel_jitter = check_positive_float("rel_jitter", rel_jitter)
     if N % B:
         raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
     if paths > P:
@@ -292,6 +295,7 @@ def simulate(
     eig_steps = (_default_steps(K, 5, False) if eig_steps is None
                  else _check_steps("eig_steps", eig_steps, K - 1))
     device, dtype = resolve_device_dtype(device, dtype)
+    rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     Q = 0 if Xp is None else Xp.shape[0]
     est = memory_estimate(n_train=N, input_dim=d, steps=L, particles=P, batch_size=B,
                           probes=Q, paths=paths, dtype=dtype)

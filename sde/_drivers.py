@@ -26,7 +26,12 @@ import torch
 
 from ._linalg import psd_factor
 
-__all__ = ["GrowingGaussianDriver"]
+__all__ = ["GrowingGaussianDriver", "default_jitter"]
+
+
+def default_jitter(dtype: torch.dtype) -> float:
+    """Default relative eigenvalue floor of the drivers for a working dtype."""
+    return 1e-5 if dtype == torch.float32 else 1e-10
 
 
 class GrowingGaussianDriver:
@@ -35,7 +40,10 @@ class GrowingGaussianDriver:
     At each time index ``t`` the driver holds ``k`` committed components with
     standard innovations ``ξ[t, :k]`` (shape ``(k, P)``) and a lower-triangular
     factor ``L_t`` with ``L_t L_tᵀ = Σ_t[:k, :k]``; component ``j`` of particle
-    ``p`` is ``z[j, p] = Σ_i L_t[j, i] ξ[t, i, p]``. :meth:`append` adds ``B``
+    ``p`` is ``z[j, p] = Σ_i L_t[j, i] ξ[t, i, p]``. Components whose conditional
+    variance fell below the floor are stored with an infinite diagonal: they are
+    (numerically) in the span of earlier ones and are skipped by later regressions
+    (a truncated Cholesky factor). :meth:`append` adds ``B``
     components with requested covariance against the existing ones, reusing
     ``ξ[t, :k]``, so the joint covariance of all ``k + B`` components is exactly
     the requested one (up to the eigenvalue floor of singular blocks).
@@ -52,8 +60,10 @@ class GrowingGaussianDriver:
         Device and floating dtype of the innovations and returned increments.
     generator : torch.Generator
         Source of the innovations (on ``device``).
-    rel_jitter : float
-        Relative eigenvalue floor for singular or slightly indefinite blocks
+    rel_jitter : float, optional
+        Relative eigenvalue floor for singular or slightly indefinite blocks;
+        default 1e-5 in float32 and 1e-10 in float64 (moments of float32 particles
+        carry relative rounding errors of about 1e-6)
         (see :func:`sde._linalg.psd_factor`). The smallest eigenvalue before the
         floor is returned by :meth:`append`, and a ``RuntimeWarning`` is issued
         once by :meth:`finalize` if the floor was ever active. When rounding makes
@@ -78,12 +88,12 @@ class GrowingGaussianDriver:
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
         generator: torch.Generator | None = None,
-        rel_jitter: float = 1e-6,
+        rel_jitter: float | None = None,
     ) -> None:
         self.times, self.particles, self.capacity = times, particles, capacity
         self.device, self.dtype = torch.device(device), dtype
         self.generator = generator
-        self.rel_jitter = rel_jitter
+        self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
         self.xi = torch.empty(times, capacity, particles, device=self.device, dtype=dtype)
         self.factor = torch.zeros(times, capacity, capacity, device=self.device,
                                   dtype=torch.float64)
@@ -161,6 +171,13 @@ class GrowingGaussianDriver:
             min_eig = torch.linalg.eigvalsh(block64)[0]
         new_factor, _ = psd_factor(schur, self.rel_jitter, scale=scale)
         self._floored |= min_eig < floor
+        # A component whose conditional variance sits at the floor adds no usable
+        # direction: later regressions skip it (∞ on the solve diagonal gives a zero
+        # coefficient). Without this, many floored rows (diagonal ≈ √floor) make the
+        # triangular solve grow exponentially and overflow in ill-conditioned runs.
+        diag = torch.diagonal(new_factor)
+        solve_diag = torch.where(diag * diag <= floor * (1 + 1e-6),
+                                 torch.full_like(diag, float("inf")), diag)
         xi_new = torch.randn(b, self.particles, generator=self.generator,
                              device=self.device, dtype=self.dtype)
         z = new_factor.to(self.dtype) @ xi_new
@@ -169,6 +186,7 @@ class GrowingGaussianDriver:
         if commit:
             self.xi[t, k:k + b] = xi_new
             self.factor[t, k:k + b, k:k + b] = new_factor
+            self.factor[t, range(k, k + b), range(k, k + b)] = solve_diag
             self.cov[t, k:k + b, k:k + b] = block64
             if k > 0:
                 self.factor[t, k:k + b, :k] = coef.transpose(0, 1)
