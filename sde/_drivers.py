@@ -29,6 +29,11 @@ from ._linalg import psd_factor
 __all__ = ["GrowingGaussianDriver", "default_jitter"]
 
 
+def _min_eig(sym: torch.Tensor) -> torch.Tensor:
+    """Smallest eigenvalue of a small symmetric matrix (no solver call for 1×1)."""
+    return sym[0, 0] if sym.shape[-1] == 1 else torch.linalg.eigvalsh(sym)[0]
+
+
 def default_jitter(dtype: torch.dtype) -> float:
     """Default relative eigenvalue floor of the drivers for a working dtype."""
     return 1e-5 if dtype == torch.float32 else 1e-10
@@ -153,22 +158,23 @@ class GrowingGaussianDriver:
                 lower, cross.to(torch.float64), upper=False
             )  # (k, B): L21ᵀ
             gram = coef.transpose(0, 1) @ coef
-            min_eig = torch.linalg.eigvalsh(block64 - gram)[0]
             # Rounding (float32 moments of an ill-conditioned Σ) can make the bordered
             # covariance indefinite, i.e. |L21|² > block: the increments' variance would
             # then explode. Project back: shrink L21 so that the Schur complement is at
             # least the floor (exact for B = 1, conservative for blocks).
-            room = (torch.linalg.eigvalsh(block64)[0] - floor).clamp_min(0.0)
+            min_eig = _min_eig(block64 - gram)
+            room = (_min_eig(block64) - floor).clamp_min(0.0)
+            largest = gram[0, 0] if b == 1 else torch.linalg.eigvalsh(gram)[-1]
             shrink = torch.where(
                 min_eig < floor,
-                (room / torch.linalg.eigvalsh(gram)[-1].clamp_min(1e-300)).clamp(max=1.0).sqrt(),
+                (room / largest.clamp_min(1e-300)).clamp(max=1.0).sqrt(),
                 torch.ones((), dtype=torch.float64, device=self.device),
             )
             coef = coef * shrink
             schur = block64 - (shrink * shrink) * gram
         else:
             schur = block64
-            min_eig = torch.linalg.eigvalsh(block64)[0]
+            min_eig = _min_eig(block64)
         new_factor, _ = psd_factor(schur, self.rel_jitter, scale=scale)
         self._floored |= min_eig < floor
         # A component whose conditional variance sits at the floor adds no usable
