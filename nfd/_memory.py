@@ -62,18 +62,49 @@ def memory_estimate(
     return est
 
 
-def available_memory(device: torch.device) -> int:
-    """Free bytes on ``device`` (CUDA: ``mem_get_info``; CPU: available pages)."""
+def available_memory(device: torch.device | str) -> int:
+    """Bytes currently available on ``device``.
+
+    CUDA: the free figure of ``torch.cuda.mem_get_info``. CPU: ``MemAvailable`` of
+    ``/proc/meminfo`` when present (it counts reclaimable page cache), otherwise
+    ``SC_PAGE_SIZE · SC_AVPHYS_PAGES``.
+    """
+    device = torch.device(device)
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 2**63 - 1
 
 
-def ensure_fits(required: int, device: torch.device, *, advice: str) -> None:
-    """Raise ``MemoryError`` before allocating if ``required`` bytes do not fit."""
+def ensure_fits(
+    required: int,
+    device: torch.device | str,
+    *,
+    advice: str,
+    what: str = "this run",
+    parts: dict[str, int] | None = None,
+    fraction: float = 0.9,
+) -> None:
+    """Raise ``MemoryError`` before allocating if ``required`` bytes exceed
+    ``fraction`` of what is available; the message names the figure, the largest
+    ``parts`` and ``advice`` (what to lower)."""
     free = available_memory(device)
-    if required > 0.9 * free:
-        raise MemoryError(
-            f"this run needs about {required / 2**30:.2f} GiB on {device} but only "
-            f"{free / 2**30:.2f} GiB are free; {advice}"
-        )
+    if required <= fraction * free:
+        return
+    detail = ""
+    if parts:
+        big = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+        detail = " (" + ", ".join(f"{k}: {v / 2**30:.2f} GiB" for k, v in big) + ")"
+    raise MemoryError(
+        f"{what} needs about {required / 2**30:.2f} GiB{detail} but only "
+        f"{free / 2**30:.2f} GiB are free on {torch.device(device)}; {advice}"
+    )

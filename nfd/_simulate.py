@@ -299,7 +299,7 @@ def simulate(
     Q = 0 if Xp is None else Xp.shape[0]
     est = memory_estimate(n_train=N, input_dim=d, steps=L, particles=P, batch_size=B,
                           probes=Q, paths=paths, dtype=dtype)
-    ensure_fits(est["total"], device,
+    ensure_fits(est["total"], device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
 
     gen = torch.Generator(device=device).manual_seed(seed)

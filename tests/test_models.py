@@ -187,7 +187,7 @@ def test_probes_at_step_k_use_parameters_after_k_updates():
     ds = train_resnet(X, y, width=32, depth=3, seeds=2, batch_size=B, eta_c=1.0,
                       probes=(X, y), style="post", activation="tanh", dtype="float64",
                       device="cpu")
-    assert list(ds.probe_step.values) == list(range(K + 1))  # default: every step
+    assert list(ds.probe_step.values) == list(range(K + 1))  # default: every step if K ≤ 32
     for k in range(K):
         np.testing.assert_allclose(ds.f.isel(step=k).values,
                                    ds.probe_f.sel(probe_step=k).values[:, k * B:(k + 1) * B],
@@ -204,6 +204,7 @@ def test_dataset_schema_and_netcdf_roundtrip(tmp_path):
                       device="cpu")
     dims = {
         "f": ("seed", "step", "sample"), "loss": ("seed", "step", "sample"),
+        "dloss": ("seed", "step", "sample"),
         "y": ("step", "sample"), "h2": ("seed", "step", "time"),
         "g2": ("seed", "step", "time"), "probe_f": ("seed", "probe_step", "probe"),
         "probe_loss": ("seed", "probe_step", "probe"), "probe_y": ("probe",),
@@ -215,8 +216,14 @@ def test_dataset_schema_and_netcdf_roundtrip(tmp_path):
     assert {k: ds[k].dims for k in ds.data_vars} == dims
     np.testing.assert_allclose(ds.time, [0, 0.5, 1.0])
     np.testing.assert_allclose(ds.block_time, [0.5, 1.0])
-    assert ds.attrs["seeds"] == [1, 4] and ds.attrs["alpha"] == pytest.approx(0.25)
-    assert ds.attrs["learning_rate"] == pytest.approx(0.2 * 16)  # η = η_c n
+    assert ds.attrs["seeds"] == [1, 4] and ds.attrs["alpha_value"] == pytest.approx(0.25)
+    assert ds.attrs["learning_rate_value"] == pytest.approx(0.2 * 16)  # η = η_c n
+    assert ds.attrs["model"] == "network" and ds.attrs["sgd_steps"] == 3
+    np.testing.assert_allclose(ds.dloss, ds.f - ds.y)  # χ = ℒ'(f, y) for mse
+    # without probes / eig_steps the variables exist with empty dimensions
+    bare = train_resnet(X, y, width=8, depth=2, eta_c=0.2, device="cpu")
+    assert bare.probe_f.shape == (1, 0, 0) and bare.sigma_min_eig.shape == (1, 0, 3)
+    assert "internal_update" not in bare
     path = tmp_path / "run.nc"
     ds.to_netcdf(path, engine="scipy")
     back = xr.open_dataset(path, engine="scipy")
