@@ -41,14 +41,24 @@ def check_positive_float(name: str, value, *, allow_zero: bool = False) -> float
     return value
 
 
-def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
-    """Return ``value`` as a finite float64 array of shape (m, d), m ≥ 1."""
+def _float_array(name: str, value) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be array-like of numbers") from None
+
+
+def _finite(name: str, arr: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
+    """Return ``value`` as a finite float64 array of shape (m, d), m ≥ 1."""
+    arr = _float_array(name, value)
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
@@ -58,25 +68,16 @@ def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
             f"{name} has {arr.shape[1]} features per input but the training inputs have "
             f"{columns}"
         )
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return arr
+    return _finite(name, arr)
 
 
 def check_targets(name: str, value, length: int) -> np.ndarray:
     """Return ``value`` as a finite float64 vector of the given length."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be array-like of numbers") from None
+    arr = _float_array(name, value)
     arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
     if arr.shape != (length,):
         raise ValueError(f"{name} must have shape ({length},) to match X, got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return arr
+    return _finite(name, arr)
 
 
 def check_choice(name: str, value, choices) -> str:
