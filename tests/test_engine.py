@@ -115,7 +115,7 @@ def test_euler_maruyama_matches_discrete_moment_recursion_forward_and_backward()
     P, steps, s = 100_000, 10, 0.7
     y0 = torch.randn(P, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 2
     for reverse in (False, True):
-        res = euler_maruyama_run = sde.euler_maruyama(
+        res = sde.euler_maruyama(
             _OU(s), y0, t1=1.0, steps=steps, reverse=reverse,
             generator=torch.Generator().manual_seed(1), observe=lambda t, y: y.var(0)[0])
         var = float(y0.var())
