@@ -1,0 +1,296 @@
+"""Job runner and resumable results store of the validation suite.
+
+A sweep is a list of jobs (keyword dicts) for one module-level function that
+returns an ``xarray.Dataset``. Each finished job is written at once to
+``root/<study>/<key>.nc``, so an interrupted sweep is resumed by running it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import pathlib
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent import futures as cf
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+from tqdm.auto import tqdm
+
+__all__ = ["ResultsStore", "run_jobs", "seed_blocks", "by_cell"]
+
+_LABEL_CHARS = 120  # the readable part of a key; the hash keeps keys unique
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` as JSON-ready Python (numpy scalars unwrapped, tuples as lists)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, where) for v in value]
+    raise TypeError(
+        f"{where} must be int, float, str, bool, None or a list of those, "
+        f"got {type(value).__name__}"
+    )
+
+
+def _canonical(job: Mapping[str, Any]) -> str:
+    """The job as JSON with sorted keys: equal jobs give equal strings."""
+    if not isinstance(job, Mapping):
+        raise TypeError(f"jobs must contain mappings, got {type(job).__name__}")
+    for name in job:
+        if not isinstance(name, str):
+            raise TypeError(f"job keys must be strings (keyword arguments), got {name!r}")
+    plain = {name: _plain(value, f"job[{name!r}]") for name, value in job.items()}
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"))
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, list):
+        if len(value) > 1 and all(type(v) is int for v in value) and (
+            value == list(range(value[0], value[0] + len(value)))
+        ):
+            return f"{value[0]}-{value[-1]}"
+        return ",".join(_label(v) for v in value)
+    if value is None or isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _check_study(study: str) -> None:
+    if not isinstance(study, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", study, re.ASCII):
+        raise ValueError(f"study must be letters, digits, '.', '_' or '-', got {study!r}")
+
+
+class ResultsStore:
+    """Directory of finished jobs, one netCDF file per job: ``root/<study>/<key>.nc``.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        Directory of the store; created if missing.
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = pathlib.Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def key(self, study: str, job: Mapping[str, Any]) -> str:
+        """Deterministic, filename-safe file stem of ``job``: its ``name=value``
+        pairs sorted by name (cut at 120 characters) and an 8-hex hash of its
+        canonical JSON, e.g. ``"depth=16_seeds=0-7_width=256__1a2b3c4d"``.
+
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (letters, digits, ``.``, ``_``, ``-``).
+        job : Mapping[str, Any]
+            Keyword arguments: int, float, str, bool, None (numpy scalars
+            accepted) or lists/tuples of those.
+        """
+        _check_study(study)
+        canonical = _canonical(job)
+        pairs = sorted(json.loads(canonical).items())
+        label = "_".join(f"{name}={_label(value)}" for name, value in pairs)
+        label = re.sub(r"[^A-Za-z0-9.,=+_-]+", "-", label[:_LABEL_CHARS]) or "job"
+        return f"{label}__{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
+
+    def path(self, study: str, job: Mapping[str, Any]) -> pathlib.Path:
+        """Path of the file of ``job`` (which may not exist yet)."""
+        return self.root / study / f"{self.key(study, job)}.nc"
+
+    def has(self, study: str, job: Mapping[str, Any]) -> bool:
+        """Whether ``job`` of ``study`` is finished and stored."""
+        return self.path(study, job).is_file()
+
+    def load(self, study: str, job: Mapping[str, Any]) -> xr.Dataset:
+        """The stored result of ``job``, loaded into memory (the file is closed)."""
+        with xr.open_dataset(self.path(study, job)) as ds:
+            return ds.load()
+
+    def save(self, study: str, job: Mapping[str, Any], ds: xr.Dataset) -> pathlib.Path:
+        """Write ``ds`` (with ``attrs["job"]``, the job as JSON) atomically: to a
+        temporary file in the same directory, then renamed. Returns the path."""
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
+        path = self.path(study, job)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")  # usual permissions
+        try:
+            ds.assign_attrs(job=_canonical(job)).to_netcdf(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return path
+
+
+@contextlib.contextmanager
+def _naming(study: str, job: Mapping[str, Any]) -> Iterator[None]:
+    """Add a note naming the job to an exception raised inside (Python >= 3.11)."""
+    try:
+        yield
+    except Exception as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"raised by job {dict(job)!r} of study {study!r}")
+        raise
+
+
+def _collect(futures: dict, as_completed: Callable, finish: Callable) -> None:
+    """``finish(i, future.result)`` for each future as it completes; cancel the rest
+    on failure."""
+    try:
+        for future in as_completed(futures):
+            finish(futures[future], future.result)
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
+
+
+def run_jobs(
+    fn: Callable[..., xr.Dataset],
+    jobs: Sequence[Mapping[str, Any]],
+    *,
+    study: str,
+    store: ResultsStore | str | os.PathLike | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> list[xr.Dataset]:
+    """Run ``fn(**job)`` for each job, skipping jobs already in ``store``.
+
+    Parameters
+    ----------
+    fn : callable
+        Module-level (picklable) function returning an ``xarray.Dataset``.
+    jobs : sequence of mappings
+        Keyword arguments of each call; values as in :meth:`ResultsStore.key`.
+    study : str
+        Name of the sweep: the store's sub-directory and the progress bar's label.
+    store : ResultsStore, str, os.PathLike or None
+        Where finished jobs are read from and written to as they complete;
+        None keeps results in memory only.
+    scheduler : str or None
+        None or ``"serial"``; ``"processes"`` or ``"processes:N"`` (N local spawned
+        worker processes, default ``os.cpu_count()``, each with
+        ``max(1, cpu_count // N)`` torch threads); or a ``dask.distributed``
+        scheduler address such as ``"tcp://host:port"``.
+    progress : bool
+        Show a tqdm bar over the jobs.
+
+    Returns
+    -------
+    list of xarray.Dataset
+        Results in the order of ``jobs``, each with ``attrs["job"]`` (JSON).
+
+    Raises
+    ------
+    Exception
+        The first exception raised by a job, with a note naming the job; jobs
+        finished before it are already in ``store``.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+        raise TypeError(f"jobs must be a sequence of mappings, got {type(jobs).__name__}")
+    canon = [_canonical(job) for job in jobs]
+    if len(set(canon)) < len(canon):
+        repeated = sorted({c for c in canon if canon.count(c) > 1})
+        raise ValueError(f"jobs contains duplicates: {', '.join(repeated)}")
+    if isinstance(store, (str, os.PathLike)):
+        store = ResultsStore(store)
+    elif store is not None and not isinstance(store, ResultsStore):
+        raise TypeError(
+            f"store must be a ResultsStore, a path or None, got {type(store).__name__}"
+        )
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise TypeError(f"scheduler must be a string or None, got {type(scheduler).__name__}")
+    scheduler = "serial" if scheduler is None else scheduler
+    if "://" in scheduler:
+        kind = "dask"
+    elif scheduler == "serial" or re.fullmatch(r"processes(:[1-9][0-9]*)?", scheduler):
+        kind, _, workers = scheduler.partition(":")
+    else:
+        raise ValueError(
+            f"scheduler={scheduler!r} is not 'serial', 'processes', 'processes:N' (N >= 1) "
+            "or a dask.distributed address such as 'tcp://host:port'"
+        )
+    _check_study(study)
+
+    results: list[xr.Dataset | None] = [None] * len(jobs)
+    todo = []
+    for i, job in enumerate(jobs):
+        if store is not None and store.has(study, job):
+            results[i] = store.load(study, job)
+        else:
+            todo.append(i)
+
+    done = len(jobs) - len(todo)
+    bar = tqdm(total=len(jobs), initial=done, desc=study, disable=not progress)
+
+    def finish(i: int, compute: Callable[[], Any]) -> None:
+        with _naming(study, jobs[i]):
+            ds = compute()
+            if not isinstance(ds, xr.Dataset):
+                raise TypeError(f"fn must return an xarray.Dataset, not {type(ds).__name__}")
+            results[i] = ds.assign_attrs(job=canon[i])
+            if store is not None:
+                store.save(study, jobs[i], results[i])
+        bar.update()
+
+    with bar:
+        if kind == "serial":
+            for i in todo:
+                finish(i, functools.partial(fn, **jobs[i]))
+        elif todo and kind == "processes":
+            cpus = os.cpu_count() or 1
+            n = min(int(workers or cpus), len(todo))
+            spawn = multiprocessing.get_context("spawn")  # torch is not fork-safe
+            threads = (max(1, cpus // n),)
+            with cf.ProcessPoolExecutor(n, spawn, torch.set_num_threads, threads) as pool:
+                submitted = {pool.submit(fn, **jobs[i]): i for i in todo}
+                _collect(submitted, cf.as_completed, finish)
+        elif todo:
+            try:
+                import distributed
+            except ImportError as exc:
+                raise ImportError(
+                    f"scheduler={scheduler!r} needs dask.distributed: pip install nfd[dask]"
+                ) from exc
+            with distributed.Client(scheduler) as client:
+                # a partial, so that job keys such as "key" or "workers" reach fn
+                calls = {i: functools.partial(fn, **jobs[i]) for i in todo}
+                submitted = {client.submit(call, pure=False): i for i, call in calls.items()}
+                _collect(submitted, distributed.as_completed, finish)
+    return results
+
+
+def seed_blocks(seeds: Sequence[int], bytes_per_seed: int,
+                budget: int = 2 << 30) -> list[list[int]]:
+    """Split ``seeds`` into consecutive blocks whose memory stays under ``budget``
+    bytes (at least one seed per block): one job per block, so that a sweep over
+    large networks neither exhausts memory nor loses more than a block when
+    interrupted."""
+    per = max(1, min(len(seeds), int(budget // max(1, bytes_per_seed))))
+    seeds = list(seeds)
+    return [seeds[i:i + per] for i in range(0, len(seeds), per)]
+
+
+def by_cell(jobs: Sequence[Mapping[str, Any]], parts: Sequence[xr.Dataset],
+            keys: Sequence[str] = ("width", "depth")) -> dict[tuple, xr.Dataset]:
+    """Join the seed blocks of each cell: ``{(job[k] for k in keys): Dataset
+    concatenated over "seed"}``, in the order the blocks were listed."""
+    cells: dict[tuple, list[xr.Dataset]] = {}
+    for job, part in zip(jobs, parts):
+        cells.setdefault(tuple(job[k] for k in keys), []).append(part)
+    return {k: v[0] if len(v) == 1 else xr.concat(v, "seed") for k, v in cells.items()}
