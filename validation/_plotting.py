@@ -1,0 +1,71 @@
+"""Log-log error figures with fitted lines (requires the ``plot`` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from ._fit import PowerFit
+
+__all__ = ["figure", "loglog_panels"]
+
+
+def figure(rows: int, cols: int, size: float = 3.6):
+    """A matplotlib figure on the Agg backend; ImportError names the extra."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("figures need matplotlib: pip install 'nfd[plot]'") from exc
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * 0.85 * rows),
+                             squeeze=False)
+    return fig, axes
+
+
+def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
+                  path: str | Path) -> Path:
+    """One row per panel: the quantity against width (a line per depth) and against
+    depth (a line per width), markers measured, dashed lines the fitted model.
+
+    Parameters
+    ----------
+    panels : sequence of (title, values, fit)
+        ``values`` has dims (width, depth); a dim of length one is drawn as a
+        single line.
+    path : str or Path
+        PNG file.
+    """
+    fig, axes = figure(len(panels), 2)
+    for row, (title, da, fit) in zip(axes, panels):
+        da = da.transpose("width", "depth")
+        n, L = da["width"].values.astype(float), da["depth"].values.astype(float)
+        for ax, x, lines, xlabel, along in ((row[0], n, L, "width n", 0),
+                                            (row[1], L, n, "depth L", 1)):
+            colors = [f"C{i % 10}" for i in range(len(lines))]
+            for j, (c, other) in enumerate(zip(colors, lines)):
+                y = da.values[:, j] if along == 0 else da.values[j, :]
+                label = f"{'L' if along == 0 else 'n'} = {other:g}"
+                ax.loglog(x, np.abs(y), "o", color=c, ms=4, label=label)
+                if fit is not None:
+                    nn, LL = (x, other) if along == 0 else (other, x)
+                    ax.loglog(x, np.abs(fit.predict(n=nn, L=LL)) * np.ones_like(x),
+                              "--", color=c, lw=1)
+            ax.set_xlabel(xlabel)
+            ax.set_title(title, fontsize=9)
+            ax.legend(fontsize=6, ncol=2)
+        if fit is not None:
+            est = ", ".join(f"{k}={v:.3g}" for k, v in fit.estimate.items())
+            row[1].text(0.02, 0.02, f"{fit.model}\n{est}", transform=row[1].transAxes,
+                        fontsize=6, va="bottom")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
