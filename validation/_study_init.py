@@ -1,0 +1,223 @@
+"""Study 1: strong error at initialization by synchronous coupling (Props. 2, 6).
+
+For one input x, each coordinate i of a finite network (width n, depth L) is
+coupled to the limiting SDEs by its own noise: with ξ_ℓ, ξ̃_ℓ the normalized
+increments of :func:`validation.init_increments`,
+
+    h_ℓ = h_{ℓ−1} + √τ σ_ℓ ξ_ℓ,          g_{ℓ−1} = g_ℓ + √τ σ̃_ℓ φ'(h_{ℓ−1}) ξ̃_ℓ,
+
+the Brownian increment of layer ℓ is w(t_ℓ) − w(t_{ℓ−1}) = √τ ξ_{ℓ,i}, refined
+to a grid of r = M/L substeps by a Brownian bridge (δw_j = √τ ξ/r + ε_j − ε̄,
+ε_j iid N(0, T/M)), and the reference solves on that grid
+
+    dh_t = σ_t dw_t,   h_0 = (Ux)_i/√d,      dg_t = φ'(h_t) σ̃_t dw̃_t,   g_T = v_i,
+
+with the exact deterministic σ_t² = E[φ(h_t)²] and σ̃_t² = E[g_t²] of the
+covariance ODEs (``nfd._exact``). Because σ_t and σ̃_t are deterministic, the
+reference is two cumulative sums. The measured error is E|h_{ℓ,i} − h_{t_ℓ}|²
+(mean over coordinates, one value per seed) and the same for g; the paper bounds
+both by C(L⁻¹ + n⁻¹). The reference's own discretization error is measured by
+recomputing it on the grid of M/2 steps with the same Brownian path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+
+from nfd._activations import get_activation
+from nfd._checks import resolve_device_dtype
+from nfd._exact import exact_covariance
+from nfd._results import base_attrs
+
+from ._fit import PowerFit, fit_power_law, stored_fit
+from ._plotting import loglog_panels
+from ._report import Finding, exponent_finding, plateau_finding
+from ._sweep import by_cell, run_jobs, seed_blocks
+from ._train import init_increments
+from .data import sphere_stream
+
+__all__ = ["run_init", "summarize_init", "plot_init"]
+
+_QUARTERS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+_CONFIG = {
+    True: dict(activations=["tanh"], widths=[32, 64, 128, 256], depths=[4, 8, 16, 32],
+               seeds=8, fine_steps=256),
+    False: dict(activations=["tanh", "relu"], widths=[64, 128, 256, 512, 1024, 2048],
+                depths=[4, 8, 16, 32, 64, 128], seeds=16, fine_steps=2048),
+}
+
+
+def _reference(h0, v, xi, xit, act, sig, sig_t, T: float, r: int, gen) -> tuple:
+    """Fine-grid reference paths at the layer times (and on the half grid).
+
+    h0, v : (n,); xi, xit : (L, n); sig, sig_t : (L·r + 1,) exact σ_t, σ̃_t on the
+    fine grid. Returns h_ref, g_ref and their half-grid versions, each (L+1, n).
+    """
+    L, n = xi.shape
+    M = L * r
+    delta = T / M
+    tau = T / L
+
+    def bridge(x):
+        eps = torch.randn((L, r, n), generator=gen, dtype=x.dtype, device=x.device)
+        eps = eps * math.sqrt(delta)
+        return (math.sqrt(tau) * x / r)[:, None, :] + eps - eps.mean(1, keepdim=True)
+
+    dw = bridge(xi).reshape(M, n)
+    dwt = bridge(xit).reshape(M, n)
+    out = []
+    for k in (1, 2):  # full grid, then half grid (pairs of fine increments)
+        dwk = dw.reshape(M // k, k, n).sum(1)
+        dwtk = dwt.reshape(M // k, k, n).sum(1)
+        s = sig[: M + 1 : k]
+        st = sig_t[: M + 1 : k]
+        H = torch.cat([h0[None], h0[None] + torch.cumsum(s[:-1, None] * dwk, 0)])
+        # backward EM: g(s_j) = g(s_{j+1}) + φ'(h(s_j)) σ̃(s_{j+1}) δw̃_j, from g_T = v
+        inc = act.dphi(H[:-1]) * st[1:, None] * dwtk
+        tail = torch.flip(torch.cumsum(torch.flip(inc, [0]), 0), [0])
+        G = torch.cat([v[None] + tail, v[None]])
+        step = r // k
+        out += [H[::step], G[::step]]
+    return tuple(out)
+
+
+def _job(*, activation: str, width: int, depth: int, seeds: Sequence[int], T: float,
+         fine_steps: int, d: int = 8, device=None) -> xr.Dataset:
+    """Strong errors of one (activation, width, depth, block of seeds) cell."""
+    dev, _ = resolve_device_dtype(device, None)
+    act = get_activation(activation)
+    x = sphere_stream(1, d, seed=12345)[0]
+    L = depth
+    r = fine_steps // L
+    times = np.linspace(0.0, T, L * r + 1)
+    _, C, Theta = exact_covariance(x[None], act, T, times=times)
+    sig = np.sqrt(act.pair_moments(C[:, 0, 0], C[:, 0, 0], C[:, 0, 0])[0])
+    sig_t = np.sqrt(Theta[:, 0, 0])
+    kw = dict(device=dev, dtype=torch.float64)
+    sig, sig_t = torch.as_tensor(sig, **kw), torch.as_tensor(sig_t, **kw)
+    net = init_increments(x, width=width, depth=depth, activation=act, T=T,
+                          seeds=list(seeds), device=dev, dtype=torch.float32)
+    layer_idx = np.rint(_QUARTERS * L).astype(int)
+    names = ("err_h", "err_g", "ref_err_h", "ref_err_g")
+    res = {k: np.empty((len(seeds), len(_QUARTERS))) for k in names}
+    gen = torch.Generator(device=dev)
+    for i, s in enumerate(seeds):
+        gen.manual_seed(1_000_003 * int(s) + 7919 * L + width)
+        take = lambda name: torch.as_tensor(net[name].values[i], **kw)  # noqa: E731
+        H, G = take("h"), take("g")
+        Hr, Gr, Hh, Gh = _reference(H[0], G[-1], take("xi"), take("xi_tilde"), act,
+                                    sig, sig_t, T, r, gen)
+        for key, a, b in (("err_h", H, Hr), ("err_g", G, Gr),
+                          ("ref_err_h", Hh, Hr), ("ref_err_g", Gh, Gr)):
+            res[key][i] = ((a - b) ** 2).mean(1)[layer_idx].cpu().numpy()
+    return xr.Dataset(
+        {k: (("seed", "time"), v) for k, v in res.items()},
+        coords={"seed": np.asarray(seeds, dtype=np.int64), "time": _QUARTERS * T},
+        attrs={"fine_steps": fine_steps},
+    )
+
+
+def run_init(*, quick: bool = False, store=None, scheduler: str | None = None,
+             progress: bool = False, device=None, seed: int = 0, T: float = 1.0
+             ) -> xr.Dataset:
+    """Study 1: strong errors at initialization over a width × depth grid.
+
+    Parameters
+    ----------
+    quick : bool
+        Small grid (tanh; widths 32–256, depths 4–32, 8 seeds, M = 256; ~30 s
+        on 2 CPU cores) instead of the full one (tanh and relu; widths 64–2048,
+        depths 4–128, 16 seeds, M = 2048).
+    store, scheduler, progress
+        See :func:`validation.run_jobs`.
+    device
+        Torch device of the networks and references.
+    seed : int
+        First seed; seeds ``seed, seed+1, ...`` are used.
+    T : float
+        Time horizon.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``err_h``, ``err_g``, ``ref_err_h``, ``ref_err_g`` with dims
+        (activation, width, depth, seed, time), ``time`` = 0, T/4, T/2, 3T/4, T;
+        the fitted rates of ``err_h`` at t = T and ``err_g`` at t = 0 in attrs
+        (``{activation}_{h|g}_*``, see :meth:`PowerFit.to_attrs`).
+    """
+    cfg = _CONFIG[bool(quick)]
+    jobs = []
+    for act in cfg["activations"]:
+        for n in cfg["widths"]:
+            for L in cfg["depths"]:
+                seeds = [seed + s for s in range(cfg["seeds"])]
+                for block in seed_blocks(seeds, 4 * L * n * n):
+                    jobs.append(dict(activation=act, width=n, depth=L, T=float(T),
+                                     seeds=block,
+                                     fine_steps=cfg["fine_steps"],
+                                     device=None if device is None else str(device)))
+    parts = run_jobs(_job, jobs, study="init", store=store, scheduler=scheduler,
+                     progress=progress)
+    cells = by_cell(jobs, parts, ("activation", "width", "depth"))
+    grid = xr.combine_nested(
+        [[[cells[(a, n, L)] for L in cfg["depths"]]
+          for n in cfg["widths"]] for a in cfg["activations"]],
+        concat_dim=["activation", "width", "depth"],
+    ).assign_coords(activation=cfg["activations"], width=cfg["widths"],
+                    depth=cfg["depths"]).transpose("activation", "width", "depth", ...)
+    grid.attrs = base_attrs(study="init", quick=bool(quick), T=float(T),
+                            fine_steps=cfg["fine_steps"], seeds=cfg["seeds"], seed=seed)
+    for act in cfg["activations"]:
+        for which, tsel in (("h", T), ("g", 0.0)):
+            _fit(grid, act, which, tsel)
+    return grid
+
+
+def _fit(ds: xr.Dataset, act: str, which: str, t: float) -> PowerFit:
+    """err = a·n^-p + b·L^-q + c of one error at one time, kept in ``ds.attrs``."""
+    err = ds[f"err_{which}"].sel(activation=act, time=t).stack(cell=("width", "depth"))
+    v = err.transpose("cell", "seed").values
+    return stored_fit(ds.attrs, f"{act}_{which}", lambda: fit_power_law(
+        v, n=err["width"].values, L=err["depth"].values))
+
+
+def summarize_init(ds: xr.Dataset) -> list[Finding]:
+    """Fitted width and depth exponents of the strong errors, their plateau, and
+    the reference's own discretization error relative to the smallest error."""
+    out = []
+    T = float(ds.attrs["T"])
+    for act in ds["activation"].values.tolist():
+        for which, t, prop in (("h", T, "Prop. 2"), ("g", 0.0, "Prop. 6")):
+            fit = _fit(ds, act, which, t)
+            what = f"E|{which}_ℓ − {which}_t|² at t = {t:g}, {act}"
+            out.append(exponent_finding(what, "width exponent p", fit, "p", 1.0,
+                                        f"≤ C(1/L + 1/n) ({prop}): p ≥ 1", bound=True))
+            out.append(exponent_finding(what, "depth exponent q", fit, "q", 1.0,
+                                        f"≤ C(1/L + 1/n) ({prop}): q ≥ 1", bound=True))
+            out.append(plateau_finding(what, fit, "no plateau (convergence)"))
+            ratio = (ds[f"ref_err_{which}"].sel(activation=act, time=t).mean("seed")
+                     / ds[f"err_{which}"].sel(activation=act, time=t).mean("seed"))
+            worst = float(ratio.max())
+            out.append(Finding(what, "reference error / measured error (max over cells)",
+                               worst, (worst, worst), "reference ≪ measured",
+                               "reference negligible" if worst < 0.1 else
+                               "reference error NOT negligible"))
+    return out
+
+
+def plot_init(ds: xr.Dataset, path) -> None:
+    """Log-log strong errors against width (one line per depth) and against depth
+    (one line per width), with the fitted surface."""
+    T = float(ds.attrs["T"])
+    panels = []
+    for act in ds["activation"].values.tolist():
+        for which, t in (("h", T), ("g", 0.0)):
+            fit = _fit(ds, act, which, t)
+            mean = ds[f"err_{which}"].sel(activation=act, time=t).mean("seed")
+            panels.append((f"E|{which} − ref|², {act}, t = {t:g}", mean, fit))
+    loglog_panels(panels, path)

@@ -1,0 +1,222 @@
+"""Study 2: training — GIA-decoupled networks against the NFD (Theorem 1, Fig. 3).
+
+Decoupled depth-L networks (``backward="decoupled"``, whose n → ∞ limit is exactly
+``nfd.simulate(steps=L)``) are trained by online SGD on one synthetic stream over
+a width × depth grid with many seeds, and compared with two references:
+
+* ``nfd.simulate(steps=L)``: the same depth, n = ∞ — the pure width error;
+* ``nfd.simulate(steps=L_ref)`` with L_ref ≫ L: the joint limit — width plus
+  depth error.
+
+Per seed s the error of f is e_s = mean_k (f_s⁽ᵏ⁾ − f_ref⁽ᵏ⁾)² (its mean over seeds
+is bias² + variance; the bias² mean_k (E_seed f − f_ref)² − var/S is also fitted), likewise for the loss curve and for
+E[h²], E[g²] at t ∈ {0, T/4, T/2, 3T/4, T}. The references' own Monte Carlo
+variance, mean_k se(f_ref⁽ᵏ⁾)², is reported against the smallest error measured.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+import nfd
+from nfd._results import base_attrs
+
+from ._fit import PowerFit, fit_power_law, stored_fit
+from ._plotting import loglog_panels
+from ._report import Finding, exponent_finding, plateau_finding
+from ._sweep import by_cell, run_jobs, seed_blocks
+from ._train import train_resnet
+from .data import synthetic_task
+
+__all__ = ["run_training", "summarize_training", "plot_training", "task_stream"]
+
+_QUARTERS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+_CONFIG = {
+    True: dict(widths=[32, 64, 128, 256], depths=[2, 4, 8, 16], seeds=8, steps=8,
+               particles=16384, ref_depth=64),
+    False: dict(widths=[64, 128, 256, 512, 1024], depths=[4, 8, 16, 32, 64, 128],
+                seeds=12, steps=24, particles=65536, ref_depth=256),
+}
+_TASK = dict(kind="tanh", d=32, activation="relu", eta_c=0.2, T=1.0)
+
+
+def task_stream(steps: int, d: int = _TASK["d"], seed: int = 0):
+    """The synthetic stream of studies 2 and 3: inputs on the sphere of radius √d,
+    targets from a tanh teacher, one sample per SGD step."""
+    return synthetic_task(_TASK["kind"], steps, d, seed=seed)
+
+
+def _quarter(da: xr.DataArray, L: int) -> np.ndarray:
+    """Values at t ∈ {0, T/4, T/2, 3T/4, T} (layer indices ℓ = 0, L/4, ...)."""
+    return da.isel(time=np.rint(_QUARTERS * L).astype(int)).values
+
+
+def _job(*, kind: str, width: int, depth: int, seeds, steps: int, eta_c: float,
+         backward: str = "decoupled", particles: int = 0, device=None) -> xr.Dataset:
+    """One cell: a network ensemble (``kind="network"``) or an NFD reference
+    (``kind="nfd"``, ``depth`` Euler steps, ``particles`` particles)."""
+    X, y = task_stream(steps)
+    common = dict(activation=_TASK["activation"], eta_c=eta_c, T=_TASK["T"])
+    if kind == "network":
+        ds = train_resnet(X, y, width=width, depth=depth, seeds=list(seeds),
+                          backward=backward, device=device, record_collapse=False,
+                          **common)
+        data = {"f": (("seed", "step"), ds["f"].values[..., 0]),
+                "loss": (("seed", "step"), ds["loss"].values[..., 0]),
+                "h2": (("seed", "step", "qtime"), _quarter(ds["h2"], depth)),
+                "g2": (("seed", "step", "qtime"), _quarter(ds["g2"], depth))}
+        coords = {"seed": np.asarray(seeds, dtype=np.int64)}
+    else:
+        ds = nfd.simulate(X, y, steps=depth, particles=particles, seed=int(seeds[0]),
+                          device=device, progress=False, **common)
+        data = {"f": (("step",), ds["f"].values[:, 0]),
+                "f_se": (("step",), ds["f_se"].values[:, 0]),
+                "loss": (("step",), ds["loss"].values[:, 0]),
+                "h2": (("step", "qtime"), _quarter(ds["h2"], depth)),
+                "g2": (("step", "qtime"), _quarter(ds["g2"], depth))}
+        coords = {}
+    coords.update(step=np.arange(steps), qtime=_QUARTERS * _TASK["T"])
+    return xr.Dataset(data, coords=coords)
+
+
+def run_training(*, quick: bool = False, store=None, scheduler: str | None = None,
+                 progress: bool = False, device=None, seed: int = 0) -> xr.Dataset:
+    """Study 2: decoupled networks over a width × depth grid against the NFD.
+
+    Parameters
+    ----------
+    quick : bool
+        Widths 32–256, depths 2–16, 8 seeds, 8 SGD steps, references with 16 384
+        particles and L_ref = 64 (about a minute on 2 cores) instead of widths
+        64–1024, depths 4–128, 12 seeds, 24 steps, 65 536 particles, L_ref = 256.
+    store, scheduler, progress
+        See :func:`validation.run_jobs`.
+    device
+        Torch device.
+    seed : int
+        First network seed (and the seed of the references).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``f``, ``loss`` (width, depth, seed, step) and ``h2``, ``g2`` (width,
+        depth, seed, step, qtime) of the networks; ``ref_*`` (depth, step[, qtime])
+        from ``simulate(steps=depth)`` and ``deep_*`` (step[, qtime]) from
+        ``simulate(steps=ref_depth)``, each with its ``*_f_se``. Fitted rates in
+        attrs (prefixes ``width_L{L}``, ``joint``, ``joint_bias2``).
+    """
+    cfg = _CONFIG[bool(quick)]
+    K, S = cfg["steps"], cfg["seeds"]
+    seeds = [seed + s for s in range(S)]
+    common = dict(steps=K, eta_c=_TASK["eta_c"], device=None if device is None else str(device))
+    jobs = [dict(kind="network", width=n, depth=L, seeds=block, **common)
+            for n in cfg["widths"] for L in cfg["depths"]
+            for block in seed_blocks(seeds, 2 * 4 * L * n * n)]  # W and W̃, float32
+    refs = [dict(kind="nfd", width=0, depth=L, seeds=[seed], particles=cfg["particles"],
+                 **common) for L in cfg["depths"] + [cfg["ref_depth"]]]
+    parts = run_jobs(_job, jobs + refs, study="training", store=store,
+                     scheduler=scheduler, progress=progress)
+    nets, ref_parts = by_cell(jobs, parts[: len(jobs)]), parts[len(jobs):]
+    grid = xr.combine_nested(
+        [[nets[(n, L)] for L in cfg["depths"]] for n in cfg["widths"]],
+        concat_dim=["width", "depth"],
+    ).assign_coords(width=cfg["widths"], depth=cfg["depths"]).transpose("width", "depth", ...)
+    ref = xr.concat(ref_parts[:-1], "depth").assign_coords(depth=cfg["depths"])
+    deep = ref_parts[-1]
+    for name in ("f", "f_se", "loss", "h2", "g2"):
+        grid[f"ref_{name}"] = ref[name]
+        grid[f"deep_{name}"] = deep[name]
+    grid.attrs = base_attrs(study="training", quick=bool(quick), seed=seed, **cfg,
+                            **_TASK)
+    _fits(grid)
+    return grid
+
+
+def _per_seed_sq(ds: xr.Dataset, var: str, ref: str) -> xr.DataArray:
+    """(f_s − ref)² per (width, depth, seed, ...), ref broadcast."""
+    return (ds[var] - ds[ref]) ** 2
+
+
+def _cells(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    st = da.stack(cell=("width", "depth"))
+    rest = [d for d in st.dims if d not in ("cell", "seed")]
+    v = st.transpose("cell", "seed", *rest).values
+    return v, st["width"].values, st["depth"].values
+
+
+def _fits(ds: xr.Dataset) -> dict[str, PowerFit]:
+    """Pure width error per depth, joint error (MSE and bias²) against the deep
+    reference; computed once and kept in ``ds.attrs``."""
+    fits = {}
+    sq = _per_seed_sq(ds, "f", "ref_f")
+    for L in ds["depth"].values.tolist():
+        v = sq.sel(depth=L).transpose("width", "seed", "step").values
+        fits[f"width_L{L}"] = stored_fit(
+            ds.attrs, f"width_L{L}", lambda v=v: fit_power_law(v, n=ds["width"].values))
+    v, n, L = _cells(_per_seed_sq(ds, "f", "deep_f"))
+    fits["joint"] = stored_fit(ds.attrs, "joint", lambda: fit_power_law(v, n=n, L=L))
+    vf, _, _ = _cells(ds["f"])
+    deep = ds["deep_f"].values
+    S = vf.shape[1]
+    fits["joint_bias2"] = stored_fit(ds.attrs, "joint_bias2", lambda: fit_power_law(
+        vf, n=n, L=L, signed=True,  # unbiased bias²: may come out negative
+        statistic=lambda a: ((a.mean(1) - deep) ** 2 - a.var(1, ddof=1) / S).mean(1)))
+    for var in ("loss", "h2", "g2"):
+        vv, _, _ = _cells(_per_seed_sq(ds, var, f"deep_{var}"))
+        fits[f"joint_{var}"] = stored_fit(ds.attrs, f"joint_{var}",
+                                          lambda vv=vv: fit_power_law(vv, n=n, L=L))
+    return fits
+
+
+def summarize_training(ds: xr.Dataset) -> list[Finding]:
+    """Width exponents per depth (against simulate(steps=L)), joint width/depth
+    exponents and plateaus (against the deep reference), and the references'
+    Monte Carlo error relative to the smallest measured error."""
+    fits = _fits(ds)
+    out = []
+    for L in ds["depth"].values.tolist():
+        fit = fits[f"width_L{L}"]
+        what = f"mean_k (f − f_NFD,L)², decoupled, L = {L}"
+        out.append(exponent_finding(what, "width exponent p", fit, "p", 1.0,
+                                    "O(1/n) at fixed L (Thm 1)"))
+        out.append(plateau_finding(what, fit, "none: simulate(steps=L) is the n → ∞ limit"))
+    labels = {"joint": "mean_k (f − f_NFD)²",
+              "joint_bias2": "bias² mean_k (E_seed f − f_NFD)² − var/S",
+              "joint_loss": "mean_k (loss − loss_NFD)²",
+              "joint_h2": "mean (E h² − E h²_NFD)² over (k, t)",
+              "joint_g2": "mean (E g² − E g²_NFD)² over (k, t)"}
+    for key, label in labels.items():
+        fit = fits[key]
+        what = f"{label}, decoupled vs L_ref = {ds.attrs['ref_depth']}"
+        claimed = 2.0 if key == "joint_bias2" else 1.0
+        rule = "bias² = O((1/L + 1/n)²)" if key == "joint_bias2" else "O(1/L + 1/n) (Fig. 3)"
+        out.append(exponent_finding(what, "width exponent p", fit, "p", claimed, rule))
+        out.append(exponent_finding(what, "depth exponent q", fit, "q", claimed, rule))
+        out.append(plateau_finding(what, fit, "none (convergence)"))
+    mse = _per_seed_sq(ds, "f", "ref_f").mean(("seed", "step"))
+    mc = (ds["ref_f_se"] ** 2).mean("step")
+    ratio = float((mc / mse).max())
+    out.append(Finding("reference MC variance mean_k se(f_NFD,L)² / measured error",
+                       "max over cells", ratio, (ratio, ratio), "reference ≪ measured",
+                       "reference negligible" if ratio < 0.1 else
+                       "reference error NOT negligible"))
+    deep_mc = float((ds["deep_f_se"] ** 2).mean())
+    deep_min = float(_per_seed_sq(ds, "f", "deep_f").mean(("seed", "step")).min())
+    r2 = deep_mc / deep_min
+    out.append(Finding("deep reference MC variance / smallest joint error", "ratio", r2,
+                       (r2, r2), "reference ≪ measured",
+                       "reference negligible" if r2 < 0.1 else "reference error NOT negligible"))
+    return out
+
+
+def plot_training(ds: xr.Dataset, path) -> None:
+    """Errors of f against width and depth: pure width error (vs simulate(steps=L))
+    and joint error (vs the deep reference), with fitted models."""
+    fits = _fits(ds)
+    width_err = _per_seed_sq(ds, "f", "ref_f").mean(("seed", "step"))
+    joint = _per_seed_sq(ds, "f", "deep_f").mean(("seed", "step"))
+    bias2 = ((ds["f"].mean("seed") - ds["deep_f"]) ** 2).mean("step")
+    loglog_panels([("mean (f − f_NFD,L)² (width error)", width_err, None),
+                   ("mean (f − f_NFD,Lref)² (joint)", joint, fits["joint"]),
+                   ("bias² vs deep reference", bias2, fits["joint_bias2"])], path)
