@@ -1,4 +1,10 @@
-"""The ``nfd`` console script: ``nfd simulate CONFIG.toml -o run.nc --plot run.png``."""
+"""The ``nfd`` console script.
+
+* ``nfd simulate CONFIG.toml -o run.nc --plot run.png`` — one NFD run;
+* ``nfd example-config`` — print a configuration to start from;
+* ``nfd validate [STUDY ...] --out DIR [--quick] [--scheduler ADDR]`` — the
+  validation studies against finite networks, with REPORT.md.
+"""
 
 from __future__ import annotations
 
@@ -94,6 +100,30 @@ def _load_data(data: dict, base: Path):
     return X, y, probes
 
 
+def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from validation import STUDIES, run_validation, write_report
+
+    if args.list:
+        for study in STUDIES.values():
+            print(f"{study.name:12s} {study.number}. {study.title}")
+        return 0
+    if args.out is None:
+        parser.error("validate: --out DIR is required")
+    unknown = [s for s in args.studies if s not in STUDIES]
+    if unknown:
+        parser.error(f"validate: unknown study {unknown}; choose from {list(STUDIES)}")
+    if args.report_only:
+        report = write_report(args.out, refit=True)
+        print(report.read_text())
+        return 0
+    report = run_validation(args.studies or None, out=args.out, quick=args.quick,
+                            scheduler=args.scheduler, progress=not args.no_progress,
+                            device=args.device)
+    print(report.read_text())
+    print(f"wrote {report}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nfd", description="Neural Feature Dynamics")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,10 +133,26 @@ def main(argv: list[str] | None = None) -> int:
     p_sim.add_argument("--plot", type=Path, help="PNG with f, losses and E[h^2]")
     p_sim.add_argument("--no-progress", action="store_true")
     sub.add_parser("example-config", help="print an example configuration")
+    p_val = sub.add_parser(
+        "validate", help="run validation studies against finite networks, write REPORT.md")
+    p_val.add_argument("studies", nargs="*", metavar="STUDY",
+                       help="study names (default: all); see --list")
+    p_val.add_argument("--out", type=Path, help="output directory (netCDF, PNG, REPORT.md)")
+    p_val.add_argument("--quick", action="store_true",
+                       help="small versions: all studies in under ten minutes on 2 cores")
+    p_val.add_argument("--scheduler", default=None,
+                       help="serial (default), processes[:N], or a dask scheduler address")
+    p_val.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    p_val.add_argument("--list", action="store_true", help="list the studies and exit")
+    p_val.add_argument("--report-only", action="store_true",
+                       help="rebuild REPORT.md from the netCDF files in --out, refitting")
+    p_val.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "example-config":
         sys.stdout.write(EXAMPLE_CONFIG)
         return 0
+    if args.command == "validate":
+        return _validate(args, parser)
     cfg = load_config(args.config)
     X, y, probes = _load_data(cfg["data"], args.config.parent)
     ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])

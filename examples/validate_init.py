@@ -1,0 +1,20 @@
+"""Validation study 1: initialization — strong error by synchronous coupling (Props. 2, 6).
+
+Runs the quick version of the study, writes init.nc, init.png and REPORT.md into
+OUT_DIR (default ./validation_out) and prints the report: the same as
+``nfd validate init --quick --out OUT_DIR``. For the full study run
+``nfd validate init --out OUT_DIR`` (finished jobs are kept in OUT_DIR/jobs, so an
+interrupted run resumes where it stopped).
+
+Usage::
+
+    python examples/validate_init.py [OUT_DIR]
+"""
+
+import sys
+
+from nfd._cli import main
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else "validation_out"
+    sys.exit(main(["validate", "init", "--quick", "--out", out]))

@@ -1,0 +1,188 @@
+"""The validation studies and the driver behind ``nfd validate``.
+
+Each :class:`Study` bundles a ``run`` function (→ xarray.Dataset, jobs kept in a
+resumable :class:`validation.ResultsStore`), ``summarize`` (→ findings computed
+from the Dataset) and ``plot`` (→ PNG). :func:`run_validation` runs a selection,
+writes one netCDF and one PNG per study and REPORT.md.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import xarray as xr
+
+from nfd._results import PAPER, _package_version
+
+from ._report import Finding, format_report
+from ._study_assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
+from ._study_collapse import plot_collapse, run_collapse, summarize_collapse
+from ._study_gia import plot_gia, run_gia, summarize_gia
+from ._study_init import plot_init, run_init, summarize_init
+from ._study_kernel import plot_kernel, run_kernel, summarize_kernel
+from ._study_postact import plot_postact, run_postact, summarize_postact
+from ._study_training import plot_training, run_training, summarize_training
+from ._sweep import ResultsStore
+
+__all__ = ["Study", "STUDIES", "run_validation", "write_report"]
+
+
+@dataclass(frozen=True)
+class Study:
+    """One validation study.
+
+    Attributes
+    ----------
+    name : str
+        CLI name.
+    number : int
+        Number in the issue / report.
+    title : str
+    description : str
+        What is measured and the paper's claim (a paragraph of the report).
+    run : callable
+        ``run(*, quick, store, scheduler, progress, device) -> xarray.Dataset``.
+    summarize : callable
+        ``summarize(ds) -> list[Finding]``.
+    plot : callable
+        ``plot(ds, path) -> None``.
+    """
+
+    name: str
+    number: int
+    title: str
+    description: str
+    run: Callable[..., xr.Dataset]
+    summarize: Callable[[xr.Dataset], list[Finding]]
+    plot: Callable[[xr.Dataset, Path], None]
+
+
+STUDIES: dict[str, Study] = {s.name: s for s in (
+    Study("init", 1, "Initialization: strong error by synchronous coupling (Props. 2, 6)",
+          "Finite networks driven against fine-grid forward/backward SDEs with their own "
+          "normalized increments (Brownian-bridge refined); E|h_{ℓ,i} − h_{t_ℓ}|² at t = T "
+          "and E|g_{ℓ,i} − g_{t_ℓ}|² at t = 0, fitted as a·n^-p + b·L^-q + c. "
+          "Paper 002 bounds both by C(1/L + 1/n).",
+          run_init, summarize_init, plot_init),
+    Study("training", 2, "Training: decoupled networks against the NFD (Theorem 1, Fig. 3)",
+          "GIA-decoupled networks trained by online SGD over a width × depth grid against "
+          "nfd.simulate(steps=L) (pure width error) and nfd.simulate(steps=L_ref) (joint "
+          "error). Paper 002 reports O(1/L + 1/n).",
+          run_training, summarize_training, plot_training),
+    Study("gia", 3, "The GIA question: coupled vs decoupled backprop as depth grows",
+          "Ordinary backprop (coupled) minus the decoupled network, paired on the same "
+          "forward weights and data. Paper 002 (Cor. 1) says the gap vanishes as L → ∞; "
+          "paper 000 keeps forward–backward response terms in the limit.",
+          run_gia, summarize_gia, plot_gia),
+    Study("assumption1", 4, "Assumption 1: smallest eigenvalues of Σ and Θ along training",
+          "λ_min of the covariance matrices Σ_t and Θ_t of Definition 1 at chosen SGD steps, "
+          "from the limit (nfd.simulate) and from decoupled networks across widths (Fig. 6). "
+          "Paper 002 assumes them bounded away from 0.",
+          run_assumption1, summarize_assumption1, plot_assumption1),
+    Study("collapse", 5, "Two-layer blocks: internal learning collapse (§5, eq. 7–8)",
+          "Internal update ‖x − x̃‖/√n (eq. 27) and residual update (eq. 33–34) against depth "
+          "under the depth-μP and the depth-aware first-layer learning rate. Paper 002 "
+          "predicts the internal update ∝ L^(−1/2) under depth-μP and ≈ L^0 with eq. 8.",
+          run_collapse, summarize_collapse, plot_collapse),
+    Study("postact", 6, "Post- vs pre-activation at initialization (Prop. 1)",
+          "E[h_L] and ‖h_L‖²/n against depth for relu, post-activation (eq. 9) vs "
+          "pre-activation (eq. 1). Prop. 1 predicts growth for post-act relu; pre-act stays "
+          "bounded.",
+          run_postact, summarize_postact, plot_postact),
+    Study("kernel", 7, "Kernel regime: NNGP kernels and RKHS containment (Props. 3, 5)",
+          "Finite-network kernels h_L·h_L'/n against nfd.nngp_kernel, over widths and depths, "
+          "and the smallest eigenvalue of C_t' − C_t for t < t' (Prop. 5: ≥ 0).",
+          run_kernel, summarize_kernel, plot_kernel),
+)}
+
+
+def _header(quick: bool, scheduler: str | None, device) -> str:
+    return (f"nfd {_package_version()} · torch {torch.__version__} · "
+            f"Python {platform.python_version()} · last run: "
+            f"{'quick' if quick else 'full'} studies, scheduler {scheduler or 'serial'}, "
+            f"device {device or 'default'}\n\nReference: {PAPER}. Every verdict below is "
+            "computed from the measured estimate and its 95% bootstrap interval (over "
+            "seeds).")
+
+
+def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
+                   quick: bool = False, scheduler: str | None = None,
+                   progress: bool = True, device=None) -> Path:
+    """Run validation studies and write ``out/<study>.nc``, ``out/<study>.png`` and
+    ``out/REPORT.md``; finished jobs are kept in ``out/jobs`` and reused by a rerun.
+
+    Parameters
+    ----------
+    studies : sequence of str, optional
+        Names from :data:`STUDIES` (default: all).
+    out : str or Path
+        Output directory.
+    quick : bool
+        The small versions (each about a minute on a 2-core CPU).
+    scheduler : str, optional
+        ``None``/``"serial"``, ``"processes[:N]"`` or a dask scheduler address.
+    progress : bool
+        Progress bars.
+    device
+        Torch device for every study.
+
+    Returns
+    -------
+    Path
+        The report (covering every study whose netCDF is in ``out``).
+    """
+    names = list(STUDIES) if not studies else list(studies)
+    unknown = [s for s in names if s not in STUDIES]
+    if unknown:
+        raise ValueError(f"studies: unknown {unknown}; choose from {list(STUDIES)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = ResultsStore(out / "jobs" / ("quick" if quick else "full"))
+    for name in names:
+        study = STUDIES[name]
+        t0 = time.perf_counter()
+        ds = study.run(quick=quick, store=store, scheduler=scheduler, progress=progress,
+                       device=device)
+        ds.attrs["wall_time_s"] = time.perf_counter() - t0
+        ds.to_netcdf(out / f"{name}.nc")
+        study.plot(ds, out / f"{name}.png")
+    return write_report(out, header=_header(quick, scheduler, device))
+
+
+def write_report(out: str | Path, *, header: str = "", refit: bool = False) -> Path:
+    """REPORT.md for every study whose ``<name>.nc`` is in ``out`` (so runs of
+    different studies accumulate), findings recomputed from the files.
+
+    With ``refit=True`` the fits kept in each file's attrs are discarded and
+    recomputed (after a change to the fitting code), and the files and figures
+    are rewritten.
+    """
+    out = Path(out)
+    sections = []
+    for name, study in STUDIES.items():
+        path = out / f"{name}.nc"
+        if not path.exists():
+            continue
+        with xr.open_dataset(path) as ds:
+            ds = ds.load()
+        if refit:
+            prefixes = [k[: -len("_model")] for k in ds.attrs if k.endswith("_model")]
+            ds.attrs = {k: v for k, v in ds.attrs.items()
+                        if not any(k.startswith(p + "_") for p in prefixes)}
+            findings = study.summarize(ds)  # refits, keeping the new fits in attrs
+            ds.to_netcdf(path)
+            study.plot(ds, out / f"{name}.png")
+        wall = float(ds.attrs.get("wall_time_s", float("nan")))
+        mode = "quick" if int(ds.attrs.get("quick", 0)) else "full"
+        description = f"{study.description}\n\n({mode} version, {wall:.0f} s; data: `{name}.nc`)"
+        figure = f"{name}.png" if (out / f"{name}.png").exists() else None
+        sections.append((f"{study.number}. {study.title}", description,
+                         findings if refit else study.summarize(ds), figure))
+    report = out / "REPORT.md"
+    report.write_text(format_report(sections, header=header))
+    return report
