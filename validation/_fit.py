@@ -185,6 +185,7 @@ def fit_power_law(
     plateau: bool = True,
     signed: bool = False,
     n_boot: int = 200,
+    paired: bool = True,
     seed: int = 0,
 ) -> PowerFit:
     """Fit ``a·n^(−p) + b·L^(−q) + c`` to per-cell statistics of per-seed data.
@@ -211,11 +212,16 @@ def fit_power_law(
         least squares on log err. ``True``: coefficients of either sign,
         least squares on the values weighted by their bootstrap standard errors.
     n_boot : int
-        Bootstrap replicates; seeds are resampled with replacement,
-        independently in each cell. Percentile intervals from few seeds cover a
+        Bootstrap replicates; seeds are resampled with replacement. Percentile intervals from few seeds cover a
         little less than their nominal 95%: in 30 synthetic replicates (5 × 5
         grid, 16 seeds, χ²₈ noise) they covered the true exponents 87% (p) and
         93% (q) of the time.
+    paired : bool
+        ``True`` (default): one resampling of seed indices is applied to every
+        cell, as cells that share seed numbers share random weights (the same
+        seed gives the same U, v and first layers at every width and depth), so
+        their errors are correlated. ``False``: independent resampling per cell,
+        for cells with independent seeds.
     seed : int
         Seed of the bootstrap.
 
@@ -255,7 +261,8 @@ def fit_power_law(
     idx_shape = (cells, S) + (1,) * (v.ndim - 2)
     boots = np.empty((n_boot, cells))
     for b in range(n_boot):
-        idx = rng.integers(0, S, size=(cells, S)).reshape(idx_shape)
+        idx = rng.integers(0, S, size=(1 if paired else cells, S))
+        idx = np.broadcast_to(idx, (cells, S)).reshape(idx_shape)
         boots[b] = stat(np.take_along_axis(v, idx, axis=1))
     se = boots.std(axis=0, ddof=1)
     if not signed and (np.any(y <= 0) or np.any(boots <= 0)):

@@ -10,7 +10,7 @@ import xarray as xr
 
 from ._fit import PowerFit
 
-__all__ = ["figure", "loglog_panels"]
+__all__ = ["figure", "save", "loglog_panels"]
 
 
 def figure(rows: int, cols: int, size: float = 3.6):
@@ -25,6 +25,17 @@ def figure(rows: int, cols: int, size: float = 3.6):
     fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * 0.85 * rows),
                              squeeze=False)
     return fig, axes
+
+
+def save(fig, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
@@ -62,10 +73,4 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
             est = ", ".join(f"{k}={v:.3g}" for k, v in fit.estimate.items())
             row[1].text(0.02, 0.02, f"{fit.model}\n{est}", transform=row[1].transAxes,
                         fontsize=6, va="bottom")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from ._fit import PowerFit
 
 __all__ = [
@@ -18,6 +20,8 @@ __all__ = [
     "judge_exponent",
     "exponent_finding",
     "plateau_finding",
+    "reference_finding",
+    "smallest_cell",
     "format_report",
 ]
 
@@ -89,6 +93,44 @@ def plateau_finding(observable: str, fit: PowerFit, claim: str) -> Finding:
     verdict = ("plateau: the 95% interval of c excludes 0" if fit.plateau
                else "no plateau resolved: the 95% interval of c reaches 0")
     return Finding(observable, "plateau c", est, ci, claim, verdict)
+
+
+def smallest_cell(per_seed: np.ndarray) -> tuple[float, tuple[float, float]]:
+    """Smallest cell mean of ``per_seed`` (cells, seeds) with its 95% interval
+    (± 1.96 standard errors over seeds)."""
+    m = per_seed.mean(1)
+    i = int(np.argmin(m))
+    se = per_seed[i].std(ddof=1) / np.sqrt(per_seed.shape[1])
+    return float(m[i]), (float(m[i] - 1.96 * se), float(m[i] + 1.96 * se))
+
+
+def reference_finding(observable: str, reference_error: float, measured: float,
+                      measured_ci: tuple[float, float]) -> Finding:
+    """How large a reference's own error is against what was measured with it.
+
+    Parameters
+    ----------
+    observable : str
+    reference_error : float
+        The reference's own error in the units of the measured quantity (e.g. its
+        Monte Carlo variance for a squared error).
+    measured, measured_ci : float, (float, float)
+        The smallest measured value and its 95% interval (see
+        :func:`smallest_cell`).
+
+    Returns
+    -------
+    Finding
+        The ratio reference / measured with the interval implied by
+        ``measured_ci``; "negligible" when its upper end is below 0.1.
+    """
+    lo_m, hi_m = measured_ci
+    hi = reference_error / lo_m if lo_m > 0 else math.inf
+    verdict = ("reference negligible (< 0.1)" if hi < 0.1
+               else "reference error NOT negligible against the smallest measured value")
+    return Finding(observable, "reference / smallest measured",
+                   float(reference_error / measured), (float(reference_error / hi_m), hi),
+                   "reference ≪ measured", verdict)
 
 
 def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | None]],

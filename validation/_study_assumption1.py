@@ -52,7 +52,7 @@ from nfd._checks import check_int, resolve_device_dtype
 from nfd._results import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import figure
+from ._plotting import figure, save
 from ._report import Finding
 from ._sweep import by_cell, run_jobs, seed_blocks
 from ._train import train_resnet
@@ -258,8 +258,4 @@ def plot_assumption1(ds: xr.Dataset, path) -> None:
         ax.set_xlabel("width n")
         ax.set_title(f"{sym}: distance to the limit, k = {int(k[-1])}", fontsize=9)
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save(fig, path)

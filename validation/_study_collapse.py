@@ -40,7 +40,7 @@ from nfd._checks import check_int, resolve_device_dtype
 from nfd._results import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import figure
+from ._plotting import figure, save
 from ._report import Finding, exponent_finding
 from ._sweep import by_cell, run_jobs
 from ._train import train_resnet
@@ -218,8 +218,4 @@ def plot_collapse(ds: xr.Dataset, path) -> None:
         ax.set_xlabel("depth L")
         ax.set_title(_LABELS[name], fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save(fig, path)

@@ -11,8 +11,9 @@ infinite-depth limit. Measured here, paired on the same forward weights and data
   fitted as Δ(L) = c + b·L^(−q) (signed, any sign of b and c), and the
   mean-square gap over steps mean_k Δ⁽ᵏ⁾² (debiased for seed noise), fitted as
   c + b·L^(−q) and as a pure power b·L^(−q);
-* the errors of both networks against the NFD reference (``simulate`` with
-  L_ref Euler steps): mean_k (f⁽ᵏ⁾ − f_NFD⁽ᵏ⁾)² against depth.
+* the coupled network's excess error against the NFD (Richardson-extrapolated
+  ``simulate`` references), paired on seeds with the decoupled one:
+  E mean_k [(f_coupled − f_NFD)² − (f_decoupled − f_NFD)²] against depth.
 
 A plateau c whose 95% bootstrap interval (over seeds) excludes zero means the gap
 does not vanish with depth in the measured range, whichever paper that favours.
@@ -27,7 +28,7 @@ import nfd
 from nfd._results import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import figure
+from ._plotting import figure, save
 from ._report import Finding, exponent_finding, plateau_finding
 from ._study_training import task_stream
 from ._sweep import by_cell, run_jobs, seed_blocks
@@ -44,12 +45,14 @@ _CONFIG = {
                 eta_cs=[0.1, 0.3], particles=65536, ref_depth=256),
 }
 _TASK = dict(activation="relu", T=1.0)
+_REF_SEED_OFFSET = 1_000_003  # as study 2: no network draws from the reference's stream
 
 
 def _job(*, kind: str, eta_c: float, width: int, depth: int, seeds, steps: int,
-         particles: int = 0, device=None) -> xr.Dataset:
+         particles: int = 0, device=None, version: int = 1) -> xr.Dataset:
     """A coupled/decoupled pair of network ensembles on the same seeds
-    (``kind="pair"``) or the NFD reference (``kind="nfd"``)."""
+    (``kind="pair"``) or the NFD reference (``kind="nfd"``, seeded with
+    ``seeds[0]``). ``version`` only enters the job's key in the results store."""
     X, y = task_stream(steps)
     if kind == "nfd":
         ds = nfd.simulate(X, y, eta_c=eta_c, steps=depth, particles=particles,
@@ -104,8 +107,10 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
     jobs = [dict(kind="pair", eta_c=eta, width=n, depth=L, seeds=block, steps=K, device=dev)
             for eta in cfg["eta_cs"] for n, L in cells
             for block in seed_blocks(seeds, 2 * 4 * L * n * n)]  # W and W̃, float32
-    jobs += [dict(kind="nfd", eta_c=eta, width=0, depth=cfg["ref_depth"], seeds=[seed],
-                  steps=K, particles=cfg["particles"], device=dev) for eta in cfg["eta_cs"]]
+    Lr = cfg["ref_depth"]
+    jobs += [dict(kind="nfd", eta_c=eta, width=0, depth=L, seeds=[seed + _REF_SEED_OFFSET],
+                  steps=K, particles=cfg["particles"], device=dev, version=2)
+             for eta in cfg["eta_cs"] for L in (Lr // 2, Lr)]
     parts = run_jobs(_job, jobs, study="gia", store=store, scheduler=scheduler,
                      progress=progress)
     got = by_cell(jobs, parts, ("kind", "eta_c", "width", "depth"))
@@ -118,7 +123,12 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
         [[got[("pair", e, n, cfg["fixed_depth"])] for n in cfg["widths"]] for e in etas],
         concat_dim=["eta_c", "width"]).assign_coords(eta_c=etas, width=cfg["widths"]
                                                      ).transpose("eta_c", "width", ...)
-    ref = xr.concat([got[("nfd", e, 0, cfg["ref_depth"])] for e in etas], "eta_c")
+    # Richardson extrapolation to L = ∞ (Euler's weak order 1), as in study 2
+    ref = xr.concat([2 * got[("nfd", e, 0, Lr)] - got[("nfd", e, 0, Lr // 2)]
+                     for e in etas], "eta_c")
+    ref["f_se"] = np.sqrt(xr.concat([4 * got[("nfd", e, 0, Lr)]["f_se"] ** 2
+                                     + got[("nfd", e, 0, Lr // 2)]["f_se"] ** 2
+                                     for e in etas], "eta_c"))
     ds = depth_sweep.copy()
     for b in ("coupled", "decoupled"):
         ds[f"wf_{b}"] = width_sweep[f"f_{b}"]
@@ -133,10 +143,11 @@ def _report_steps(K: int) -> list[int]:
 
 
 def _mean_square_gap(gap: np.ndarray) -> np.ndarray:
-    """mean_k Δ⁽ᵏ⁾² per cell from per-seed gaps (cells, seeds, steps), unbiased:
-    (E_seed gap)² − var_seed(gap)/S, so that seed noise alone averages to zero."""
-    S = gap.shape[1]
-    return (gap.mean(1) ** 2 - gap.var(1, ddof=1) / S).mean(1)
+    """mean_k Δ⁽ᵏ⁾² over steps k ≥ 1 (Δ⁽⁰⁾ ≡ 0) per cell from per-seed gaps
+    (cells, seeds, steps), unbiased: (E_seed gap)² − var_seed(gap)/S, so that
+    seed noise alone averages to zero."""
+    g = gap[:, :, 1:]
+    return (g.mean(1) ** 2 - g.var(1, ddof=1) / g.shape[1]).mean(1)
 
 
 def _fits(ds: xr.Dataset) -> dict[str, PowerFit]:
@@ -164,12 +175,12 @@ def _fits(ds: xr.Dataset) -> dict[str, PowerFit]:
             ds.attrs, f"e{i}_depth_ms_pow",
             lambda: fit_power_law(v_all, L=L, statistic=_mean_square_gap, signed=True,
                                   plateau=False))
-        ref = ds["ref_f"].isel(eta_c=i).values
-        for b in ("coupled", "decoupled"):
-            err = ((ds[f"f_{b}"].isel(eta_c=i) - ref) ** 2).transpose("depth", "seed", "step")
-            fits[f"e{i}_{b}_err"] = stored_fit(
-                ds.attrs, f"e{i}_{b}_err",
-                lambda err=err: fit_power_law(err.values, L=L))
+        ref = ds["ref_f"].isel(eta_c=i)
+        excess = (((ds["f_coupled"].isel(eta_c=i) - ref) ** 2
+                   - (ds["f_decoupled"].isel(eta_c=i) - ref) ** 2)
+                  .mean("step").transpose("depth", "seed").values)
+        fits[f"e{i}_excess"] = stored_fit(
+            ds.attrs, f"e{i}_excess", lambda: fit_power_law(excess, L=L, signed=True))
     return fits
 
 
@@ -178,42 +189,45 @@ _CLAIM = ("002 (Cor. 1): → 0 as L → ∞; 000: response terms persist (c ≠ 
 
 def summarize_gia(ds: xr.Dataset) -> list[Finding]:
     """Plateaus of the coupled − decoupled gap against depth (per step k and over
-    steps) and width, the size of the gap relative to f, and of both networks'
-    errors against the NFD."""
+    steps) and width, the size of the gap relative to f, and the coupled
+    network's excess error against the NFD (paired with the decoupled one)."""
     fits = _fits(ds)
     K = ds.sizes["step"]
     nw, nd = ds.attrs["fixed_width"], ds.attrs["fixed_depth"]
     out = []
     for i, eta in enumerate(ds["eta_c"].values.tolist()):
+        tag = f"η_c = {eta:g}"
         for k in _report_steps(K):
-            fit = fits[f"e{i}_depth_k{k}"]
             out.append(plateau_finding(
-                f"gap Δ⁽{k}⁾ = E[f_coupled − f_decoupled] vs depth, n = {nw}, η_c = {eta:g}",
-                fit, _CLAIM))
-        fit = fits[f"e{i}_depth_ms"]
-        out.append(plateau_finding(
-            f"mean_k Δ⁽ᵏ⁾² vs depth, n = {nw}, η_c = {eta:g}", fit, _CLAIM))
-        out.append(exponent_finding(
-            f"mean_k Δ⁽ᵏ⁾² = b·L^-q vs depth (no plateau), n = {nw}, η_c = {eta:g}",
-            "decay exponent q", fits[f"e{i}_depth_ms_pow"], "q", 0.0,
-            "002: q > 0 (vanishing); 000: q = 0"))
+                f"gap Δ⁽{k}⁾ = E[f_coupled − f_decoupled] vs depth, n = {nw}, {tag}",
+                fits[f"e{i}_depth_k{k}"], _CLAIM))
+        ms = fits[f"e{i}_depth_ms"]
+        out.append(plateau_finding(f"mean_k Δ⁽ᵏ⁾² vs depth, n = {nw}, {tag}", ms, _CLAIM))
+        pw = fits[f"e{i}_depth_ms_pow"]
+        what = f"mean_k Δ⁽ᵏ⁾² = b·L^-q vs depth (no plateau), n = {nw}, {tag}"
+        b_lo, b_hi = pw.ci["b"]
+        if b_lo > 0 or b_hi < 0:
+            out.append(exponent_finding(what, "decay exponent q", pw, "q", 0.0,
+                                        "002: q > 0 (vanishing); 000: q = 0"))
+        else:
+            out.append(Finding(what, "decay exponent q", pw.estimate["q"], pw.ci["q"],
+                               "002: q > 0 (vanishing); 000: q = 0",
+                               "gap unresolved (b's interval reaches 0): q undetermined"))
         rms_f = float(np.sqrt((ds["ref_f"].isel(eta_c=i) ** 2).mean()))
-        rel = np.sqrt(np.maximum(np.array(fit.ci["c"]), 0.0)) / rms_f
-        est = float(np.sqrt(max(fit.estimate["c"], 0.0)) / rms_f)
+        rel = np.sqrt(np.maximum(np.array(ms.ci["c"]), 0.0)) / rms_f
         out.append(Finding(
-            f"√plateau / rms f_NFD, η_c = {eta:g}", "relative size of the limiting gap",
-            est, (float(rel[0]), float(rel[1])), "002: 0",
-            "gap persists at the deepest depths" if fit.plateau else "no gap resolved"))
+            f"√plateau of mean_k Δ⁽ᵏ⁾² / rms f_NFD, {tag}", "relative size of the limiting gap",
+            float(np.sqrt(max(ms.estimate["c"], 0.0)) / rms_f),
+            (float(rel[0]), float(rel[1])), "002: 0",
+            "gap persists at the deepest depths" if ms.plateau else "no gap resolved"))
         for k in _report_steps(K):
-            fit = fits[f"e{i}_width_k{k}"]
             out.append(plateau_finding(
-                f"gap Δ⁽{k}⁾ vs width, L = {nd}, η_c = {eta:g}", fit,
+                f"gap Δ⁽{k}⁾ vs width, L = {nd}, {tag}", fits[f"e{i}_width_k{k}"],
                 "both: a finite-depth gap survives n → ∞ (GIA fails at finite depth)"))
-        for b in ("coupled", "decoupled"):
-            fit = fits[f"e{i}_{b}_err"]
-            out.append(plateau_finding(
-                f"mean_k (f_{b} − f_NFD)² vs depth, n = {nw}, η_c = {eta:g}", fit,
-                "002: → O(1/n) for both; 000: coupled keeps an O(1) error"))
+        out.append(plateau_finding(
+            f"excess error E mean_k[(f_coupled − f_NFD)² − (f_decoupled − f_NFD)²] vs depth, "
+            f"n = {nw}, {tag}", fits[f"e{i}_excess"],
+            "002: → 0 (both reach the NFD); 000: coupled keeps an O(1) excess"))
     return out
 
 
@@ -246,10 +260,6 @@ def plot_gia(ds: xr.Dataset, path) -> None:
             e = ((ds[f"f_{b}"].isel(eta_c=i) - ref) ** 2).mean(("seed", "step"))
             row[2].loglog(ds["depth"].values, e.values, "o-", color=f"C{j}", label=b)
         row[2].set_xlabel("depth")
-        row[2].set_title("mean (f − f_NFD)²", fontsize=9)
+        row[2].set_title(f"mean (f − f_NFD)², n = {ds.attrs['fixed_width']}", fontsize=9)
         row[2].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save(fig, path)

@@ -55,7 +55,7 @@ from sde import fit_slope
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
-from ._plotting import figure
+from ._plotting import figure, save
 from ._report import Finding, exponent_finding, plateau_finding
 from ._sweep import by_cell, run_jobs, seed_blocks
 from .data import sphere_stream
@@ -320,8 +320,4 @@ def plot_kernel(ds: xr.Dataset, path) -> None:
     ax.set_xlabel("(t, t')")
     ax.set_title("λ_min(C_t' − C_t) (Prop. 5)", fontsize=9)
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save(fig, path)

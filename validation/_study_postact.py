@@ -46,7 +46,7 @@ from sde import fit_slope
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
-from ._plotting import figure
+from ._plotting import figure, save
 from ._report import Finding, exponent_finding, judge_exponent
 from ._sweep import by_cell, run_jobs, seed_blocks
 from .data import sphere_stream
@@ -273,8 +273,4 @@ def plot_postact(ds: xr.Dataset, path) -> None:
         ax.set_title("E[h_L] (mean coordinate)" if var == "mean_h" else "‖h_L‖²/n",
                      fontsize=9)
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save(fig, path)

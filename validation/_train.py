@@ -468,13 +468,17 @@ def init_increments(
 
         ξ_ℓ = W_ℓ φ(h_{ℓ−1}) / ‖φ(h_{ℓ−1})‖,     ξ̃_ℓ = W̃_ℓᵀ g_ℓ / ‖g_ℓ‖,
 
-    (W̃ = W when coupled), each coordinate N(0, 1) given the past, so that exactly
+    (W̃ = W when coupled), so that exactly
 
         h_ℓ = h_{ℓ−1} + √τ σ_ℓ ξ_ℓ,      g_{ℓ−1} = g_ℓ + √τ σ̃_ℓ φ'(h_{ℓ−1}) ⊙ ξ̃_ℓ,
 
     τ = T/L, σ_ℓ = ‖φ(h_{ℓ−1})‖/√n, σ̃_ℓ = ‖g_ℓ‖/√n: the Euler–Maruyama steps of
     the forward SDE (Prop. 2/3) and backward SDE (Prop. 6) driven by the network's
-    own noise √τ ξ_ℓ — the synchronous coupling of appendix C.
+    own noise √τ ξ_ℓ — the synchronous coupling of appendix C. Each coordinate of
+    ξ_ℓ is N(0, 1) given the past (W_ℓ is fresh); so is ξ̃_ℓ with
+    ``backward="decoupled"`` (W̃_ℓ is independent of everything g_ℓ depends on).
+    With ``"coupled"`` ξ̃_ℓ is correlated with the forward pass through W_ℓ (the
+    GIA holds only as n → ∞).
 
     Parameters
     ----------
