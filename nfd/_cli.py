@@ -116,9 +116,12 @@ def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                               header="Report rebuilt from the netCDF files (fits recomputed).")
         print(report.read_text())
         return 0
-    report = run_validation(args.studies or None, out=args.out, quick=args.quick,
-                            scheduler=args.scheduler, progress=not args.no_progress,
-                            device=args.device)
+    try:
+        report = run_validation(args.studies or None, out=args.out, quick=args.quick,
+                                scheduler=args.scheduler, progress=not args.no_progress,
+                                device=args.device)
+    except ValueError as exc:  # bad study name, scheduler or device: a usage error
+        parser.error(f"validate: {exc}")
     print(report.read_text())
     print(f"wrote {report}")
     return 0

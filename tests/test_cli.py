@@ -43,3 +43,27 @@ def test_config_errors(tmp_path, text, match):
     cfg.write_text(text)
     with pytest.raises(ValueError, match=match):
         load_config(cfg)
+
+
+def test_validate_list_and_usage_errors(tmp_path, capsys):
+    assert main(["validate", "--list"]) == 0
+    assert "gia" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["validate", "bogus", "--out", str(tmp_path)])
+    assert "unknown" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["validate", "gia"])  # --out missing
+    with pytest.raises(SystemExit):
+        main(["validate", "gia", "--out", str(tmp_path), "--scheduler", "threads"])
+
+
+def test_validate_quick_study_writes_report(tmp_path, capsys):
+    # the smallest study end to end: netCDF, figure, REPORT.md, resumable job store
+    assert main(["validate", "postact", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    for name in ("postact.nc", "postact.png", "REPORT.md"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert any((tmp_path / "jobs").rglob("*.nc"))
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## 6. Post- vs pre-activation" in report and "| verdict |" in report
+    assert main(["validate", "--report-only", "--out", str(tmp_path)]) == 0
+    assert "## 6." in (tmp_path / "REPORT.md").read_text()

@@ -48,13 +48,12 @@ import xarray as xr
 from scipy import stats
 
 import nfd
-from nfd._checks import check_int, resolve_device_dtype
 from nfd._results import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._plotting import figure, save
 from ._report import Finding
-from ._sweep import by_cell, run_jobs, seed_blocks
+from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from ._train import train_resnet
 from .data import synthetic_task
 
@@ -127,13 +126,10 @@ def run_assumption1(*, quick: bool = False, store=None, scheduler: str | None = 
     TypeError, ValueError
         Bad arguments, naming the argument.
     """
-    if not isinstance(quick, bool):
-        raise TypeError(f"quick must be a bool, got {type(quick).__name__}")
-    seed = check_int("seed", seed, 0)
-    resolve_device_dtype(device, None)
+    quick, seed, dev = study_args(quick, seed, device)
     cfg = _CONFIG[quick]
     common = dict(steps=cfg["steps"], eig_steps=cfg["eig_steps"], data_seed=seed,
-                  device=None if device is None else str(device))
+                  device=dev)
     seeds = [seed + s for s in range(cfg["seeds"])]
     L = _TASK["depth"]
     # the decoupled network stores W and W̃ − W: 2·L·n² float32 per seed

@@ -36,13 +36,12 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from nfd._checks import check_int, resolve_device_dtype
 from nfd._results import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._plotting import figure, save
 from ._report import Finding, exponent_finding
-from ._sweep import by_cell, run_jobs
+from ._sweep import by_cell, run_jobs, study_args
 from ._train import train_resnet
 from .data import synthetic_task
 
@@ -134,15 +133,12 @@ def run_collapse(*, quick: bool = False, store=None, scheduler: str | None = Non
     TypeError, ValueError
         Bad arguments, naming the argument.
     """
-    if not isinstance(quick, bool):
-        raise TypeError(f"quick must be a bool, got {type(quick).__name__}")
-    seed = check_int("seed", seed, 0)
-    resolve_device_dtype(device, None)
+    quick, seed, dev = study_args(quick, seed, device)
     cfg = _CONFIG[quick]
     seeds = [seed + s for s in range(cfg["seeds"])]
     jobs = [dict(first_layer_lr=lr, depth=L, width=cfg["width"], seeds=seeds,
                  steps=cfg["steps"], data_seed=seed,
-                 device=None if device is None else str(device))
+                 device=dev)
             for lr in _LRS for L in cfg["depths"]]
     parts = run_jobs(_job, jobs, study="collapse", store=store, scheduler=scheduler,
                      progress=progress)

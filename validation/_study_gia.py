@@ -31,7 +31,7 @@ from ._fit import PowerFit, fit_power_law, stored_fit
 from ._plotting import figure, save
 from ._report import Finding, exponent_finding, plateau_finding
 from ._study_training import task_stream
-from ._sweep import by_cell, run_jobs, seed_blocks
+from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from ._train import train_resnet
 
 __all__ = ["run_gia", "summarize_gia", "plot_gia"]
@@ -98,10 +98,10 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
         (eta_c, width, seed, step) at ``fixed_depth``; ``ref_f``, ``ref_f_se``
         (eta_c, step) from ``simulate(steps=ref_depth)``. Fits in attrs.
     """
-    cfg = _CONFIG[bool(quick)]
+    quick, seed, dev = study_args(quick, seed, device)
+    cfg = _CONFIG[quick]
     K = cfg["steps"]
     seeds = [seed + s for s in range(cfg["seeds"])]
-    dev = None if device is None else str(device)
     cells = sorted({(cfg["fixed_width"], L) for L in cfg["depths"]}
                    | {(n, cfg["fixed_depth"]) for n in cfg["widths"]})
     jobs = [dict(kind="pair", eta_c=eta, width=n, depth=L, seeds=block, steps=K, device=dev)
@@ -133,7 +133,7 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
     for b in ("coupled", "decoupled"):
         ds[f"wf_{b}"] = width_sweep[f"f_{b}"]
     ds["ref_f"], ds["ref_f_se"] = ref["f"].assign_coords(eta_c=etas), ref["f_se"].assign_coords(eta_c=etas)
-    ds.attrs = base_attrs(study="gia", quick=bool(quick), seed=seed, **cfg, **_TASK)
+    ds.attrs = base_attrs(study="gia", quick=quick, seed=seed, **cfg, **_TASK)
     _fits(ds)
     return ds
 
@@ -238,6 +238,8 @@ def plot_gia(ds: xr.Dataset, path) -> None:
     K = ds.sizes["step"]
     etas = ds["eta_c"].values.tolist()
     fig, axes = figure(len(etas), 3)
+    from matplotlib.ticker import NullFormatter
+
     for i, (row, eta) in enumerate(zip(axes, etas)):
         for ax, var, dim, key in ((row[0], "f", "depth", "depth"), (row[1], "wf", "width", "width")):
             gap = (ds[f"{var}_coupled"] - ds[f"{var}_decoupled"]).isel(eta_c=i)
@@ -252,6 +254,7 @@ def plot_gia(ds: xr.Dataset, path) -> None:
                 ax.plot(xx, pred, "--", color=f"C{j}", lw=1)
             ax.axhline(0, color="k", lw=0.5)
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel(f"{dim}")
             ax.set_title(f"f_coupled − f_decoupled, η_c = {eta:g}", fontsize=9)
             ax.legend(fontsize=7)

@@ -22,6 +22,7 @@ recomputing it on the grid of M/2 steps with the same Brownian path.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -38,7 +39,7 @@ from ._fit import PowerFit, fit_power_law, stored_fit
 from ._plotting import loglog_panels
 from ._report import (Finding, exponent_finding, plateau_finding, reference_finding,
                       smallest_cell)
-from ._sweep import by_cell, run_jobs, seed_blocks
+from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from ._train import init_increments
 from .data import sphere_stream
 
@@ -106,6 +107,18 @@ def _reference(h0, v, xi, xit, act, sig, sig_t, T: float, r: int, gen) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=8)
+def _exact_sigmas(activation: str, T: float, M: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """σ_t = √E φ(h_t)² and σ̃_t = √E g_t² on the grid t_j = jT/M from the exact
+    covariance ODEs (one input on the sphere, so C_0 = 1); shared by every job of
+    a sweep, hence cached."""
+    act = get_activation(activation)
+    x = sphere_stream(1, d, seed=12345)
+    _, C, Theta = exact_covariance(x, act, T, times=np.linspace(0.0, T, M + 1))
+    c = C[:, 0, 0]
+    return np.sqrt(act.pair_moments(c, c, c)[0]), np.sqrt(Theta[:, 0, 0])
+
+
 def quarter_layers(L: int) -> np.ndarray:
     """Layer indices ℓ = 0, L/4, L/2, 3L/4, L of the times 0, T/4, T/2, 3T/4, T."""
     if L % 4:
@@ -129,12 +142,8 @@ def _job(*, activation: str, width: int, depth: int, seeds: Sequence[int], T: fl
     if fine_steps % L or r % 2:
         raise ValueError(f"fine_steps = {fine_steps} must be an even multiple of "
                          f"depth = {L} (half-grid reference)")
-    times = np.linspace(0.0, T, L * r + 1)
-    _, C, Theta = exact_covariance(x[None], act, T, times=times)
-    sig = np.sqrt(act.pair_moments(C[:, 0, 0], C[:, 0, 0], C[:, 0, 0])[0])
-    sig_t = np.sqrt(Theta[:, 0, 0])
     kw = dict(device=dev, dtype=torch.float64)
-    sig, sig_t = torch.as_tensor(sig, **kw), torch.as_tensor(sig_t, **kw)
+    sig, sig_t = (torch.as_tensor(a, **kw) for a in _exact_sigmas(activation, T, fine_steps, d))
     net = init_increments(x, width=width, depth=depth, activation=act, T=T,
                           seeds=list(seeds), backward=backward, device=dev,
                           dtype=torch.float32)
@@ -186,8 +195,9 @@ def run_init(*, quick: bool = False, store=None, scheduler: str | None = None,
         the fitted rates of ``err_h`` at t = T and ``err_g`` at t = 0 in attrs
         (``{activation}_{h|g}_*``, see :meth:`PowerFit.to_attrs`).
     """
+    quick, seed, dev = study_args(quick, seed, device)
     T = check_positive_float("T", T)
-    cfg = _CONFIG[bool(quick)]
+    cfg = _CONFIG[quick]
     jobs = []
     for act in cfg["activations"]:
         for n in cfg["widths"]:
@@ -197,7 +207,7 @@ def run_init(*, quick: bool = False, store=None, scheduler: str | None = None,
                     jobs.append(dict(activation=act, width=n, depth=L, T=float(T),
                                      seeds=block, backward="decoupled", version=_VERSION,
                                      fine_steps=cfg["fine_steps"],
-                                     device=None if device is None else str(device)))
+                                     device=dev))
     parts = run_jobs(_job, jobs, study="init", store=store, scheduler=scheduler,
                      progress=progress)
     cells = by_cell(jobs, parts, ("activation", "width", "depth"))
@@ -207,7 +217,7 @@ def run_init(*, quick: bool = False, store=None, scheduler: str | None = None,
         concat_dim=["activation", "width", "depth"],
     ).assign_coords(activation=cfg["activations"], width=cfg["widths"],
                     depth=cfg["depths"]).transpose("activation", "width", "depth", ...)
-    grid.attrs = base_attrs(study="init", quick=bool(quick), T=float(T),
+    grid.attrs = base_attrs(study="init", quick=quick, T=float(T),
                             fine_steps=cfg["fine_steps"], seeds=cfg["seeds"], seed=seed)
     for act in cfg["activations"]:
         for which, tsel in (("h", T), ("g", 0.0)):

@@ -49,7 +49,6 @@ import numpy as np
 import xarray as xr
 
 import nfd
-from nfd._checks import check_int, resolve_device_dtype
 from nfd._results import base_attrs
 from sde import fit_slope
 
@@ -57,7 +56,7 @@ from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
 from ._plotting import figure, save
 from ._report import Finding, exponent_finding, plateau_finding
-from ._sweep import by_cell, run_jobs, seed_blocks
+from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from .data import sphere_stream
 
 __all__ = ["run_kernel", "summarize_kernel", "plot_kernel"]
@@ -125,14 +124,11 @@ def run_kernel(*, quick: bool = False, store=None, scheduler: str | None = None,
     TypeError, ValueError
         Bad arguments, naming the argument.
     """
-    if not isinstance(quick, bool):
-        raise TypeError(f"quick must be a bool, got {type(quick).__name__}")
-    seed = check_int("seed", seed, 0)
-    resolve_device_dtype(device, None)
+    quick, seed, dev = study_args(quick, seed, device)
     cfg = _CONFIG[quick]
     seeds = [seed + s for s in range(cfg["seeds"])]
     jobs = [dict(width=n, depth=L, seeds=block, input_seed=seed,
-                 device=None if device is None else str(device))
+                 device=dev)
             for n in cfg["widths"] for L in cfg["depths"]
             for block in seed_blocks(seeds, 4 * L * n * n)]
     parts = run_jobs(_job, jobs, study="kernel", store=store, scheduler=scheduler,

@@ -27,7 +27,7 @@ from ._plotting import loglog_panels
 from ._report import (Finding, exponent_finding, plateau_finding, reference_finding,
                       smallest_cell)
 from ._study_init import quarter_layers
-from ._sweep import by_cell, run_jobs, seed_blocks
+from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from ._train import train_resnet
 from .data import synthetic_task
 
@@ -113,11 +113,12 @@ def run_training(*, quick: bool = False, store=None, scheduler: str | None = Non
         rates in attrs (prefixes ``width_L{L}``, ``joint``, ``joint_bias2``,
         ``joint_{loss,h2,g2}``).
     """
-    cfg = _CONFIG[bool(quick)]
+    quick, seed, dev = study_args(quick, seed, device)
+    cfg = _CONFIG[quick]
     K, S = cfg["steps"], cfg["seeds"]
     seeds = [seed + s for s in range(S)]
     common = dict(steps=K, eta_c=_TASK["eta_c"], version=_VERSION,
-                  device=None if device is None else str(device))
+                  device=dev)
     jobs = [dict(kind="network", width=n, depth=L, seeds=block, **common)
             for n in cfg["widths"] for L in cfg["depths"]
             for block in seed_blocks(seeds, 2 * 4 * L * n * n)]  # W and W̃, float32
@@ -142,7 +143,7 @@ def run_training(*, quick: bool = False, store=None, scheduler: str | None = Non
     for name in ("f", "f_se", "loss", "h2", "g2"):
         grid[f"ref_{name}"] = ref[name]
         grid[f"deep_{name}"] = deep[name]
-    grid.attrs = base_attrs(study="training", quick=bool(quick), seed=seed, **cfg,
+    grid.attrs = base_attrs(study="training", quick=quick, seed=seed, **cfg,
                             **_TASK)
     _fits(grid)
     return grid

@@ -25,7 +25,9 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
-__all__ = ["ResultsStore", "run_jobs", "seed_blocks", "by_cell"]
+from nfd._checks import check_int, resolve_device_dtype
+
+__all__ = ["ResultsStore", "run_jobs", "seed_blocks", "by_cell", "study_args"]
 
 _LABEL_CHARS = 120  # the readable part of a key; the hash keeps keys unique
 
@@ -294,3 +296,14 @@ def by_cell(jobs: Sequence[Mapping[str, Any]], parts: Sequence[xr.Dataset],
     for job, part in zip(jobs, parts):
         cells.setdefault(tuple(job[k] for k in keys), []).append(part)
     return {k: v[0] if len(v) == 1 else xr.concat(v, "seed") for k, v in cells.items()}
+
+
+def study_args(quick, seed, device) -> tuple[bool, int, str | None]:
+    """Check the common arguments of the ``run_*`` study functions: ``quick`` a
+    bool, ``seed`` an int ≥ 0, ``device`` one torch accepts; returns them with
+    the device as a string (job parameters must be plain values)."""
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be a bool, got {type(quick).__name__}")
+    seed = check_int("seed", seed, 0)
+    resolve_device_dtype(device, None)
+    return quick, seed, None if device is None else str(device)
