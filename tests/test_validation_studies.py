@@ -21,7 +21,13 @@ from validation import (
 )
 from validation._fit import stored_fit
 from conftest import widened
-from validation._report import Finding, format_report, judge_exponent
+from validation._report import (
+    Finding,
+    exponent_finding,
+    format_report,
+    judge_exponent,
+    term_resolved,
+)
 
 N_CLAIMS = 7  # study 1: 3 bound claims; study 2: one width exponent per quick depth (4)
 
@@ -79,6 +85,18 @@ def test_signed_fit_finds_nonzero_limit():
     assert fit.plateau and fit.ci["c"][0] <= 1.6 <= fit.ci["c"][1]
     zero = (0.8 / L)[:, None] + 0.05 * rng.standard_normal((6, 16))
     assert not fit_power_law(zero, L=L, signed=True).plateau
+
+
+def test_unresolved_term_is_not_judged():
+    # errors that do not depend on width: the width term's coefficient must come out
+    # unresolved and its exponent reported as undetermined, whatever its value
+    rng = np.random.default_rng(5)
+    N, L = _grid()
+    v = (0.5 / L)[:, None] * rng.chisquare(16, size=(len(N), 16)) / 16
+    fit = fit_power_law(v, n=N, L=L)
+    assert term_resolved(fit, "q") and not term_resolved(fit, "p")
+    assert "undetermined" in exponent_finding("x", "p", fit, "p", 1.0, "p = 1").verdict
+    assert exponent_finding("x", "q", fit, "q", 1.0, "q = 1").verdict.startswith("consistent")
 
 
 def test_growth_exponent_without_plateau():

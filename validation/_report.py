@@ -20,6 +20,7 @@ __all__ = [
     "judge_exponent",
     "exponent_finding",
     "plateau_finding",
+    "term_resolved",
     "reference_finding",
     "smallest_cell",
     "format_report",
@@ -77,13 +78,27 @@ def judge_exponent(estimate: float, ci: tuple[float, float], claimed: float,
     return f"{side} {_fmt(claimed)}: {_fmt(estimate)} [{_fmt(lo)}, {_fmt(hi)}] excludes it"
 
 
+def term_resolved(fit: PowerFit, param: str) -> bool:
+    """Whether the power term of exponent ``param`` is resolved: the 95% interval
+    of its coefficient (a for p, b for q) excludes zero (for non-negative
+    coefficients: its lower end exceeds 10⁻⁶ of its upper end)."""
+    lo, hi = fit.ci[{"p": "a", "q": "b"}[param]]
+    if lo >= 0:
+        return lo > 1e-6 * hi
+    return hi < 0
+
+
 def exponent_finding(observable: str, quantity: str, fit: PowerFit, param: str,
                      claimed: float, claim: str, *, bound: bool = False) -> Finding:
     """Finding for the exponent ``param`` (``"p"`` or ``"q"``) of ``fit``; see
-    :func:`judge_exponent` for ``bound``."""
+    :func:`judge_exponent` for ``bound``. An exponent whose term is not resolved
+    (:func:`term_resolved`) is reported as undetermined, not judged."""
     est, ci = fit.estimate[param], fit.ci[param]
-    return Finding(observable, quantity, est, ci, claim,
-                   judge_exponent(est, ci, claimed, bound=bound))
+    if not term_resolved(fit, param):
+        verdict = "term not resolved (its coefficient's interval reaches 0): undetermined"
+    else:
+        verdict = judge_exponent(est, ci, claimed, bound=bound)
+    return Finding(observable, quantity, est, ci, claim, verdict)
 
 
 def plateau_finding(observable: str, fit: PowerFit, claim: str) -> Finding:

@@ -205,14 +205,8 @@ def summarize_gia(ds: xr.Dataset) -> list[Finding]:
         out.append(plateau_finding(f"mean_k Δ⁽ᵏ⁾² vs depth, n = {nw}, {tag}", ms, _CLAIM))
         pw = fits[f"e{i}_depth_ms_pow"]
         what = f"mean_k Δ⁽ᵏ⁾² = b·L^-q vs depth (no plateau), n = {nw}, {tag}"
-        b_lo, b_hi = pw.ci["b"]
-        if b_lo > 0 or b_hi < 0:
-            out.append(exponent_finding(what, "decay exponent q", pw, "q", 0.0,
-                                        "002: q > 0 (vanishing); 000: q = 0"))
-        else:
-            out.append(Finding(what, "decay exponent q", pw.estimate["q"], pw.ci["q"],
-                               "002: q > 0 (vanishing); 000: q = 0",
-                               "gap unresolved (b's interval reaches 0): q undetermined"))
+        out.append(exponent_finding(what, "decay exponent q", pw, "q", 0.0,
+                                    "002: q > 0 (vanishing); 000: q = 0"))
         rms_f = float(np.sqrt((ds["ref_f"].isel(eta_c=i) ** 2).mean()))
         rel = np.sqrt(np.maximum(np.array(ms.ci["c"]), 0.0)) / rms_f
         out.append(Finding(

@@ -50,7 +50,7 @@ _VERSION = 2  # of the job definition (1: coupled backward increments)
 _CONFIG = {
     True: dict(activations=["tanh"], widths=[32, 64, 128, 256], depths=[4, 8, 16, 32],
                seeds=8, fine_steps=512),
-    False: dict(activations=["tanh", "relu"], widths=[64, 128, 256, 512, 1024],
+    False: dict(activations=["tanh", "relu"], widths=[64, 128, 256, 512, 1024, 2048],
                 depths=[4, 8, 16, 32, 64, 128], seeds=16, fine_steps=2048),
 }
 
@@ -176,7 +176,7 @@ def run_init(*, quick: bool = False, store=None, scheduler: str | None = None,
     ----------
     quick : bool
         Small grid (tanh; widths 32–256, depths 4–32, 8 seeds, M = 512; ~30 s
-        on 2 CPU cores) instead of the full one (tanh and relu; widths 64–1024,
+        on 2 CPU cores) instead of the full one (tanh and relu; widths 64–2048,
         depths 4–128, 16 seeds, M = 2048).
     store, scheduler, progress
         See :func:`validation.run_jobs`.

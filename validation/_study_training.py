@@ -38,7 +38,7 @@ _REF_SEED_OFFSET = 1_000_003  # references draw u, v from a stream no network us
 _CONFIG = {
     True: dict(widths=[32, 64, 128, 256], depths=[4, 8, 16, 32], seeds=8, steps=8,
                particles=16384, ref_depth=64),
-    False: dict(widths=[64, 128, 256, 512, 1024], depths=[4, 8, 16, 32, 64],
+    False: dict(widths=[64, 128, 256, 512, 1024], depths=[4, 8, 16, 32, 64, 128],
                 seeds=12, steps=16, particles=65536, ref_depth=256),
 }
 _TASK = dict(kind="tanh", d=32, activation="relu", eta_c=0.2, T=1.0)
@@ -94,7 +94,7 @@ def run_training(*, quick: bool = False, store=None, scheduler: str | None = Non
     quick : bool
         Widths 32–256, depths 4–32, 8 seeds, 8 SGD steps, references with 16 384
         particles and L_ref = 64 (about a minute on 2 cores) instead of widths
-        64–1024, depths 4–64, 12 seeds, 16 steps, 65 536 particles, L_ref = 256.
+        64–1024, depths 4–128, 12 seeds, 16 steps, 65 536 particles, L_ref = 256.
     store, scheduler, progress
         See :func:`validation.run_jobs`.
     device
