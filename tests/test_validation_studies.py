@@ -194,6 +194,26 @@ def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study):
     assert ref.ci[1] < 0.1, ref
 
 
+def test_study2_quick_networks_agree_with_simulate_at_fixed_depth(training_study):
+    # Exactness of the correspondence, not just a rate: at the widest width the seed
+    # mean of f must match simulate(steps=L) step by step within its standard error.
+    # χ² = Σ_k (E_seed f_k − f_NFD,k)² / (var_seed f_k / S + se_NFD,k²) over the K − 1
+    # trained steps is ≈ χ²_{K−1} when they agree; each depth must pass at level
+    # 0.01/4 (Bonferroni over the four depths). A reference with a 25% larger η_c
+    # gives p ≈ 1e-4 at every depth.
+    from scipy.stats import chi2
+
+    ds, _ = training_study
+    S = ds.sizes["seed"]
+    for L in ds["depth"].values.tolist():
+        f = ds["f"].sel(depth=L).isel(width=-1, step=slice(1, None))
+        ref = ds["ref_f"].sel(depth=L).isel(step=slice(1, None))
+        se = ds["ref_f_se"].sel(depth=L).isel(step=slice(1, None))
+        var = f.var("seed", ddof=1) / S + se ** 2
+        stat = float(((f.mean("seed") - ref) ** 2 / var).sum())
+        assert chi2.sf(stat, f.sizes["step"]) > 0.01 / ds.sizes["depth"], (L, stat)
+
+
 def test_study2_records_schema(training_study):
     ds, _ = training_study
     assert ds["f"].dims == ("width", "depth", "seed", "step")
