@@ -77,6 +77,16 @@ class _History:
         self.n = 0  # committed trajectories
 
 
+def _gram(rows: torch.Tensor, n: int, new: torch.Tensor, stored: bool) -> torch.Tensor:
+    """Inner products of ``new`` (B, P) with ``rows[:n]`` and with itself, (n+B, B).
+
+    ``stored``: ``new`` is already ``rows[n:n+B]``, so one product reads the history.
+    """
+    if stored:
+        return rows[:n + new.shape[0]] @ new.T
+    return torch.cat((rows[:n] @ new.T, new @ new.T))
+
+
 class _Model:
     """One ensemble of particles and its training history."""
 
@@ -95,61 +105,61 @@ class _Model:
             return self.v
         return self.v - self.hist.coef[:n] @ self.hist.hL[:n]
 
-    def forward(self, x: torch.Tensor, *, commit: bool, h2: torch.Tensor | None = None,
-                piv: torch.Tensor | None = None, path: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, *, commit: bool, out: torch.Tensor | None = None,
+                piv: torch.Tensor | None = None) -> torch.Tensor:
         """Forward pass of a block of inputs x (B, d) → h path (L+1, B, P).
 
-        With ``commit`` the block's noise is appended to the driver and its
-        activations to the history (training); otherwise it is conditioned on the
-        history only (probes).
+        With ``commit`` the block's noise is appended to the driver, its activations
+        to the history and the new pivots written to ``piv`` (training); otherwise
+        the noise is conditioned on the history only (probes). ``out`` is an
+        optional (L+1, B, P) buffer for the path: apart from φ(h) the loop then
+        allocates nothing of size P, so a long run streams the history instead of
+        faulting in fresh pages every layer.
         """
         hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
         B = x.shape[0]
-        h = torch.empty(self.L + 1, B, P, device=x.device, dtype=x.dtype)
-        h[0] = x @ self.u.T / math.sqrt(self.d)
+        h = out if out is not None else torch.empty(self.L + 1, B, P, device=x.device,
+                                                    dtype=x.dtype)
+        torch.mm(x, self.u.T, out=h[0]).div_(math.sqrt(self.d))
         if n:
             a = hist.coef[:n] * (x @ hist.X[:n].T / self.d)  # (B, n)
-            h[0] -= a @ hist.g[0, :n]
+            h[0].addmm_(a, hist.g[0, :n], alpha=-1.0)
+        pivots = []
         for l in range(1, self.L + 1):
             phi = self.act.phi(h[l - 1])
-            block = phi @ phi.T / P
-            cross = hist.phi[l - 1, :n] @ phi.T / P  # Σ_{ℓ−1}[i, new], (n, B)
-            z, pivot = self.fwd.append(l - 1, cross, block, commit=commit)
-            h[l] = torch.add(h[l - 1], z, alpha=self.sqrt_tau)
-            if n:
-                h[l] -= (tau * cross.T * hist.coef[:n]) @ hist.g[l, :n]
             if commit:
                 hist.phi[l - 1, n:n + B] = phi
-                piv[l - 1] = pivot
-        if h2 is not None:
-            h2.copy_(h.square().mean(dim=(1, 2)))
-        if path is not None:
-            path.copy_(h[:, :, : path.shape[-1]])
+            gram = _gram(hist.phi[l - 1], n, phi, commit) / P  # Σ_{ℓ−1}[:, new], (n+B, B)
+            _, pivot = self.fwd.append(l - 1, gram[:n], gram[n:], commit=commit, out=h[l])
+            pivots.append(pivot)
+            h[l].mul_(self.sqrt_tau).add_(h[l - 1])
+            if n:
+                h[l].addmm_(gram[:n].T * hist.coef[:n], hist.g[l, :n], alpha=-tau)
+        if commit:
+            piv[:-1] = torch.stack(pivots)
         return h
 
-    def backward(self, h: torch.Tensor, gL: torch.Tensor, g2: torch.Tensor,
-                 piv: torch.Tensor, path: torch.Tensor | None = None) -> None:
-        """Backward pass of the committed block with forward path h (L+1, B, P)."""
+    def backward(self, h: torch.Tensor, gL: torch.Tensor, piv: torch.Tensor,
+                 work: torch.Tensor) -> None:
+        """Backward pass of the committed block with forward path h (L+1, B, P).
+
+        The gradients are written straight into the history ``hist.g[:, n:n+B]``;
+        ``work`` is a (B, P) buffer for the increments.
+        """
         hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
         B = h.shape[1]
-        g = gL.expand(B, -1).clone()
+        hist.g[self.L, n:n + B] = gL
+        pivots = []
         for l in range(self.L, 0, -1):
-            hist.g[l, n:n + B] = g
-            g2[l] = g.square().mean()
-            if path is not None:
-                path[l] = g[:, : path.shape[-1]]
-            block = g @ g.T / P
-            cross = hist.g[l, :n] @ g.T / P  # Θ_ℓ[i, new], (n, B)
-            z, piv[l] = self.bwd.append(l - 1, cross, block)
-            dphi = self.act.dphi(h[l - 1])
-            incr = z.mul_(self.sqrt_tau)
+            g = hist.g[l, n:n + B]
+            gram = _gram(hist.g[l], n, g, True) / P  # Θ_ℓ[:, new], (n+B, B)
+            _, pivot = self.bwd.append(l - 1, gram[:n], gram[n:], out=work)
+            pivots.append(pivot)
+            work.mul_(self.sqrt_tau)
             if n:
-                incr -= (tau * cross.T * hist.coef[:n]) @ hist.phi[l - 1, :n]
-            g = g + dphi * incr
-        hist.g[0, n:n + B] = g
-        g2[0] = g.square().mean()
-        if path is not None:
-            path[0] = g[:, : path.shape[-1]]
+                work.addmm_(gram[:n].T * hist.coef[:n], hist.phi[l - 1, :n], alpha=-tau)
+            torch.addcmul(g, self.act.dphi(h[l - 1]), work, out=hist.g[l - 1, n:n + B])
+        piv[1:] = torch.stack(pivots[::-1])
 
     def min_eigenvalues(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Smallest eigenvalues of Σ_ℓ and Θ_ℓ at every t_ℓ, ℓ = 0..L (Assumption 1)."""
@@ -339,6 +349,8 @@ def simulate(
         _raise_if_nonfinite(fp, f"probe evaluation at step {probe_steps[j]}")
 
     x_all = hist.X.reshape(K, B, d)
+    h_buf = torch.empty(L + 1, B, P, device=device, dtype=dtype)
+    work = torch.empty(B, P, device=device, dtype=dtype)
     bar = tqdm(range(K + 1), disable=not progress, desc="nfd.simulate", unit="step")
     for k in bar:
         if k in probe_index:
@@ -346,9 +358,7 @@ def simulate(
         if k == K:
             break
         n = hist.n
-        h = model.forward(x_all[k], commit=True, h2=rec["h2"][k],
-                          piv=rec["sigma_pivot"][k],
-                          path=rec["h_path"][k] if paths else None)
+        h = model.forward(x_all[k], commit=True, out=h_buf, piv=rec["sigma_pivot"][k])
         gL = model.readout()
         prod = gL * h[-1]
         f = prod.mean(1)
@@ -357,8 +367,13 @@ def simulate(
         rec["loss"][k] = lossf(f, yt[k])
         chi = lossf.grad(f, yt[k])
         rec["dloss"][k] = chi
-        model.backward(h, gL, rec["g2"][k], rec["theta_pivot"][k],
-                       path=rec["g_path"][k] if paths else None)
+        model.backward(h, gL, rec["theta_pivot"][k], work)
+        g = hist.g[:, n:n + B]
+        rec["h2"][k] = torch.linalg.vector_norm(h, dim=(1, 2)).square() / (B * P)
+        rec["g2"][k] = torch.linalg.vector_norm(g, dim=(1, 2)).square() / (B * P)
+        if paths:
+            rec["h_path"][k] = h[..., :paths]
+            rec["g_path"][k] = g[..., :paths]
         hist.hL[n:n + B] = h[-1]
         hist.coef[n:n + B] = eta_c * chi / B
         hist.n = n + B

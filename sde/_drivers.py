@@ -29,14 +29,66 @@ from ._linalg import psd_factor
 __all__ = ["GrowingGaussianDriver", "default_jitter"]
 
 
-def _min_eig(sym: torch.Tensor) -> torch.Tensor:
-    """Smallest eigenvalue of a small symmetric matrix (no solver call for 1×1)."""
-    return sym[0, 0] if sym.shape[-1] == 1 else torch.linalg.eigvalsh(sym)[0]
-
-
 def default_jitter(dtype: torch.dtype) -> float:
     """Default relative eigenvalue floor of the drivers for a working dtype."""
     return 1e-5 if dtype == torch.float32 else 1e-10
+
+
+def _border_one(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor):
+    """One new component (B = 1, online SGD): the block row of the factor in closed form.
+
+    ``lower`` is the (k, k) factor of the committed components and ``col`` the
+    bordered covariance column (k+1, 1). Returns the row ``[L21 | l22]`` (1, k+1),
+    the Schur complement ``s = var − |L21|²`` before regularisation, and whether the
+    pivot was floored. When rounding makes ``s < floor`` the pivot is raised to
+    ``√floor`` and L21 shrunk so that ``l22² + |L21|² = var`` stays exact (without
+    this the increments' variance grows without bound in float32 runs). Scalar
+    arithmetic only: this path runs twice per layer and SGD step.
+    """
+    k = lower.shape[0]
+    var = col[k:]
+    if k == 0:
+        min_eig = var[0, 0]
+        return torch.maximum(var, floor).sqrt(), min_eig, (min_eig < floor)[None]
+    coef = torch.linalg.solve_triangular(lower, col[:k], upper=False)  # L21ᵀ, (k, 1)
+    gram = coef.T @ coef
+    min_eig = var - gram
+    pivot2 = torch.maximum(min_eig, floor)
+    shrink = ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0).sqrt()
+    row = torch.cat(((coef * shrink).T, pivot2.sqrt()), dim=1)
+    return row, min_eig[0, 0], (min_eig < floor)[0]
+
+
+def _border_block(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor,
+                  scale: torch.Tensor, rel_jitter: float):
+    """B ≥ 2 new components (mini-batches): the block row ``[L21 | L22]`` (B, k+B).
+
+    As :func:`_border_one`, with the Schur complement factored by
+    :func:`psd_factor`; when it is indefinite beyond the floor, L21 is shrunk by one
+    common factor (conservative: the block's smallest direction sets it). Returns the row, the
+    smallest eigenvalue of the Schur complement before regularisation and the
+    floored diagonal entries.
+    """
+    k, b = lower.shape[0], col.shape[1]
+    block = col[k:]
+    if k > 0:
+        coef = torch.linalg.solve_triangular(lower, col[:k], upper=False)  # L21ᵀ, (k, B)
+        gram = coef.T @ coef
+        min_eig = torch.linalg.eigvalsh(block - gram)[0]
+        room = (torch.linalg.eigvalsh(block)[0] - floor).clamp_min(0.0)
+        largest = torch.linalg.eigvalsh(gram)[-1]
+        shrink = torch.where(
+            min_eig < floor, (room / largest.clamp_min(1e-300)).clamp(max=1.0).sqrt(), 1.0
+        )
+        coef = coef * shrink
+        schur = block - (shrink * shrink) * gram
+    else:
+        coef = col[:0]
+        schur = block
+        min_eig = torch.linalg.eigvalsh(block)[0]
+    new_factor, _ = psd_factor(schur, rel_jitter, scale=scale)
+    diag = torch.diagonal(new_factor)
+    return torch.cat((coef.T, new_factor), dim=1), min_eig, diag * diag <= floor * (1 + 1e-6)
 
 
 class GrowingGaussianDriver:
@@ -119,6 +171,7 @@ class GrowingGaussianDriver:
         block: torch.Tensor,
         *,
         commit: bool = True,
+        out: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw ``B`` new components at time index ``t``.
 
@@ -133,11 +186,15 @@ class GrowingGaussianDriver:
         commit : bool
             Store the new components (training trajectories). With ``False`` the
             draw is *conditioned* on the history but not appended (held-out probes).
+        out : Tensor, shape (B, P), optional
+            Where to write the increments. A committed draw then allocates nothing
+            of size P: its innovations are drawn straight into the history, which
+            keeps the per-layer cost of a long run at the k×P stream it must read.
 
         Returns
         -------
         z : Tensor, shape (B, P)
-            Increments with unit time step (multiply by √Δt).
+            Increments with unit time step (multiply by √Δt); ``out`` if given.
         min_eig : Tensor, shape ()
             Smallest eigenvalue of the conditional covariance (the new Cholesky
             pivot when ``B = 1``), before regularisation.
@@ -149,62 +206,43 @@ class GrowingGaussianDriver:
                 f"driver capacity {self.capacity} exceeded at time index {t} "
                 f"({k} + {b} components)"
             )
-        block64 = block.to(torch.float64)
-        scale = torch.diagonal(block64).mean()
-        floor = self.rel_jitter * scale
-        if k > 0:
-            lower = self.factor[t, :k, :k]
-            coef = torch.linalg.solve_triangular(
-                lower, cross.to(torch.float64), upper=False
-            )  # (k, B): L21ᵀ
-            gram = coef.transpose(0, 1) @ coef
-            # Rounding (float32 moments of an ill-conditioned Σ) can make the bordered
-            # covariance indefinite, i.e. |L21|² > block: the increments' variance would
-            # then explode. Project back: shrink L21 so that the Schur complement is at
-            # least the floor (exact for B = 1, conservative for blocks).
-            min_eig = _min_eig(block64 - gram)
-            room = (_min_eig(block64) - floor).clamp_min(0.0)
-            largest = gram[0, 0] if b == 1 else torch.linalg.eigvalsh(gram)[-1]
-            shrink = torch.where(
-                min_eig < floor,
-                (room / largest.clamp_min(1e-300)).clamp(max=1.0).sqrt(),
-                torch.ones((), dtype=torch.float64, device=self.device),
-            )
-            coef = coef * shrink
-            schur = block64 - (shrink * shrink) * gram
+        col = torch.cat((cross, block)).to(torch.float64)  # bordered column, (k+b, b)
+        scale = torch.diagonal(col[k:]).mean()
+        floor = self.rel_jitter * scale.clamp_min(torch.finfo(torch.float64).tiny)
+        lower = self.factor[t, :k, :k]
+        if b == 1:
+            row, min_eig, skip = _border_one(lower, col, floor)
         else:
-            schur = block64
-            min_eig = _min_eig(block64)
-        new_factor, _ = psd_factor(schur, self.rel_jitter, scale=scale)
+            row, min_eig, skip = _border_block(lower, col, floor, scale, self.rel_jitter)
         self._floored |= min_eig < floor
-        # A component whose conditional variance sits at the floor adds no usable
-        # direction: later regressions skip it (∞ on the solve diagonal gives a zero
-        # coefficient). Without this, many floored rows (diagonal ≈ √floor) make the
-        # triangular solve grow exponentially and overflow in ill-conditioned runs.
-        diag = torch.diagonal(new_factor)
-        solve_diag = torch.where(diag * diag <= floor * (1 + 1e-6),
-                                 torch.full_like(diag, float("inf")), diag)
-        xi_new = torch.randn(b, self.particles, generator=self.generator,
-                             device=self.device, dtype=self.dtype)
-        z = new_factor.to(self.dtype) @ xi_new
-        if k > 0:
-            z = torch.addmm(z, coef.transpose(0, 1).to(self.dtype), self.xi[t, :k])
+        weights = row.to(self.dtype)  # z_new = L21 ξ[:k] + L22 ξ_new
+        xi = self.xi[t]
         if commit:
-            self.xi[t, k:k + b] = xi_new
-            self.factor[t, k:k + b, k:k + b] = new_factor
-            self.factor[t, range(k, k + b), range(k, k + b)] = solve_diag
-            self.cov[t, k:k + b, k:k + b] = block64
-            if k > 0:
-                self.factor[t, k:k + b, :k] = coef.transpose(0, 1)
-                self.cov[t, :k, k:k + b] = cross
-                self.cov[t, k:k + b, :k] = cross.transpose(0, 1)
+            xi[k:k + b].normal_(generator=self.generator)
+            z = torch.mm(weights, xi[:k + b], out=out)
+            # A component whose conditional variance sits at the floor adds no usable
+            # direction: later regressions skip it (∞ on the solve diagonal gives a
+            # zero coefficient). Without this, many floored rows (diagonal ≈ √floor)
+            # make the triangular solve grow exponentially and overflow in
+            # ill-conditioned runs.
+            torch.diagonal(row, offset=k).masked_fill_(skip, float("inf"))
+            self.factor[t, k:k + b, :k + b] = row
+            # Only the lower triangle is kept (eigvalsh reads the lower triangle).
+            self.cov[t, k:k + b, :k + b] = col.T
             self.sizes[t] = k + b
+        else:
+            fresh = torch.randn(b, self.particles, generator=self.generator,
+                                device=self.device, dtype=self.dtype)
+            z = torch.mm(weights[:, k:], fresh, out=out)
+            if k > 0:
+                z.addmm_(weights[:, :k], xi[:k])
         return z, min_eig
 
     def covariance(self, t: int) -> torch.Tensor:
         """The requested covariance of the committed components at time index ``t``."""
         k = self.sizes[t]
-        return self.cov[t, :k, :k]
+        lower = torch.tril(self.cov[t, :k, :k])
+        return lower + torch.tril(lower, -1).transpose(0, 1)
 
     def min_eigenvalues(self) -> torch.Tensor:
         """Smallest eigenvalue of the requested covariance at every time index.
@@ -221,7 +259,7 @@ class GrowingGaussianDriver:
         if k == 0:
             return torch.full((self.times,), float("nan"), dtype=torch.float64,
                               device=self.device)
-        return torch.linalg.eigvalsh(self.cov[:, :k, :k])[:, 0]
+        return torch.linalg.eigvalsh(self.cov[:, :k, :k], UPLO="L")[:, 0]
 
     def finalize(self) -> bool:
         """Warn once if the eigenvalue floor was ever active; return whether it was.

@@ -37,6 +37,8 @@ def test_growing_driver_reproduces_requested_covariance():
     se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / P)
     assert np.all(np.abs(emp - cov) < 5 * se)
     assert drv.min_eigenvalues().numpy() == pytest.approx(np.linalg.eigvalsh(cov)[0], rel=1e-8)
+    # only the lower triangle is stored; covariance() returns the full symmetric matrix
+    assert np.allclose(drv.covariance(1).numpy(), cov, rtol=0, atol=1e-14)
     assert not drv.finalize()
 
 
@@ -85,6 +87,21 @@ def test_growing_driver_singular_covariance_is_regularised_once():
         assert drv.finalize()
         assert drv.finalize()
     assert len(w) == 1 and "floored" in str(w[0].message)
+
+
+def test_growing_driver_indefinite_border_keeps_requested_variance():
+    # Exact, not statistical: a cross-covariance larger than the variances allow
+    # (|c| > 1 for unit variances) is shrunk so that the new component's weights on
+    # the stored innovations satisfy l21² + l22² = var, with l22² = the floor.
+    P = 64
+    drv = sde.GrowingGaussianDriver(1, P, 2, generator=torch.Generator().manual_seed(0),
+                                    dtype=torch.float64)
+    drv.append(0, torch.zeros(0, 1), torch.ones(1, 1))
+    z, piv = drv.append(0, torch.full((1, 1), 1.001, dtype=torch.float64), torch.ones(1, 1))
+    assert float(piv) == pytest.approx(1 - 1.001**2, rel=1e-12)
+    weights = torch.linalg.lstsq(drv.xi[0, :2].T, z[0]).solution
+    assert float(weights.square().sum()) == pytest.approx(1.0, rel=1e-12)
+    assert float(weights[1] ** 2) == pytest.approx(drv.rel_jitter, rel=1e-6)
 
 
 def test_psd_factor_exact_for_spd():
