@@ -19,6 +19,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.optimize
 import torch
 
 import nfd
@@ -69,6 +70,19 @@ def peak_memory(P: int, L: int, K: int) -> None:
     print(json.dumps({"peak": peak - base, "estimate": est["total"]}))
 
 
+def cost_terms(runs: dict[tuple[int, int, int], float]) -> tuple[float, float, float]:
+    """Non-negative least squares t ≈ a·L·K + c·P·L·K + b·P·L·K(K−1)/2 (relative errors).
+
+    a: fixed cost per layer and SGD step (small-matrix work and dispatch); c: cost
+    per particle, layer and step (innovations, element-wise updates); b: cost per
+    particle, layer and history entry (the k×P streams). Returns (a, c, b) in s.
+    """
+    rows = np.array([[L * K, P * L * K, P * L * K * (K - 1) / 2] for P, L, K in runs])
+    t = np.array(list(runs.values()))
+    coef, _ = scipy.optimize.nnls(rows / t[:, None], np.ones(len(t)))
+    return tuple(coef)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -80,33 +94,46 @@ def main() -> None:
         return
     dev = args.device
     s = 2 if args.quick else 1
-    # Sizes where the k×P history streams dominate the fixed per-layer dispatch cost
-    # (≈0.7 ms per layer and SGD step on this CPU, measured at P = 256).
-    base = dict(P=32768 // s, L=16, K=128)
+    # The cost is a·L·K + c·P·L·K + b·P·L·K²/2 (see cost_terms): the exponents of the
+    # leading P·L·K² term are measured where it dominates, at K ≥ 256 with P = 32768
+    # (on this CPU the lower-order terms are then about 15% of the time).
+    base = dict(P=32768 // s, L=8, K=256 // s)
     sweeps = {
         "P": [base["P"], base["P"] * 2, base["P"] * 4],
-        "L": [16, 32, 64],
+        "L": [8, 16, 32],
         "K": [base["K"], base["K"] * 3 // 2, base["K"] * 2],
     }
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads")
+    runs: dict[tuple[int, int, int], float] = {}
     fitted = {}
     for name, values in sweeps.items():
         times = []
         for v in values:
             cfg = dict(base, **{name: v})
-            times.append(timed(cfg["P"], cfg["L"], cfg["K"], dev))
+            key = (cfg["P"], cfg["L"], cfg["K"])
+            if key not in runs:
+                runs[key] = timed(*key, dev)
+            times.append(runs[key])
             print(f"  {cfg}: {times[-1]:.2f} s")
         fitted[name] = sde.fit_slope(np.array(values, float), np.array(times)).slope
     print("fitted exponents (expected 1, 1, 2): "
           + ", ".join(f"{k}: {v:.2f}" for k, v in fitted.items()))
+    a, c, b = cost_terms(runs)
+    P, L, K = base["P"], base["L"], base["K"]
+    lower = (a + c * P) * L * K / runs[(P, L, K)]
+    print(f"cost terms: {a * 1e3:.3f} ms per layer-step + {c * 1e9:.2f} ns per particle "
+          f"and layer-step + history streams at {24 / b / 1e9:.1f} GB/s; lower-order "
+          f"terms are {lower:.0%} of the base run")
 
     P, L, K = (16384 // s, 64 // s, 128 // s)
-    bw = copy_bandwidth(dev)
+    bw_before = copy_bandwidth(dev)
     t = timed(P, L, K, dev)
+    bw = max(bw_before, copy_bandwidth(dev))
     traffic = history_bytes(P, L, K) / t
     print(f"target run P={P}, L={L}, K={K}: {t:.2f} s, history traffic "
           f"{traffic / 1e9:.1f} GB/s = {traffic / bw:.0%} of the copy bandwidth "
-          f"{bw / 1e9:.1f} GB/s")
+          f"{bw / 1e9:.1f} GB/s (the larger of {bw_before / 1e9:.1f} before and the "
+          "measurement after the run)")
     if dev == "cpu":
         out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L), str(K)],
                              capture_output=True, text=True, check=True)

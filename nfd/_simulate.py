@@ -66,12 +66,17 @@ def _check_steps(name: str, value, last: int) -> list[int]:
 
 
 class _History:
-    """Per-trajectory buffers of the ensemble, laid out (layer, trajectory, particle)."""
+    """Per-trajectory buffers of the ensemble, laid out (layer, trajectory, particle).
+
+    Zero-filled at allocation: touching all pages at once costs about half of
+    faulting them in one (B, P) row at a time inside the layer loop (measured on
+    CPU: 0.20 vs 0.34 s per GB).
+    """
 
     def __init__(self, L: int, N: int, P: int, device, dtype) -> None:
-        self.phi = torch.empty(L, N, P, device=device, dtype=dtype)  # φ(h_ℓ), ℓ < L
-        self.g = torch.empty(L + 1, N, P, device=device, dtype=dtype)  # g_ℓ, ℓ ≤ L
-        self.hL = torch.empty(N, P, device=device, dtype=dtype)
+        self.phi = torch.zeros(L, N, P, device=device, dtype=dtype)  # φ(h_ℓ), ℓ < L
+        self.g = torch.zeros(L + 1, N, P, device=device, dtype=dtype)  # g_ℓ, ℓ ≤ L
+        self.hL = torch.zeros(N, P, device=device, dtype=dtype)
         self.coef = torch.zeros(N, device=device, dtype=dtype)  # η_c χ_i
         self.X = torch.empty(N, 0, device=device, dtype=dtype)
         self.n = 0  # committed trajectories
@@ -126,9 +131,10 @@ class _Model:
             h[0].addmm_(a, hist.g[0, :n], alpha=-1.0)
         pivots = []
         for l in range(1, self.L + 1):
-            phi = self.act.phi(h[l - 1])
             if commit:
-                hist.phi[l - 1, n:n + B] = phi
+                phi = self.act.phi_into(h[l - 1], hist.phi[l - 1, n:n + B])
+            else:
+                phi = self.act.phi(h[l - 1])
             gram = _gram(hist.phi[l - 1], n, phi, commit) / P  # Σ_{ℓ−1}[:, new], (n+B, B)
             _, pivot = self.fwd.append(l - 1, gram[:n], gram[n:], commit=commit, out=h[l])
             pivots.append(pivot)
@@ -144,7 +150,7 @@ class _Model:
         """Backward pass of the committed block with forward path h (L+1, B, P).
 
         The gradients are written straight into the history ``hist.g[:, n:n+B]``;
-        ``work`` is a (B, P) buffer for the increments.
+        ``work`` is a (2, B, P) buffer for the increments and φ′.
         """
         hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
         B = h.shape[1]
@@ -153,12 +159,14 @@ class _Model:
         for l in range(self.L, 0, -1):
             g = hist.g[l, n:n + B]
             gram = _gram(hist.g[l], n, g, True) / P  # Θ_ℓ[:, new], (n+B, B)
-            _, pivot = self.bwd.append(l - 1, gram[:n], gram[n:], out=work)
+            incr, dphi = work
+            _, pivot = self.bwd.append(l - 1, gram[:n], gram[n:], out=incr)
             pivots.append(pivot)
-            work.mul_(self.sqrt_tau)
+            incr.mul_(self.sqrt_tau)
             if n:
-                work.addmm_(gram[:n].T * hist.coef[:n], hist.phi[l - 1, :n], alpha=-tau)
-            torch.addcmul(g, self.act.dphi(h[l - 1]), work, out=hist.g[l - 1, n:n + B])
+                incr.addmm_(gram[:n].T * hist.coef[:n], hist.phi[l - 1, :n], alpha=-tau)
+            self.act.dphi_into(h[l - 1], dphi)
+            torch.addcmul(g, dphi, incr, out=hist.g[l - 1, n:n + B])
         piv[1:] = torch.stack(pivots[::-1])
 
     def min_eigenvalues(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -350,7 +358,7 @@ def simulate(
 
     x_all = hist.X.reshape(K, B, d)
     h_buf = torch.empty(L + 1, B, P, device=device, dtype=dtype)
-    work = torch.empty(B, P, device=device, dtype=dtype)
+    work = torch.empty(2, B, P, device=device, dtype=dtype)
     bar = tqdm(range(K + 1), disable=not progress, desc="nfd.simulate", unit="step")
     for k in bar:
         if k in probe_index:

@@ -151,7 +151,8 @@ class GrowingGaussianDriver:
         self.device, self.dtype = torch.device(device), dtype
         self.generator = generator
         self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
-        self.xi = torch.empty(times, capacity, particles, device=self.device, dtype=dtype)
+        # zero-filled: faulting the pages in at once is cheaper than row by row
+        self.xi = torch.zeros(times, capacity, particles, device=self.device, dtype=dtype)
         self.factor = torch.zeros(times, capacity, capacity, device=self.device,
                                   dtype=torch.float64)
         self.cov = torch.zeros_like(self.factor)

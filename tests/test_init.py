@@ -92,6 +92,19 @@ def test_custom_activation_uses_autograd_derivative(two_inputs):
     assert np.allclose(ds.theta.values, ref.theta.values, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", sorted(nfd.ACTIVATIONS))
+def test_activation_out_forms_equal_allocating_forms(name):
+    # Exact: the allocation-free forms used by simulate's particle loop must give
+    # the same floats as φ and φ′ (including φ′ = 0 at a relu kink).
+    act = nfd.get_activation(name)
+    x = torch.cat([torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 3,
+                   torch.zeros(1)])
+    for fn, into in ((act.phi, act.phi_into), (act.dphi, act.dphi_into)):
+        out = torch.full_like(x, float("nan"))
+        assert into(x, out) is out
+        assert torch.equal(out, fn(x))
+
+
 def test_reproducible_by_seed(two_inputs):
     a = nfd.backward_sde(two_inputs, steps=4, particles=1000, seed=7, paths=3)
     b = nfd.backward_sde(two_inputs, steps=4, particles=1000, seed=7, paths=3)
