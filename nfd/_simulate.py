@@ -92,6 +92,22 @@ def _gram(rows: torch.Tensor, n: int, new: torch.Tensor, stored: bool) -> torch.
     return torch.cat((rows[:n] @ new.T, new @ new.T))
 
 
+def _draw(driver: GrowingGaussianDriver, t: int, gram: torch.Tensor, n: int, where: str,
+          **kwargs) -> torch.Tensor:
+    """``driver.append`` of the column ``gram`` (n+B, B) into ``out``; returns the pivot.
+
+    A block covariance holding NaN/inf makes its eigen-solver fail on the CPU; that
+    is reported as the ``FloatingPointError`` of a diverging run (B = 1 needs no
+    solver: its NaN reaches the per-step check).
+    """
+    try:
+        return driver.append(t, gram[:n], gram[n:], **kwargs)[1]
+    except torch.linalg.LinAlgError as err:
+        raise FloatingPointError(
+            f"{where}: the driver covariance could not be factored (non-finite values)"
+        ) from err
+
+
 class _Model:
     """One ensemble of particles and its training history."""
 
@@ -136,7 +152,8 @@ class _Model:
             else:
                 phi = self.act.phi(h[l - 1])
             gram = _gram(hist.phi[l - 1], n, phi, commit) / P  # Σ_{ℓ−1}[:, new], (n+B, B)
-            _, pivot = self.fwd.append(l - 1, gram[:n], gram[n:], commit=commit, out=h[l])
+            pivot = _draw(self.fwd, l - 1, gram, n, f"layer {l - 1} (forward pass)",
+                          commit=commit, out=h[l])
             pivots.append(pivot)
             h[l].mul_(self.sqrt_tau).add_(h[l - 1])
             if n:
@@ -160,7 +177,7 @@ class _Model:
             g = hist.g[l, n:n + B]
             gram = _gram(hist.g[l], n, g, True) / P  # Θ_ℓ[:, new], (n+B, B)
             incr, dphi = work
-            _, pivot = self.bwd.append(l - 1, gram[:n], gram[n:], out=incr)
+            pivot = _draw(self.bwd, l - 1, gram, n, f"layer {l} (backward pass)", out=incr)
             pivots.append(pivot)
             incr.mul_(self.sqrt_tau)
             if n:
@@ -348,7 +365,12 @@ def simulate(
     eig_index = {s: i for i, s in enumerate(eig_steps)}
 
     def evaluate_probes(j: int) -> None:
-        hp = model.forward(xp, commit=False)
+        try:
+            hp = model.forward(xp, commit=False)
+        except FloatingPointError as err:
+            raise FloatingPointError(
+                f"non-finite values in the probe evaluation at step {probe_steps[j]}, "
+                f"{err}; lower eta_c or T") from err
         prod = model.readout() * hp[-1]
         fp = prod.mean(1)
         rec["probe_f"][j] = fp
@@ -366,16 +388,20 @@ def simulate(
         if k == K:
             break
         n = hist.n
-        h = model.forward(x_all[k], commit=True, out=h_buf, piv=rec["sigma_pivot"][k])
-        gL = model.readout()
-        prod = gL * h[-1]
-        f = prod.mean(1)
-        rec["f"][k] = f
-        rec["f_se"][k] = prod.std(1) / math.sqrt(P)
-        rec["loss"][k] = lossf(f, yt[k])
-        chi = lossf.grad(f, yt[k])
-        rec["dloss"][k] = chi
-        model.backward(h, gL, rec["theta_pivot"][k], work)
+        try:
+            h = model.forward(x_all[k], commit=True, out=h_buf, piv=rec["sigma_pivot"][k])
+            gL = model.readout()
+            prod = gL * h[-1]
+            f = prod.mean(1)
+            rec["f"][k] = f
+            rec["f_se"][k] = prod.std(1) / math.sqrt(P)
+            rec["loss"][k] = lossf(f, yt[k])
+            chi = lossf.grad(f, yt[k])
+            rec["dloss"][k] = chi
+            model.backward(h, gL, rec["theta_pivot"][k], work)
+        except FloatingPointError as err:
+            raise FloatingPointError(
+                f"non-finite values at SGD step {k}, {err}; lower eta_c or T") from err
         g = hist.g[:, n:n + B]
         rec["h2"][k] = torch.linalg.vector_norm(h, dim=(1, 2)).square() / (B * P)
         rec["g2"][k] = torch.linalg.vector_norm(g, dim=(1, 2)).square() / (B * P)

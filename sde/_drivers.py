@@ -34,13 +34,18 @@ def default_jitter(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float32 else 1e-10
 
 
+def _skipped(pivot2: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
+    """New components whose squared pivot sits at the floor: later regressions skip them."""
+    return pivot2 <= floor * (1 + 1e-6)
+
+
 def _border_one(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor):
     """One new component (B = 1, online SGD): the block row of the factor in closed form.
 
     ``lower`` is the (k, k) factor of the committed components and ``col`` the
     bordered covariance column (k+1, 1). Returns the row ``[L21 | l22]`` (1, k+1),
-    the Schur complement ``s = var − |L21|²`` before regularisation, and whether the
-    pivot was floored. When rounding makes ``s < floor`` the pivot is raised to
+    the Schur complement ``s = var − |L21|²`` before regularisation, and the skip mask
+    (1,) of :func:`_skipped`. When rounding makes ``s < floor`` the pivot is raised to
     ``√floor`` and L21 shrunk so that ``l22² + |L21|² = var`` stays exact (without
     this the increments' variance grows without bound in float32 runs). Scalar
     arithmetic only: this path runs twice per layer and SGD step.
@@ -48,15 +53,17 @@ def _border_one(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor):
     k = lower.shape[0]
     var = col[k:]
     if k == 0:
-        min_eig = var[0, 0]
-        return torch.maximum(var, floor).sqrt(), min_eig, (min_eig < floor)[None]
+        pivot2 = torch.maximum(var, floor)
+        return pivot2.sqrt(), var[0, 0], _skipped(pivot2[0], floor)
     coef = torch.linalg.solve_triangular(lower, col[:k], upper=False)  # L21ᵀ, (k, 1)
     gram = coef.T @ coef
     min_eig = var - gram
     pivot2 = torch.maximum(min_eig, floor)
-    shrink = ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0).sqrt()
+    low = min_eig < floor
+    shrink = torch.where(low, ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0).sqrt(),
+                         1.0)
     row = torch.cat(((coef * shrink).T, pivot2.sqrt()), dim=1)
-    return row, min_eig[0, 0], (min_eig < floor)[0]
+    return row, min_eig[0, 0], _skipped(pivot2[0], floor)
 
 
 def _border_block(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor,
@@ -67,7 +74,7 @@ def _border_block(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor,
     :func:`psd_factor`; when it is indefinite beyond the floor, L21 is shrunk by one
     common factor (conservative: the block's smallest direction sets it). Returns the row, the
     smallest eigenvalue of the Schur complement before regularisation and the
-    floored diagonal entries.
+    skip mask (B,) of :func:`_skipped`.
     """
     k, b = lower.shape[0], col.shape[1]
     block = col[k:]
@@ -88,7 +95,7 @@ def _border_block(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor,
         min_eig = torch.linalg.eigvalsh(block)[0]
     new_factor, _ = psd_factor(schur, rel_jitter, scale=scale)
     diag = torch.diagonal(new_factor)
-    return torch.cat((coef.T, new_factor), dim=1), min_eig, diag * diag <= floor * (1 + 1e-6)
+    return torch.cat((coef.T, new_factor), dim=1), min_eig, _skipped(diag * diag, floor)
 
 
 class GrowingGaussianDriver:

@@ -165,6 +165,19 @@ def test_nonfinite_stops_with_step_and_layer():
                      particles=256, progress=False)
 
 
+@pytest.mark.parametrize("kwargs", [dict(batch_size=3), dict(probes=True)])
+def test_diverging_batches_and_probes_stop_with_floating_point_error(kwargs):
+    # A mini-batch (or a probe set) has a B×B driver block whose eigen-solver fails
+    # on NaN; that must surface as the FloatingPointError of a diverging run.
+    rng = np.random.default_rng(0)
+    X = sphere(rng, 60, 8)
+    if kwargs.pop("probes", False):
+        kwargs["probes"] = (X[:5], np.tanh(X[:5, 0]))
+    with pytest.raises(FloatingPointError, match=r"step \d+, layer \d+ \((forward|backward)"):
+        nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=3.0, steps=8, particles=512,
+                     progress=False, **kwargs)
+
+
 def test_memory_error_before_allocation():
     X = np.ones((100, 2))
     est = nfd.memory_estimate(n_train=100, input_dim=2, steps=1000, particles=10**8)
