@@ -15,7 +15,8 @@ bandwidth (tens of GB/s), while ``torch.Tensor.normal_`` produces about
 0.3·10⁹ float32 per second on this CPU (≈1 GB/s), so regeneration would make each
 append O(k) RNG calls and be tens of times slower. Memory cost of storage:
 ``times × capacity × particles × itemsize`` bytes for ξ plus
-``2 × times × capacity² × 8`` bytes for the float64 factor and covariance.
+``2 × times × capacity² × 8`` bytes for the float64 factor and the requested
+covariance (of which only the lower triangle is written).
 """
 
 from __future__ import annotations
