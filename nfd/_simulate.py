@@ -172,11 +172,11 @@ class _Model:
         hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
         B = h.shape[1]
         hist.g[self.L, n:n + B] = gL
+        incr, dphi = work
         pivots = []
         for l in range(self.L, 0, -1):
             g = hist.g[l, n:n + B]
             gram = _gram(hist.g[l], n, g, True) / P  # Θ_ℓ[:, new], (n+B, B)
-            incr, dphi = work
             pivot = _draw(self.bwd, l - 1, gram, n, f"layer {l} (backward pass)", out=incr)
             pivots.append(pivot)
             incr.mul_(self.sqrt_tau)

@@ -60,9 +60,8 @@ def _border_one(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor):
     gram = coef.T @ coef
     min_eig = var - gram
     pivot2 = torch.maximum(min_eig, floor)
-    low = min_eig < floor
-    shrink = torch.where(low, ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0).sqrt(),
-                         1.0)
+    ratio = ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0)
+    shrink = torch.where(min_eig < floor, ratio.sqrt(), 1.0)
     row = torch.cat(((coef * shrink).T, pivot2.sqrt()), dim=1)
     return row, min_eig[0, 0], _skipped(pivot2[0], floor)
 
@@ -73,11 +72,11 @@ def _border_block(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor,
 
     As :func:`_border_one`, with the Schur complement factored by
     :func:`psd_factor`; when it is indefinite beyond the floor, L21 is shrunk by one
-    common factor (conservative: the block's smallest direction sets it). Returns the row, the
-    smallest eigenvalue of the Schur complement before regularisation and the
-    skip mask (B,) of :func:`_skipped`.
+    common factor (conservative: the block's smallest direction sets it). Returns the
+    row, the smallest eigenvalue of the Schur complement before regularisation and
+    the skip mask (B,) of :func:`_skipped`.
     """
-    k, b = lower.shape[0], col.shape[1]
+    k = lower.shape[0]
     block = col[k:]
     if k > 0:
         coef = torch.linalg.solve_triangular(lower, col[:k], upper=False)  # L21ᵀ, (k, B)
