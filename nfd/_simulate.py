@@ -92,8 +92,8 @@ def _gram(rows: torch.Tensor, n: int, new: torch.Tensor, stored: bool) -> torch.
     return torch.cat((rows[:n] @ new.T, new @ new.T))
 
 
-def _draw(driver: GrowingGaussianDriver, t: int, gram: torch.Tensor, n: int, where: str,
-          **kwargs) -> torch.Tensor:
+def _draw(driver: GrowingGaussianDriver, t: int, gram: torch.Tensor, n: int, layer: int,
+          direction: str, **kwargs) -> torch.Tensor:
     """``driver.append`` of the column ``gram`` (n+B, B) into ``out``; returns the pivot.
 
     A block covariance holding NaN/inf makes its eigen-solver fail on the CPU; that
@@ -104,7 +104,8 @@ def _draw(driver: GrowingGaussianDriver, t: int, gram: torch.Tensor, n: int, whe
         return driver.append(t, gram[:n], gram[n:], **kwargs)[1]
     except torch.linalg.LinAlgError as err:
         raise FloatingPointError(
-            f"{where}: the driver covariance could not be factored (non-finite values)"
+            f"layer {layer} ({direction} pass): the driver covariance could not be "
+            "factored (non-finite values)"
         ) from err
 
 
@@ -152,8 +153,8 @@ class _Model:
             else:
                 phi = self.act.phi(h[l - 1])
             gram = _gram(hist.phi[l - 1], n, phi, commit) / P  # Σ_{ℓ−1}[:, new], (n+B, B)
-            pivot = _draw(self.fwd, l - 1, gram, n, f"layer {l - 1} (forward pass)",
-                          commit=commit, out=h[l])
+            pivot = _draw(self.fwd, l - 1, gram, n, l - 1, "forward", commit=commit,
+                          out=h[l])
             pivots.append(pivot)
             h[l].mul_(self.sqrt_tau).add_(h[l - 1])
             if n:
@@ -177,7 +178,7 @@ class _Model:
         for l in range(self.L, 0, -1):
             g = hist.g[l, n:n + B]
             gram = _gram(hist.g[l], n, g, True) / P  # Θ_ℓ[:, new], (n+B, B)
-            pivot = _draw(self.bwd, l - 1, gram, n, f"layer {l} (backward pass)", out=incr)
+            pivot = _draw(self.bwd, l - 1, gram, n, l, "backward", out=incr)
             pivots.append(pivot)
             incr.mul_(self.sqrt_tau)
             if n:
