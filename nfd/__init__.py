@@ -7,14 +7,18 @@ training, the forward–backward system of Definition 1 (:func:`simulate`).
 """
 
 from ._activations import ACTIVATIONS, Activation, get_activation
+from ._coupling import coarsen_innovations
 from ._init_sde import ForwardSDE, backward_sde, forward_sde
 from ._kernels import nngp_kernel
 from ._losses import LOSSES, Loss, get_loss
 from ._memory import memory_estimate
+from ._oracle import linear_limit
 from ._simulate import BACKWARD_LIMITS, simulate
 
 __all__ = [
     "simulate",
+    "linear_limit",
+    "coarsen_innovations",
     "forward_sde",
     "backward_sde",
     "nngp_kernel",

@@ -45,10 +45,13 @@ from ._results import base_attrs
 
 __all__ = ["simulate", "BACKWARD_LIMITS"]
 
-#: Backward-pass limits ``simulate`` can integrate. ``"decoupled"``: the gradient-
-#: independent limit of Definition 1 (a second value, e.g. the response-function
-#: limit of paper 000, would be added here).
-BACKWARD_LIMITS = ("decoupled",)
+#: Backward-pass limits ``simulate`` can integrate. ``"coupled"``: ordinary
+#: backpropagation (the backward pass uses the forward weights), whose limit keeps
+#: the response functions of Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise
+#: hyperparameter transfer in residual networks: dynamics and scaling limit",
+#: ICLR 2024 (paper 000, App. D–E). ``"decoupled"``: the backward pass uses an
+#: independent weight copy (gradient independence), Definition 1 of paper 002.
+BACKWARD_LIMITS = ("coupled", "decoupled")
 
 
 def _default_steps(K: int, count: int, include_end: bool) -> list[int]:
@@ -113,12 +116,46 @@ class _Model:
     """One ensemble of particles and its training history."""
 
     def __init__(self, act: Activation, L: int, T: float, eta_c: float, u, v, hist,
-                 fwd: GrowingGaussianDriver, bwd: GrowingGaussianDriver) -> None:
+                 fwd: GrowingGaussianDriver, bwd: GrowingGaussianDriver,
+                 coupled: bool) -> None:
         self.act, self.L, self.tau, self.eta_c = act, L, T / L, eta_c
         self.sqrt_tau = math.sqrt(self.tau)
         self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
+        self.coupled = coupled
         self.P = u.shape[0]
         self.d = u.shape[1]
+
+    def _forward_weights(self, l: int, sigma: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+        """Coupled only: coefficients (B, n) of the history rows g_ℓ^{(s)} in h_ℓ.
+
+        −τ η_c χ_s Σ_{ℓ−1}[s, k] (as decoupled), plus (ordinary backprop, paper 000
+        eq. 38 with SGD steps) √τ A_ℓ(k, s), A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)}) /
+        ∂z̃_ℓ^{(s)}], the response of this input's activation to the backward source
+        of layer ℓ at earlier steps, estimated by Stein's lemma from the backward
+        driver's innovations (:meth:`sde.GrowingGaussianDriver.stein_derivative`).
+        """
+        resp = self.bwd.stein_derivative(l - 1, phi)  # (n, B)
+        weights = self.sqrt_tau * resp.T.to(phi.dtype)
+        weights -= self.tau * sigma.T * self.hist.coef[:sigma.shape[0]]
+        return weights
+
+    def _backward_weights(self, l: int, theta: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Coupled only: coefficients (B, n+B) of the rows φ(h_{ℓ−1}^{(s)}), s ≤ k, in
+        the increment of g_{ℓ−1} before its factor φ′(h_{ℓ−1}^{(k)}).
+
+        −τ η_c χ_s Θ_ℓ[s, k] over the history (as decoupled), plus √τ B_ℓ(k, s),
+        B_ℓ(k, s) = E[∂g_ℓ^{(k)} / ∂z_ℓ^{(s)}] (paper 000 eq. 38), estimated by Stein's
+        lemma from the forward driver of layer ℓ. s runs over every committed
+        trajectory, the current block included: g_ℓ^{(k)} depends on this step's
+        forward source through φ′ of the layers above (the other samples of a
+        mini-batch have expectation 0 and enter as in a finite network).
+        """
+        n = theta.shape[0]
+        resp = self.fwd.stein_derivative(l - 1, g)  # (n+B, B)
+        weights = self.sqrt_tau * resp.T.to(g.dtype)
+        if n:
+            weights[:, :n] -= self.tau * theta.T * self.hist.coef[:n]
+        return weights
 
     def readout(self) -> torch.Tensor:
         """g_L = v − η_c Σ_i χ_i h_L^{(i)} (the readout after the recorded updates)."""
@@ -157,7 +194,9 @@ class _Model:
                           out=h[l])
             pivots.append(pivot)
             h[l].mul_(self.sqrt_tau).add_(h[l - 1])
-            if n:
+            if n and self.coupled:
+                h[l].addmm_(self._forward_weights(l, gram[:n], phi), hist.g[l, :n])
+            elif n:
                 h[l].addmm_(gram[:n].T * hist.coef[:n], hist.g[l, :n], alpha=-tau)
         if commit:
             piv[:-1] = torch.stack(pivots)
@@ -181,7 +220,9 @@ class _Model:
             pivot = _draw(self.bwd, l - 1, gram, n, l, "backward", out=incr)
             pivots.append(pivot)
             incr.mul_(self.sqrt_tau)
-            if n:
+            if self.coupled:
+                incr.addmm_(self._backward_weights(l, gram[:n], g), hist.phi[l - 1, :n + B])
+            elif n:
                 incr.addmm_(gram[:n].T * hist.coef[:n], hist.phi[l - 1, :n], alpha=-tau)
             self.act.dphi_into(h[l - 1], dphi)
             torch.addcmul(g, dphi, incr, out=hist.g[l - 1, n:n + B])
@@ -213,12 +254,13 @@ def simulate(
     probe_steps: Sequence[int] | None = None,
     eig_steps: Sequence[int] | None = None,
     paths: int = 0,
-    backward: str = "decoupled",
+    backward: str = "coupled",
     seed: int = 0,
     device=None,
     dtype=None,
     progress: bool = True,
     rel_jitter: float | None = None,
+    innovations: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> xr.Dataset:
     """Integrate the Neural Feature Dynamics of online SGD (paper 002, Definition 1).
 
@@ -261,8 +303,16 @@ def simulate(
         Θ_ℓ (Assumption 1); default ≤ 5 evenly spaced steps.
     paths : int
         Number of particles whose h and g paths are kept.
-    backward : {"decoupled"}
-        The backward limit; only the gradient-independent NFD limit exists now.
+    backward : {"coupled", "decoupled"}
+        Which network's limit to integrate. ``"coupled"`` (default): ordinary
+        backpropagation, the network people train; its limit keeps the forward and
+        backward response functions A_ℓ, B_ℓ of Bordelon, Noci, Li, Hanin &
+        Pehlevan, "Depthwise hyperparameter transfer in residual networks: dynamics
+        and scaling limit", ICLR 2024 (paper 000, eq. 38, App. E), estimated from
+        the particles by Stein's lemma (see :class:`_Model`). ``"decoupled"``: the
+        backward pass uses an independent weight copy receiving the same updates
+        (gradient independence); its limit is Definition 1 of paper 002. The two
+        differ by O(1) at every depth (docs/validation/REPORT.md).
     seed : int
         Seed of the run's generator; bit-for-bit reproducible on one device.
     device, dtype :
@@ -273,6 +323,11 @@ def simulate(
         Relative eigenvalue floor of the growing drivers (singular covariances from
         repeated inputs or dead units are regularised and a warning is issued);
         default 1e-5 in float32, 1e-10 in float64.
+    innovations : (Tensor, Tensor), optional
+        Standard normal innovations of the forward and backward drivers, each of
+        shape (steps, K·B, particles) in ``dtype``, used instead of drawing them
+        (probe noise is still drawn from ``seed``). For runs that share their
+        Brownian paths across depths: see :func:`nfd.coarsen_innovations`.
 
     Returns
     -------
@@ -343,9 +398,10 @@ def simulate(
     v = torch.randn(P, generator=gen, device=device, dtype=dtype)
     hist = _History(L, N, P, device, dtype)
     hist.X = torch.as_tensor(Xn, device=device, dtype=dtype)
+    given = _check_innovations(innovations, (L, N, P), device, dtype)
     drivers = [GrowingGaussianDriver(L, P, N, device=device, dtype=dtype, generator=gen,
-                                     rel_jitter=rel_jitter) for _ in range(2)]
-    model = _Model(act, L, T, eta_c, u, v, hist, *drivers)
+                                     rel_jitter=rel_jitter, innovations=xi) for xi in given]
+    model = _Model(act, L, T, eta_c, u, v, hist, *drivers, coupled=backward == "coupled")
     yt = torch.as_tensor(yn, device=device, dtype=dtype).reshape(K, B)
 
     nan = float("nan")
@@ -456,6 +512,23 @@ def simulate(
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     _annotate(ds)
     return ds
+
+
+def _check_innovations(innovations, shape: tuple, device, dtype) -> tuple:
+    """The pair of driver innovations, moved to ``device``, or (None, None)."""
+    if innovations is None:
+        return None, None
+    if not isinstance(innovations, (tuple, list)) or len(innovations) != 2:
+        raise TypeError("innovations must be a pair (forward, backward) of tensors")
+    out = []
+    for name, xi in zip(("innovations[0]", "innovations[1]"), innovations):
+        if not isinstance(xi, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(xi).__name__}")
+        if tuple(xi.shape) != shape:
+            raise ValueError(f"{name} must have shape (steps, K·B, particles) = {shape}, "
+                             f"got {tuple(xi.shape)}")
+        out.append(xi.to(device=device, dtype=dtype))
+    return tuple(out)
 
 
 def _raise_if_nonfinite(values: torch.Tensor, where: str) -> None:

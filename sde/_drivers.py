@@ -124,6 +124,11 @@ class GrowingGaussianDriver:
         Device and floating dtype of the innovations and returned increments.
     generator : torch.Generator
         Source of the innovations (on ``device``).
+    innovations : Tensor, shape (times, capacity, particles), optional
+        Standard normal innovations to use instead of drawing them (committed
+        components only; uncommitted draws still use ``generator``). Read, never
+        written. Lets two runs share their noise, e.g. a coarse time grid whose
+        innovations are normalised sums of a fine grid's (weak-error studies).
     rel_jitter : float, optional
         Relative eigenvalue floor for singular or slightly indefinite blocks;
         default 1e-5 in float32 and 1e-10 in float64 (moments of float32 particles
@@ -153,13 +158,22 @@ class GrowingGaussianDriver:
         dtype: torch.dtype = torch.float32,
         generator: torch.Generator | None = None,
         rel_jitter: float | None = None,
+        innovations: torch.Tensor | None = None,
     ) -> None:
         self.times, self.particles, self.capacity = times, particles, capacity
         self.device, self.dtype = torch.device(device), dtype
         self.generator = generator
         self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
-        # zero-filled: faulting the pages in at once is cheaper than row by row
-        self.xi = torch.zeros(times, capacity, particles, device=self.device, dtype=dtype)
+        self._given = innovations is not None
+        if self._given:
+            shape = (times, capacity, particles)
+            if tuple(innovations.shape) != shape or innovations.dtype != dtype:
+                raise ValueError(f"innovations must be a {dtype} tensor of shape {shape}, got "
+                                 f"{innovations.dtype} {tuple(innovations.shape)}")
+            self.xi = innovations.to(self.device)
+        else:
+            # zero-filled: faulting the pages in at once is cheaper than row by row
+            self.xi = torch.zeros(times, capacity, particles, device=self.device, dtype=dtype)
         self.factor = torch.zeros(times, capacity, capacity, device=self.device,
                                   dtype=torch.float64)
         self.cov = torch.zeros_like(self.factor)
@@ -226,7 +240,8 @@ class GrowingGaussianDriver:
         weights = row.to(self.dtype)  # z_new = L21 ξ[:k] + L22 ξ_new
         xi = self.xi[t]
         if commit:
-            xi[k:k + b].normal_(generator=self.generator)
+            if not self._given:
+                xi[k:k + b].normal_(generator=self.generator)
             z = torch.mm(weights, xi[:k + b], out=out)
             # A component whose conditional variance sits at the floor adds no usable
             # direction: later regressions skip it (∞ on the solve diagonal gives a
@@ -245,6 +260,38 @@ class GrowingGaussianDriver:
             if k > 0:
                 z.addmm_(weights[:, :k], xi[:k])
         return z, min_eig
+
+    def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
+        """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.
+
+        Stein's lemma (Gaussian integration by parts): with z = L ξ and ξ standard
+        normal, E[F ξ] = Lᵀ E[∂F/∂z], hence E[∂F/∂z] = L^{−T} E[F ξ]. ``values`` holds
+        F evaluated on every particle; E[F ξ] is its particle mean against the
+        stored innovations (one k×P stream), and the small triangular solve is done
+        in float64. Components skipped by the truncated factor (infinite diagonal)
+        get a zero derivative: they carry no direction of their own, exactly as in
+        :meth:`append`.
+
+        The estimate is meant to be contracted with the k rows that the components
+        were built from (Σ_j E[∂F/∂z_j] r_j): since L L^T is their Gram matrix,
+        L^{−1}R has orthonormal rows and the Monte Carlo noise of E[F ξ] enters the
+        contraction unamplified by small pivots.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        values : Tensor, shape (B, P)
+            F on every particle, for B functionals.
+
+        Returns
+        -------
+        Tensor, shape (k, B), float64
+            Column b holds E[∂F_b/∂z_j], j < k (k = components committed at ``t``).
+        """
+        k = self.sizes[t]
+        moment = (self.xi[t, :k] @ values.T).to(torch.float64) / self.particles  # E[ξ F]
+        return torch.linalg.solve_triangular(self.factor[t, :k, :k].T, moment, upper=True)
 
     def covariance(self, t: int) -> torch.Tensor:
         """The requested covariance of the committed components at time index ``t``."""

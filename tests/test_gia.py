@@ -9,7 +9,8 @@ for the decoupled case; the coupled case is the feature-learning NTK):
 
 so the coupled-minus-decoupled gap −ερτL(1+τ)^{L−1} tends to −ερTe^T ≠ 0: it does
 not vanish with depth. This test *measures* both finite networks against both
-forms. Rule: a network agrees with a form when the seed-mean deviation is within
+forms, and checks that the exact limits of both backward modes
+(:func:`nfd.linear_limit`) reproduce them. Rule: a network agrees with a form when the seed-mean deviation is within
 5 standard errors across seeds (width 512 gives O(1/n) bias ≈ 0.01, far below);
 the gap itself must exceed 5 standard errors of the paired difference.
 """
@@ -45,8 +46,9 @@ def test_coupled_and_decoupled_limits_differ_after_one_step(L):
     gap = runs["coupled"].f.values[:, 1, 0] - runs["decoupled"].f.values[:, 1, 0]
     se = gap.std(ddof=1) / np.sqrt(len(gap))
     assert gap.mean() > 5 * se
-    # the NFD itself reproduces the decoupled form, not the coupled one
-    ds = nfd.simulate(X, Y, eta_c=ETA, activation="identity", steps=L, particles=8192,
-                      progress=False)
-    dec, cou = _forms(ETA * float(ds.dloss[0, 0]), L)
-    assert abs(float(ds.f[1, 0]) - dec) < abs(float(ds.f[1, 0]) - cou)
+    # each limit reproduces its own network's form, exactly in the oracle
+    for bw, which in (("decoupled", 0), ("coupled", 1)):
+        ex = nfd.linear_limit(X, Y, eta_c=ETA, steps=L, backward=bw)
+        forms = _forms(ETA * float(ex.dloss[0, 0]), L)
+        assert abs(float(ex.f[1, 0]) - forms[which]) < 1e-12 * abs(forms[which])
+        assert abs(float(ex.f[1, 0]) - forms[1 - which]) > 0.1

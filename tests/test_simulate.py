@@ -30,6 +30,7 @@ from conftest import sphere
 
 def _linear_runs(X, y, *, L, B=1, seeds=8, dtype=None, probes=None, eta_c=0.5, T=1.0):
     return [nfd.simulate(X, y, eta_c=eta_c, activation="identity", steps=L, T=T,
+                         backward="decoupled",
                          particles=8192, batch_size=B, seed=s, dtype=dtype,
                          probes=probes, progress=False) for s in range(seeds)]
 

@@ -1,0 +1,251 @@
+"""The exact P → ∞ limit of :func:`nfd.simulate` for the identity activation.
+
+With φ(h) = h every field of the L-step system (``nfd._simulate`` docstring) is a
+linear functional of independent standard normals: the particle's row u of U (d of
+them), its readout v, and one innovation per layer, trajectory and driver (the
+forward sources z_ℓ and the backward sources z̃_ℓ). Carrying each field as its
+coefficient vector over that basis solves the system exactly, with no Monte Carlo:
+
+- expectations are inner products, E[F G] = ⟨F, G⟩;
+- a driver's new component is the exact Cholesky border of the covariance of the
+  rows it is built from, so the sources have exactly the requested law;
+- the response functions of ordinary backprop (Bordelon et al., ICLR 2024, paper 000
+  eq. 38) are exact derivatives: E[∂F/∂ξ_j] is F's coefficient on ξ_j, and
+  E[∂F/∂z] = L^{−T} E[∂F/∂ξ] (the same identity the particle code estimates by
+  Stein's lemma).
+
+This is an implementation independent of the particle code (numpy, float64, no
+shared helper beyond the loss), for testing both backward limits over many steps,
+mini-batches and probes. Components whose conditional variance is below 1e-12 of
+their variance are dropped from later regressions (a truncated Cholesky factor, as
+the particle drivers do).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+from scipy.linalg import solve_triangular
+
+from ._checks import check_choice, check_int, check_matrix, check_positive_float, check_targets
+from ._losses import get_loss
+from ._results import base_attrs
+
+__all__ = ["linear_limit"]
+
+_SKIP = 1e-12  # relative conditional variance below which a component adds no direction
+
+
+class _ExactDriver:
+    """Exact growing Gaussian driver on coefficient vectors: one basis column per
+    component, the nested Cholesky factor of the rows' Gram matrix, and the rows."""
+
+    def __init__(self, times: int, capacity: int, dim: int, offset: int) -> None:
+        self.offset, self.capacity = offset, capacity
+        self.factor = np.zeros((times, capacity, capacity))
+        self.rows = np.zeros((times, capacity, dim))
+        self.sizes = [0] * times
+
+    def _column(self, t: int, j: int) -> int:
+        return self.offset + t * self.capacity + j
+
+    def _regress(self, t: int, row: np.ndarray) -> tuple[np.ndarray, float]:
+        k = self.sizes[t]
+        cross = self.rows[t, :k] @ row
+        w = solve_triangular(self.factor[t, :k, :k], cross, lower=True, check_finite=False) if k else cross
+        return w, float(row @ row - w @ w)
+
+    def draw(self, t: int, rows: np.ndarray, commit: bool) -> np.ndarray:
+        """Sources (B, dim) with covariance ⟨rows, rows⟩ jointly with the committed
+        components. Uncommitted (probe) draws return the conditional mean only: the
+        fresh part is orthogonal to every committed field, so it never enters a
+        mean over particles of a product with one."""
+        out = np.zeros_like(rows)
+        for b, row in enumerate(rows):
+            w, s = self._regress(t, row)
+            k = self.sizes[t]
+            cols = [self._column(t, j) for j in range(k)]
+            out[b, cols] = w
+            if not commit:
+                continue
+            skip = s <= _SKIP * float(row @ row)
+            pivot = 0.0 if skip else np.sqrt(s)
+            out[b, self._column(t, k)] = pivot
+            self.factor[t, k, :k] = w
+            self.factor[t, k, k] = np.inf if skip else pivot
+            self.rows[t, k] = row
+            self.sizes[t] = k + 1
+        return out
+
+    def response(self, t: int, fields: np.ndarray) -> np.ndarray:
+        """E[∂F_b/∂z_j] (k, B) for the committed components j: L^{−T} E[∂F/∂ξ]."""
+        k = self.sizes[t]
+        coef = fields[:, [self._column(t, j) for j in range(k)]].T
+        return solve_triangular(self.factor[t, :k, :k].T, coef, lower=False, check_finite=False) if k else coef
+
+
+class _LinearSystem:
+    """Coefficient vectors of h_ℓ, g_ℓ for every committed trajectory (paper 002
+    Definition 1 with L steps, plus the response terms of paper 000 when coupled)."""
+
+    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool) -> None:
+        N, d = X.shape
+        self.X, self.L, self.d, self.coupled = X, L, d, coupled
+        self.tau = T / L
+        dim = d + 1 + 2 * L * N  # u, v, forward and backward innovations
+        self.fwd = _ExactDriver(L, N, dim, d + 1)
+        self.bwd = _ExactDriver(L, N, dim, d + 1 + L * N)
+        self.H = np.zeros((L + 1, N, dim))
+        self.G = np.zeros((L + 1, N, dim))
+        self.coef = np.zeros(N)  # η_c χ_i / B
+        self.v = np.zeros(dim)
+        self.v[d] = 1.0
+        self.n = 0
+
+    def readout(self) -> np.ndarray:
+        """g_L = v − Σ_i η_c χ_i h_L^{(i)} / B."""
+        return self.v - self.coef[:self.n] @ self.H[self.L, :self.n]
+
+    def forward(self, x: np.ndarray, commit: bool) -> np.ndarray:
+        """h_0..h_L (L+1, B, dim) of a block of inputs."""
+        n, tau, rt = self.n, self.tau, np.sqrt(self.tau)
+        h = np.zeros((self.L + 1, x.shape[0], self.H.shape[2]))
+        h[0, :, :self.d] = x / np.sqrt(self.d)
+        h[0] -= (self.coef[:n] * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
+        for l in range(1, self.L + 1):
+            phi = h[l - 1]
+            drift = -tau * (self.coef[:n] * (phi @ self.H[l - 1, :n].T))  # (B, n)
+            if self.coupled:
+                drift = drift + rt * self.bwd.response(l - 1, phi).T
+            h[l] = phi + rt * self.fwd.draw(l - 1, phi, commit) + drift @ self.G[l, :n]
+        return h
+
+    def backward(self, h: np.ndarray, gL: np.ndarray) -> np.ndarray:
+        """g_0..g_L (L+1, B, dim) of the block just committed by :meth:`forward`."""
+        n, B, tau, rt = self.n, h.shape[1], self.tau, np.sqrt(self.tau)
+        g = np.zeros_like(h)
+        g[self.L] = gL
+        for l in range(self.L, 0, -1):
+            incr = rt * self.bwd.draw(l - 1, g[l], True)
+            incr -= tau * (self.coef[:n] * (g[l] @ self.G[l, :n].T)) @ self.H[l - 1, :n]
+            if self.coupled:
+                incr += rt * self.fwd.response(l - 1, g[l]).T @ self.fwd.rows[l - 1, :n + B]
+            g[l - 1] = g[l] + incr
+        return g
+
+    def commit(self, h: np.ndarray, g: np.ndarray, coef: np.ndarray) -> None:
+        n, B = self.n, h.shape[1]
+        self.H[:, n:n + B], self.G[:, n:n + B], self.coef[n:n + B] = h, g, coef
+        self.n = n + B
+
+
+def linear_limit(
+    X,
+    y,
+    *,
+    eta_c: float,
+    backward: str = "coupled",
+    loss: str = "mse",
+    T: float = 1.0,
+    steps: int = 8,
+    batch_size: int = 1,
+    probes: tuple | None = None,
+    probe_steps: Sequence[int] | None = None,
+) -> xr.Dataset:
+    """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
+
+    Solves the L-step system of :func:`nfd.simulate` for either backward limit
+    (``"coupled"``: ordinary backprop with the response functions of Bordelon, Noci,
+    Li, Hanin & Pehlevan, ICLR 2024, paper 000 eq. 38; ``"decoupled"``: Definition 1
+    of paper 002) exactly, by carrying every field as a coefficient vector over the
+    independent standard normals that drive it (module docstring). Equivalently, the
+    n → ∞ limit of a depth-``steps`` linear ResNet (eq. 1, φ = id) trained by online
+    SGD with that backward pass.
+
+    Parameters
+    ----------
+    X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps :
+        As for :func:`nfd.simulate`.
+    backward : {"coupled", "decoupled"}
+
+    Returns
+    -------
+    xarray.Dataset
+        ``f``, ``y``, ``loss``, ``dloss`` (step, sample); ``h2``, ``g2`` (step,
+        time); ``probe_f``, ``probe_loss`` (probe_step, probe) and ``probe_y``, with
+        the names and coordinates of :func:`nfd.simulate`. Cost: O(K·B·L·(L·K·B)²)
+        flops, seconds for L·K·B up to a few hundred.
+    """
+    from ._simulate import BACKWARD_LIMITS, _check_steps, _default_steps
+
+    Xn = check_matrix("X", X)
+    N, d = Xn.shape
+    yn = check_targets("y", y, N)
+    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+    T = check_positive_float("T", T)
+    L = check_int("steps", steps, 1)
+    B = check_int("batch_size", batch_size, 1)
+    check_choice("backward", backward, BACKWARD_LIMITS)
+    if N % B:
+        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
+    K = N // B
+    lossf = get_loss(loss)
+    if probes is not None:
+        Xp = check_matrix("probes[0]", probes[0], columns=d)
+        yp = check_targets("probes[1]", probes[1], Xp.shape[0])
+        probe_steps = (_default_steps(K, 33, True) if probe_steps is None
+                       else _check_steps("probe_steps", probe_steps, K))
+    else:
+        Xp, yp, probe_steps = np.zeros((0, d)), np.zeros(0), []
+
+    def loss_and_grad(f: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ft, yt = torch.as_tensor(f), torch.as_tensor(target, dtype=torch.float64)
+        return lossf(ft, yt).numpy(), lossf.grad(ft, yt).numpy()
+
+    sys_ = _LinearSystem(Xn, L, T, backward == "coupled")
+    out = {name: np.full(shape, np.nan) for name, shape in {
+        "f": (K, B), "loss": (K, B), "dloss": (K, B), "h2": (K, L + 1), "g2": (K, L + 1),
+        "probe_f": (len(probe_steps), len(yp)), "probe_loss": (len(probe_steps), len(yp)),
+    }.items()}
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run raises below
+        _run(sys_, Xn, yn, Xp, yp, K, B, eta_c, probe_steps, loss_and_grad, out)
+
+    coords = {"step": np.arange(K), "sample": np.arange(B), "time": np.arange(L + 1) * T / L,
+              "probe": np.arange(len(yp)), "probe_step": np.asarray(probe_steps, int)}
+    two = {"f": ("step", "sample"), "loss": ("step", "sample"), "dloss": ("step", "sample"),
+           "h2": ("step", "time"), "g2": ("step", "time"),
+           "probe_f": ("probe_step", "probe"), "probe_loss": ("probe_step", "probe")}
+    data = {name: (dims, out[name]) for name, dims in two.items()}
+    data["y"] = (("step", "sample"), yn.reshape(K, B))
+    data["probe_y"] = (("probe",), yp)
+    attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
+                       loss=lossf.name, eta_c=eta_c, T=T, steps=L, depth=L, particles="inf",
+                       batch_size=B, sgd_steps=K, input_dim=d)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _run(sys_, Xn, yn, Xp, yp, K, B, eta_c, probe_steps, loss_and_grad, out) -> None:
+    """The SGD loop of :func:`linear_limit`: probes before each step, then one step."""
+    for k in range(K + 1):
+        if k in probe_steps:
+            j = probe_steps.index(k)
+            out["probe_f"][j] = sys_.forward(Xp, commit=False)[-1] @ sys_.readout()
+            out["probe_loss"][j] = loss_and_grad(out["probe_f"][j], yp)[0]
+        if k == K:
+            break
+        rows = slice(k * B, (k + 1) * B)
+        h = sys_.forward(Xn[rows], commit=True)
+        gL = sys_.readout()
+        f = h[-1] @ gL
+        out["loss"][k], chi = loss_and_grad(f, yn[rows])
+        out["f"][k], out["dloss"][k] = f, chi
+        if not np.all(np.isfinite(f)):
+            raise FloatingPointError(f"non-finite output f at SGD step {k}; lower eta_c or T")
+        g = sys_.backward(h, np.broadcast_to(gL, h[-1].shape))
+        out["h2"][k] = np.einsum("lbi,lbi->l", h, h) / B
+        out["g2"][k] = np.einsum("lbi,lbi->l", g, g) / B
+        sys_.commit(h, g, eta_c * chi / B)
+
