@@ -195,7 +195,7 @@ def test_memory_error_before_allocation():
         (dict(batch_size=3), ValueError, "batch_size"),
         (dict(steps=0), ValueError, "steps"),
         (dict(particles=1), ValueError, "particles"),
-        (dict(backward="coupled"), ValueError, "backward"),
+        (dict(backward="gia"), ValueError, "backward"),
         (dict(loss="hinge"), ValueError, "loss"),
         (dict(probes=np.ones((2, 3))), TypeError, "probes"),
         (dict(probes=(np.ones((2, 5)), np.ones(2))), ValueError, "probes"),
@@ -222,6 +222,6 @@ def test_float32_ill_conditioned_history_stays_finite(d, K, L, P):
 
     X, y = synthetic_task("tanh", K, d, seed=0)
     ds = nfd.simulate(X, y, eta_c=0.2, steps=L, particles=P, progress=False,
-                      dtype="float32", eig_steps=[])
+                      dtype="float32", eig_steps=[], backward="decoupled")
     assert np.all(np.isfinite(ds.f.values))
     assert float(ds.loss[-40:].mean()) < 0.1 * float(ds.loss[:5].mean())
