@@ -14,7 +14,23 @@ and z, z̃ independent growing Gaussian drivers (:class:`sde.GrowingGaussianDriv
 The drift of h_ℓ multiplies g_ℓ (appendix E of paper 002; the g_{ℓ−1} of its eq. 4
 is a typo). With L steps this is exactly the n → ∞ limit of a depth-L network whose
 backward pass uses an independent weight copy receiving the same updates
-("decoupled"); as L → ∞ it is Definition 1.
+(``backward="decoupled"``); as L → ∞ it is Definition 1.
+
+Ordinary backprop (``backward="coupled"``) uses W_ℓ forward and W_ℓᵀ backward, so
+the sources z_ℓ = W_ℓφ/√n and z̃_ℓ = W_ℓᵀg/√n respond to each other. Its n → ∞ limit
+(Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise hyperparameter transfer in
+residual networks: dynamics and scaling limit", ICLR 2024, paper 000 eq. 38, here
+for SGD steps) adds two response drifts:
+
+    h_ℓ^{(k)}     += √τ Σ_{s<k} A_ℓ(k,s) g_ℓ^{(s)},      A_ℓ(k,s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
+    g_{ℓ−1}^{(k)} += √τ φ′(h_{ℓ−1}^{(k)}) Σ_{s≤k} B_ℓ(k,s) φ(h_{ℓ−1}^{(s)}),
+                                                          B_ℓ(k,s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}]
+
+Both are estimated from the particles by Stein's lemma: a driver stores its
+innovations ξ with z = 𝓛ξ, so E[∂F/∂z] = 𝓛^{−T} E[F ξ]
+(:meth:`sde.GrowingGaussianDriver.stein_derivative`). For P particles this is the
+conditional mean of a width-P network's W φ given both W Φ_{<k} and Wᵀ G_{<k}: the
+term Gᵀ𝓛̃^{−T}(Ξ̃φ/P). It costs two more k×P streams per layer-step and no memory.
 """
 
 from __future__ import annotations
@@ -262,13 +278,15 @@ def simulate(
     rel_jitter: float | None = None,
     innovations: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> xr.Dataset:
-    """Integrate the Neural Feature Dynamics of online SGD (paper 002, Definition 1).
+    """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
     Particles carry their row ``u ~ N(0, I_d)`` of U and readout ``v ~ N(0, 1)``; the
     L-step Euler–Maruyama system (module docstring) is the n → ∞ limit of a depth-L
-    ResNet trained in the feature-learning regime (α = 1/√n, learning rate η_c·n on
-    every parameter) whose backward pass uses an independent weight copy; as
-    ``steps → ∞`` it converges to Definition 1 / Theorem 1.
+    ResNet (eq. 1 of paper 002) trained in the feature-learning regime (α = 1/√n,
+    learning rate η_c·n on every parameter), either by ordinary backprop
+    (``backward="coupled"``, the response-function limit of paper 000) or with an
+    independent backward weight copy (``backward="decoupled"``, whose ``steps → ∞``
+    limit is the Neural Feature Dynamics of paper 002, Definition 1 / Theorem 1).
 
     Parameters
     ----------
