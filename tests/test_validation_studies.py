@@ -29,7 +29,8 @@ from validation._report import (
     term_resolved,
 )
 
-N_CLAIMS = 7  # study 1: 3 bound claims; study 2: one width exponent per quick depth (4)
+N_CLAIMS = 9  # study 1: 3 bound claims; study 2: one width exponent per quick depth (3)
+# and backward mode (2)
 
 
 def _grid():
@@ -180,43 +181,82 @@ def training_study():
     return ds, summarize_training(ds)
 
 
-def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study):
+@pytest.mark.parametrize("mode", ["coupled", "decoupled"])
+def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study, mode):
     ds, findings = training_study
-    # simulate(steps=L) is exactly the n → ∞ limit of the decoupled depth-L network:
-    # the width error must decay with an exponent consistent with 1 and no floor
+    # simulate(backward=mode, steps=L) is the n → ∞ limit of the depth-L network of
+    # the same mode: the width error must decay with an exponent consistent with 1
+    # and no floor
     for L in ds["depth"].values.tolist():
-        (p,) = _by(findings, f"decoupled, L = {L}", "width exponent p")
+        (p,) = _by(findings, f"², {mode}, L = {L}", "width exponent p")
         lo, hi = widened(p.estimate, p.ci, N_CLAIMS)
         assert lo <= 1.0 <= hi, p
-        (c,) = _by(findings, f"decoupled, L = {L}", "plateau c")
+        (c,) = _by(findings, f"², {mode}, L = {L}", "plateau c")
         assert "no plateau" in c.verdict, c
-    (ref,) = _by(findings, "simulate(steps=L) MC variance", "reference / smallest measured")
+    (ref,) = _by(findings, f"simulate(steps=L) MC variance mean_k se² vs width error "
+                 f"mean_k (f − f_NFD,L)², {mode}", "reference / smallest measured")
     assert ref.ci[1] < 0.1, ref
 
 
-def test_study2_quick_networks_agree_with_simulate_at_fixed_depth(training_study):
+def _chi2_pvalues(ds, net_mode: str, ref_mode: str) -> list[float]:
+    """Per depth: p-value of χ² = Σ_k (E_seed f_k − f_NFD,k)² / (var_seed f_k / S +
+    se_NFD,k²) over the K − 1 trained steps (≈ χ²_{K−1} when they agree), networks
+    of ``net_mode`` at the widest width against simulate(backward=ref_mode, steps=L)."""
+    from scipy.stats import chi2
+
+    S = ds.sizes["seed"]
+    out = []
+    for L in ds["depth"].values.tolist():
+        f = ds["f"].sel(backward=net_mode, depth=L).isel(width=-1, step=slice(1, None))
+        ref = ds["ref_f"].sel(backward=ref_mode, depth=L).isel(step=slice(1, None))
+        se = ds["ref_f_se"].sel(backward=ref_mode, depth=L).isel(step=slice(1, None))
+        var = f.var("seed", ddof=1) / S + se ** 2
+        stat = float(((f.mean("seed") - ref) ** 2 / var).sum())
+        out.append(chi2.sf(stat, f.sizes["step"]))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["coupled", "decoupled"])
+def test_study2_quick_networks_agree_with_simulate_at_fixed_depth(training_study, mode):
     # Exactness of the correspondence, not just a rate: at the widest width the seed
-    # mean of f must match simulate(steps=L) step by step within its standard error.
-    # χ² = Σ_k (E_seed f_k − f_NFD,k)² / (var_seed f_k / S + se_NFD,k²) over the K − 1
-    # trained steps is ≈ χ²_{K−1} when they agree; each depth must pass at level
-    # 0.01/4 (Bonferroni over the four depths). A reference with a 25% larger η_c
-    # gives p ≈ 1e-4 at every depth.
+    # mean of f must match simulate(backward=mode, steps=L) step by step within its
+    # standard error; each depth must pass at level 0.01/(2·depths) (Bonferroni over
+    # depths and both modes). A reference with a 25% larger η_c gives p ≈ 1e-4 at
+    # every depth.
+    ds, _ = training_study
+    level = 0.01 / (2 * ds.sizes["depth"])
+    pvals = _chi2_pvalues(ds, mode, mode)
+    assert min(pvals) > level, (mode, pvals)
+
+
+def test_study2_quick_network_gap_matches_limit_gap(training_study):
+    # Ordinary backprop's response terms, measured where they are resolved: the
+    # paired network gap E_seed[f_coupled − f_decoupled] (same seeds, so the same
+    # weights: its seed spread is ~10× below that of f) at the widest width against
+    # the limit gap simulate(coupled) − simulate(decoupled) at the same depth, step
+    # by step. χ² = Σ_k (E Δ_net,k − Δ_NFD,k)² / (var_seed Δ_net,k / S + se_c,k² +
+    # se_d,k²) over the K − 1 trained steps; se_c² + se_d² bounds the variance of
+    # the limit gap from above (both runs share u, v and their seed), so the test
+    # is conservative. Level 0.01/depths (Bonferroni). Integrating both limits
+    # with backward="decoupled" (no response terms) gives p < 1e-6 at every depth.
     from scipy.stats import chi2
 
     ds, _ = training_study
     S = ds.sizes["seed"]
     for L in ds["depth"].values.tolist():
-        f = ds["f"].sel(depth=L).isel(width=-1, step=slice(1, None))
-        ref = ds["ref_f"].sel(depth=L).isel(step=slice(1, None))
-        se = ds["ref_f_se"].sel(depth=L).isel(step=slice(1, None))
-        var = f.var("seed", ddof=1) / S + se ** 2
-        stat = float(((f.mean("seed") - ref) ** 2 / var).sum())
-        assert chi2.sf(stat, f.sizes["step"]) > 0.01 / ds.sizes["depth"], (L, stat)
+        sub = ds.sel(depth=L).isel(width=-1, step=slice(1, None))
+        gap = sub["f"].sel(backward="coupled") - sub["f"].sel(backward="decoupled")
+        lim = sub["ref_f"].sel(backward="coupled") - sub["ref_f"].sel(backward="decoupled")
+        var = gap.var("seed", ddof=1) / S + (sub["ref_f_se"] ** 2).sum("backward")
+        stat = float(((gap.mean("seed") - lim) ** 2 / var).sum())
+        assert chi2.sf(stat, gap.sizes["step"]) > 0.01 / ds.sizes["depth"], (L, stat)
 
 
 def test_study2_records_schema(training_study):
     ds, _ = training_study
-    assert ds["f"].dims == ("width", "depth", "seed", "step")
-    assert ds["ref_f"].dims == ("depth", "step")
-    assert ds["deep_f"].dims == ("step",)
-    assert ds.attrs["study"] == "training" and "joint_p" in ds.attrs
+    assert ds["f"].dims == ("backward", "width", "depth", "seed", "step")
+    assert ds["ref_f"].dims == ("backward", "depth", "step")
+    assert ds["deep_f"].dims == ("backward", "step")
+    assert list(ds["backward"].values) == ["coupled", "decoupled"]
+    assert ds.attrs["study"] == "training"
+    assert "coupled_joint_p" in ds.attrs and "decoupled_joint_p" in ds.attrs

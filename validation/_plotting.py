@@ -47,7 +47,7 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
     ----------
     panels : sequence of (title, values, fit)
         ``values`` has dims (width, depth); a dim of length one is drawn as a
-        single line.
+        single line. ``title`` also labels the y axes.
     path : str or Path
         PNG file.
     """
@@ -67,6 +67,7 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
                     ax.loglog(x, np.abs(fit.predict(n=nn, L=LL)) * np.ones_like(x),
                               "--", color=c, lw=1)
             ax.set_xlabel(xlabel)
+            ax.set_ylabel(title, fontsize=7)
             ax.set_title(title, fontsize=9)
             ax.legend(fontsize=6, ncol=2)
         if fit is not None:
