@@ -33,6 +33,7 @@ from scipy.linalg import solve_triangular
 from ._checks import check_choice, check_int, check_matrix, check_positive_float, check_targets
 from ._losses import get_loss
 from ._results import base_attrs
+from ._simulate import BACKWARD_LIMITS, _check_steps, _default_steps
 
 __all__ = ["linear_limit"]
 
@@ -179,8 +180,6 @@ def linear_limit(
         the names and coordinates of :func:`nfd.simulate`. Cost: O(K·B·L·(L·K·B)²)
         flops, seconds for L·K·B up to a few hundred.
     """
-    from ._simulate import BACKWARD_LIMITS, _check_steps, _default_steps
-
     Xn = check_matrix("X", X)
     N, d = Xn.shape
     yn = check_targets("y", y, N)
