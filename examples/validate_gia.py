@@ -1,4 +1,4 @@
-"""Validation study 3: the GIA question — coupled minus decoupled backprop vs depth.
+"""Validation study 3: the GIA question — coupled minus decoupled backprop, limits and networks.
 
 Runs the quick version of the study, writes gia.nc, gia.png and REPORT.md into
 OUT_DIR (default ./validation_out) and prints the report: the same as

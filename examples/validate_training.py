@@ -1,4 +1,4 @@
-"""Validation study 2: training — decoupled networks against nfd.simulate (Thm 1, Fig. 3).
+"""Validation study 2: training — networks against the limit of their backward mode (Thm 1).
 
 Runs the quick version of the study, writes training.nc, training.png and REPORT.md into
 OUT_DIR (default ./validation_out) and prints the report: the same as

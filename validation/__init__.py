@@ -5,7 +5,8 @@ Finite depth-μP ResNets (eq. 1), their post-activation (eq. 9) and two-layer-bl
 SGD (appendix E) as batched seed ensembles with a hand-written coupled or
 GIA-decoupled backward pass (eq. 3, Corollary 1), recorded in the schema of
 ``nfd.simulate``; and the validation studies that measure, with bootstrap
-intervals, how fast they approach the NFD (``nfd validate``).
+intervals, how fast they approach the NFD, and how fast the two limits
+(coupled and decoupled backprop) converge in depth (``nfd validate``).
 """
 
 from . import data
@@ -16,6 +17,7 @@ from ._report import Finding
 from ._studies import STUDIES, Study, run_validation, write_report
 from ._study_assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
 from ._study_collapse import plot_collapse, run_collapse, summarize_collapse
+from ._study_depth import plot_depth, run_depth, run_limits, summarize_depth
 from ._study_gia import plot_gia, run_gia, summarize_gia
 from ._study_init import plot_init, run_init, summarize_init
 from ._study_kernel import plot_kernel, run_kernel, summarize_kernel
@@ -66,4 +68,8 @@ __all__ = [
     "run_kernel",
     "summarize_kernel",
     "plot_kernel",
+    "run_depth",
+    "summarize_depth",
+    "plot_depth",
+    "run_limits",
 ]

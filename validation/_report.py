@@ -155,7 +155,9 @@ def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | No
     Parameters
     ----------
     sections : sequence of (title, description, findings, figure)
-        ``figure`` is a path relative to the report (or None).
+        ``figure`` is a path relative to the report (or None). With ``findings``
+        None the description is a section body written verbatim (a section kept
+        from an earlier report).
     header : str
         Text under the title (run parameters).
     """
@@ -164,6 +166,8 @@ def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | No
         lines += [header, ""]
     for title, description, findings, figure in sections:
         lines += [f"## {title}", "", description, ""]
+        if findings is None:
+            continue
         if findings:
             lines += ["| observable | quantity | estimate | 95% interval | paper's claim | verdict |",
                       "|---|---|---|---|---|---|"]

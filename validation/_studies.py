@@ -9,6 +9,7 @@ writes one netCDF and one PNG per study and REPORT.md.
 from __future__ import annotations
 
 import platform
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from nfd._results import PAPER, _package_version
 from ._report import Finding, format_report
 from ._study_assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
 from ._study_collapse import plot_collapse, run_collapse, summarize_collapse
-from ._study_gia import plot_gia, run_gia, summarize_gia
+from ._study_depth import plot_depth, run_depth, summarize_depth
+from ._study_gia import conclude_gia, plot_gia, run_gia, summarize_gia
 from ._study_init import plot_init, run_init, summarize_init
 from ._study_kernel import plot_kernel, run_kernel, summarize_kernel
 from ._study_postact import plot_postact, run_postact, summarize_postact
@@ -51,6 +53,9 @@ class Study:
         ``summarize(ds) -> list[Finding]``.
     plot : callable
         ``plot(ds, path) -> None``.
+    conclude : callable, optional
+        ``conclude(ds) -> str``: the study's answer in numbers, printed under the
+        description.
     """
 
     name: str
@@ -60,6 +65,7 @@ class Study:
     run: Callable[..., xr.Dataset]
     summarize: Callable[[xr.Dataset], list[Finding]]
     plot: Callable[[xr.Dataset, Path], None]
+    conclude: Callable[[xr.Dataset], str] | None = None
 
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
@@ -69,16 +75,26 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "and E|g_{ℓ,i} − g_{t_ℓ}|² at t = 0, fitted as a·n^-p + b·L^-q + c. "
           "Paper 002 bounds both by C(1/L + 1/n).",
           run_init, summarize_init, plot_init),
-    Study("training", 2, "Training: decoupled networks against the NFD (Theorem 1, Fig. 3)",
-          "GIA-decoupled networks trained by online SGD over a width × depth grid against "
-          "nfd.simulate(steps=L) (pure width error) and nfd.simulate(steps=L_ref) (joint "
-          "error). Paper 002 reports O(1/L + 1/n).",
+    Study("training", 2, "Training: networks against the limit of their backward mode "
+          "(Theorem 1, Fig. 3)",
+          "Networks trained by online SGD over a width × depth grid in both backward modes, "
+          "each against the limit of its own mode: coupled (ordinary backprop) against "
+          "nfd.simulate(backward=\"coupled\") (response terms of paper 000, Bordelon et al. "
+          "ICLR 2024), decoupled (independent backward copy) against "
+          "nfd.simulate(backward=\"decoupled\") (Definition 1 of paper 002); "
+          "simulate(steps=L) gives the pure width error, the Richardson-extrapolated "
+          "simulate(steps=L_ref) the joint error. Expected: width exponent 1 and no plateau "
+          "at every depth in both modes. Paper 002 reports O(1/L + 1/n) for the decoupled "
+          "networks.",
           run_training, summarize_training, plot_training),
-    Study("gia", 3, "The GIA question: coupled vs decoupled backprop as depth grows",
-          "Ordinary backprop (coupled) minus the decoupled network, paired on the same "
-          "forward weights and data. Paper 002 (Cor. 1) says the gap vanishes as L → ∞; "
-          "paper 000 keeps forward–backward response terms in the limit.",
-          run_gia, summarize_gia, plot_gia),
+    Study("gia", 3, "The GIA question: do ordinary and decoupled backprop share a limit?",
+          "The gap f_coupled − f_decoupled of the two limits, simulate(backward=\"coupled\") "
+          "− simulate(backward=\"decoupled\"), paired on the same u, v and Brownian path, "
+          "for L up to 512 and extrapolated to L → ∞ (plateau c of c + b·L^-q fitted to "
+          "its mean square over SGD steps); beside it the same gap of finite networks, "
+          "paired on the same forward weights and data. Paper 002 (Cor. 1) says the gap "
+          "vanishes as L → ∞; paper 000 keeps forward–backward response terms in the limit.",
+          run_gia, summarize_gia, plot_gia, conclude_gia),
     Study("assumption1", 4, "Assumption 1: smallest eigenvalues of Σ and Θ along training",
           "λ_min of the covariance matrices Σ_t and Θ_t of Definition 1 at chosen SGD steps, "
           "from the limit (nfd.simulate) and from decoupled networks across widths (Fig. 6). "
@@ -98,16 +114,26 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "Finite-network kernels h_L·h_L'/n against nfd.nngp_kernel, over widths and depths, "
           "and the smallest eigenvalue of C_t' − C_t for t < t' (Prop. 5: ≥ 0).",
           run_kernel, summarize_kernel, plot_kernel),
+    Study("depth", 8, "Depth convergence of the limits: weak-error exponent q (shared noise)",
+          "nfd.simulate(backward=mode, steps=L) for both modes and L up to 512, every L on "
+          "the same Brownian path per seed (fine innovations coarsened with "
+          "nfd.coarsen_innovations, u, v from the same seed): the paired differences "
+          "f_L − f_2L ∝ L^-q give the weak-error exponent of E f_L − E f_∞ without f_∞. "
+          "Euler–Maruyama has weak order 1 for smooth coefficients.",
+          run_depth, summarize_depth, plot_depth),
 )}
 
 
-def _header(quick: bool, scheduler: str | None, device) -> str:
+def _run_info(quick: bool, scheduler: str | None, device) -> str:
     return (f"nfd {_package_version()} · torch {torch.__version__} · "
-            f"Python {platform.python_version()} · last run: "
-            f"{'quick' if quick else 'full'} studies, scheduler {scheduler or 'serial'}, "
-            f"device {device or 'default'}\n\nReference: {PAPER}. Every verdict below is "
-            "computed from the measured estimate and its 95% bootstrap interval (over "
-            "seeds).")
+            f"Python {platform.python_version()} · {'quick' if quick else 'full'} "
+            f"version, scheduler {scheduler or 'serial'}, device {device or 'default'}")
+
+
+def _header(quick: bool, scheduler: str | None, device) -> str:
+    return (f"Last run: {_run_info(quick, scheduler, device)}\n\nReference: {PAPER}. "
+            "Every verdict below is computed from the measured estimate and its 95% "
+            "bootstrap interval (over seeds).")
 
 
 def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
@@ -134,7 +160,8 @@ def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
     Returns
     -------
     Path
-        The report (covering every study whose netCDF is in ``out``).
+        The report (covering every study whose netCDF is in ``out``, and the
+        sections of an earlier REPORT.md there for studies whose netCDF is not).
     """
     names = list(STUDIES) if not studies else list(studies)
     unknown = [s for s in names if s not in STUDIES]
@@ -149,40 +176,72 @@ def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
         ds = study.run(quick=quick, store=store, scheduler=scheduler, progress=progress,
                        device=device)
         ds.attrs["wall_time_s"] = time.perf_counter() - t0
+        ds.attrs["run_info"] = _run_info(quick, scheduler, device)
         ds.to_netcdf(out / f"{name}.nc")
         study.plot(ds, out / f"{name}.png")
     return write_report(out, header=_header(quick, scheduler, device))
+
+
+_KEPT_NOTE = ("_Not regenerated: this section is kept from the earlier REPORT.md in this "
+              "folder, whose data file `{name}.nc` is not here._")
+
+
+def _earlier_sections(report: Path) -> dict[int, tuple[str, str]]:
+    """``{number: (title, body)}`` of the ``## N. title`` sections of an existing
+    report (body verbatim, without the heading)."""
+    if not report.exists():
+        return {}
+    parts = re.split(r"^## (\d+)\. (.*)$", report.read_text(), flags=re.MULTILINE)
+    return {int(parts[i]): (parts[i + 1].strip(), parts[i + 2].strip("\n"))
+            for i in range(1, len(parts) - 2, 3)}
+
+
+def _study_section(out: Path, name: str, study: Study, refit: bool) -> tuple:
+    """(title, description, findings, figure) of a study from ``out/<name>.nc``;
+    with ``refit`` the stored fits are recomputed and the file and figure rewritten."""
+    path = out / f"{name}.nc"
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    if refit:
+        prefixes = [k[: -len("_model")] for k in ds.attrs if k.endswith("_model")]
+        ds.attrs = {k: v for k, v in ds.attrs.items()
+                    if not any(k.startswith(p + "_") for p in prefixes)}
+    findings = study.summarize(ds)  # (re)fits missing fits, keeping them in attrs
+    if refit:
+        ds.to_netcdf(path)
+        study.plot(ds, out / f"{name}.png")
+    wall = float(ds.attrs.get("wall_time_s", float("nan")))
+    mode = "quick" if int(ds.attrs.get("quick", 0)) else "full"
+    run = f"; {ds.attrs['run_info']}" if "run_info" in ds.attrs else ""
+    description = (f"{study.description}\n\n({mode} version, {wall:.0f} s{run}; "
+                   f"data: `{name}.nc`)")
+    if study.conclude is not None:
+        description += "\n\n" + study.conclude(ds)
+    figure = f"{name}.png" if (out / f"{name}.png").exists() else None
+    return f"{study.number}. {study.title}", description, findings, figure
 
 
 def write_report(out: str | Path, *, header: str = "", refit: bool = False) -> Path:
     """REPORT.md for every study whose ``<name>.nc`` is in ``out`` (so runs of
     different studies accumulate), findings recomputed from the files.
 
-    With ``refit=True`` the fits kept in each file's attrs are discarded and
-    recomputed (after a change to the fitting code), and the files and figures
-    are rewritten.
+    A study without its netCDF in ``out`` keeps its section of the REPORT.md
+    already there, verbatim, marked as not regenerated. With ``refit=True`` the
+    fits kept in each file's attrs are discarded and recomputed (after a change
+    to the fitting code), and the files and figures are rewritten.
     """
     out = Path(out)
-    sections = []
-    for name, study in STUDIES.items():
-        path = out / f"{name}.nc"
-        if not path.exists():
-            continue
-        with xr.open_dataset(path) as ds:
-            ds = ds.load()
-        if refit:
-            prefixes = [k[: -len("_model")] for k in ds.attrs if k.endswith("_model")]
-            ds.attrs = {k: v for k, v in ds.attrs.items()
-                        if not any(k.startswith(p + "_") for p in prefixes)}
-            findings = study.summarize(ds)  # refits, keeping the new fits in attrs
-            ds.to_netcdf(path)
-            study.plot(ds, out / f"{name}.png")
-        wall = float(ds.attrs.get("wall_time_s", float("nan")))
-        mode = "quick" if int(ds.attrs.get("quick", 0)) else "full"
-        description = f"{study.description}\n\n({mode} version, {wall:.0f} s; data: `{name}.nc`)"
-        figure = f"{name}.png" if (out / f"{name}.png").exists() else None
-        sections.append((f"{study.number}. {study.title}", description,
-                         findings if refit else study.summarize(ds), figure))
     report = out / "REPORT.md"
+    earlier = _earlier_sections(report)
+    sections = []
+    for name, study in sorted(STUDIES.items(), key=lambda item: item[1].number):
+        if (out / f"{name}.nc").exists():
+            sections.append(_study_section(out, name, study, refit))
+        elif study.number in earlier:
+            title, body = earlier[study.number]
+            note = _KEPT_NOTE.format(name=name)
+            if "Not regenerated" not in body:
+                body = f"{note}\n\n{body}"
+            sections.append((f"{study.number}. {title}", body, None, None))
     report.write_text(format_report(sections, header=header))
     return report
