@@ -51,7 +51,7 @@ LIMITS = {
                steps=6, particles=4096),
     False: dict(activations=["relu", "tanh"], eta_cs=[0.1, 0.3],
                 depths=[4, 8, 16, 32, 64, 128, 256, 512], seeds=16, steps=12,
-                particles=16384),
+                particles=8192),
 }
 _N_BOOT = {True: 100, False: 400}
 _T = 1.0
@@ -120,7 +120,7 @@ def run_depth(*, quick: bool = False, store=None, scheduler: str | None = None,
     quick : bool
         relu, η_c = 0.2, depths 4–64, 8 seeds, 6 SGD steps, 4096 particles, 100
         bootstrap replicates (a few seconds) instead of relu and tanh, η_c ∈
-        {0.1, 0.3}, depths 4–512, 16 seeds, 12 steps, 16 384 particles, 400
+        {0.1, 0.3}, depths 4–512, 16 seeds, 12 steps, 8192 particles, 400
         replicates (:data:`LIMITS`).
     store, scheduler, progress
         See :func:`validation.run_jobs`.
