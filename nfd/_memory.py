@@ -8,6 +8,8 @@ import torch
 
 from sde import GrowingGaussianDriver
 
+from ._checks import check_choice
+
 __all__ = ["memory_estimate", "available_memory", "ensure_fits"]
 
 
@@ -21,11 +23,20 @@ def memory_estimate(
     probes: int = 0,
     paths: int = 0,
     dtype: torch.dtype = torch.float32,
+    backward: str = "coupled",
 ) -> dict[str, int]:
     """Bytes :func:`nfd.simulate` allocates, by buffer.
 
     The NFD of Definition 1 (paper 002) is non-Markovian in the SGD step: step k
     needs every earlier trajectory, so the history grows like P·L·K·B.
+
+    The two backward limits need the same history. ``backward="coupled"`` (ordinary
+    backprop) estimates its response functions by Stein's lemma from the driver
+    innovations, which are stored in either mode (the ``"drivers"`` entry), so it adds
+    no history memory; it only adds a transient workspace of O(K·B) per layer-step
+    (the float64 moments E[ξ F], their triangular solve and the drift weights, about
+    3·K·B·8 bytes, counted in ``"workspace"``), negligible next to the P-sized
+    buffers.
 
     Parameters
     ----------
@@ -40,14 +51,25 @@ def memory_estimate(
     batch_size, probes, paths : int
         B, number of probe inputs, number of recorded particle paths.
     dtype : torch.dtype
+    backward : {"coupled", "decoupled"}
+        The ``backward`` argument of :func:`nfd.simulate`.
 
     Returns
     -------
     dict
         Bytes per buffer and their ``"total"``.
+
+    Raises
+    ------
+    ValueError
+        If ``backward`` is not ``"coupled"`` or ``"decoupled"``.
     """
+    from ._simulate import BACKWARD_LIMITS  # here: _simulate imports this module
+
+    check_choice("backward", backward, BACKWARD_LIMITS)
     item = torch.tensor([], dtype=dtype).element_size()
     P, L, N = particles, steps, n_train
+    width = max(batch_size, probes, 1)
     est = {
         "phi_history": L * N * P * item,  # φ(h_ℓ) for ℓ < L
         "g_history": (L + 1) * N * P * item,  # g_ℓ for ℓ ≤ L
@@ -55,7 +77,9 @@ def memory_estimate(
         "drivers": 2 * GrowingGaussianDriver.memory_bytes(L, P, N, item),
         "particles": P * (input_dim + 1) * item,
         # the current step's path and per-layer temporaries of the batch / probes
-        "workspace": (L + 1 + 8) * max(batch_size, probes, 1) * P * item,
+        "workspace": (L + 1 + 8) * width * P * item
+        # coupled: Stein moments, their solve (float64) and the drift weights
+        + (3 * N * width * 8 if backward == "coupled" else 0),
         "paths": 2 * paths * N * (L + 1) * item,
     }
     est["total"] = sum(est.values())

@@ -1,0 +1,28 @@
+"""nfd.memory_estimate: the backward argument is validated and adds no history memory."""
+
+import pytest
+
+import nfd
+
+SIZE = dict(n_train=128, input_dim=8, steps=64, particles=16384)
+
+
+@pytest.mark.parametrize("bad", ["ordinary", "Coupled", None, 1])
+def test_backward_is_validated(bad):
+    with pytest.raises(ValueError, match=r"backward=.*\['coupled', 'decoupled'\]"):
+        nfd.memory_estimate(**SIZE, backward=bad)
+
+
+def test_coupled_adds_only_a_small_workspace():
+    coupled = nfd.memory_estimate(**SIZE, backward="coupled")
+    decoupled = nfd.memory_estimate(**SIZE, backward="decoupled")
+    assert nfd.memory_estimate(**SIZE) == coupled  # simulate's default
+    assert coupled.keys() == decoupled.keys()
+    # the Stein moments read the innovations both modes store: same history
+    for key in coupled.keys() - {"workspace", "total"}:
+        assert coupled[key] == decoupled[key], key
+    # O(K·B) float64 per layer-step, nothing of size P
+    extra = coupled["workspace"] - decoupled["workspace"]
+    assert 0 < extra <= 3 * SIZE["n_train"] * 8
+    assert coupled["total"] - decoupled["total"] == extra
+    assert coupled["total"] == sum(v for k, v in coupled.items() if k != "total")
