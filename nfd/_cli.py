@@ -20,13 +20,14 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from ._plot import plot_run
-from ._simulate import simulate
+from ._simulate import BACKWARD_LIMITS, simulate
 
 __all__ = ["main", "load_config"]
 
 _DATA_KEYS = {"source", "teacher", "d", "train", "probes", "seed", "noise", "path"}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
-               "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter"}
+               "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
+               "backward"}
 
 EXAMPLE_CONFIG = """\
 # nfd simulate configuration
@@ -49,6 +50,10 @@ steps = 32             # Euler steps = depth L
 particles = 8192
 batch_size = 1
 seed = 0
+# Which network's limit: "coupled" = ordinary backprop (the backward pass uses the
+# forward weights; the network people train); "decoupled" = the backward pass uses an
+# independent weight copy receiving the same updates (Definition 1 of Yao, Wu & Gao).
+backward = "coupled"
 """
 
 
@@ -58,7 +63,8 @@ def load_config(path: str | Path) -> dict:
     Raises
     ------
     ValueError
-        For unknown tables or keys, or a missing ``eta_c``.
+        For unknown tables or keys, a missing ``eta_c`` or a ``backward`` other than
+        ``"coupled"`` / ``"decoupled"``.
     """
     with open(path, "rb") as fh:
         cfg = tomllib.load(fh)
@@ -73,6 +79,10 @@ def load_config(path: str | Path) -> dict:
                              f"allowed: {sorted(allowed)}")
     if "eta_c" not in model:
         raise ValueError("config [model]: eta_c is required")
+    if "backward" in model and model["backward"] not in BACKWARD_LIMITS:
+        raise ValueError(f"config [model]: backward = {model['backward']!r} is not allowed; "
+                         "use \"coupled\" (ordinary backprop) or \"decoupled\" "
+                         "(independent backward weights)")
     return {"data": data, "model": model}
 
 
@@ -156,8 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "validate":
         return _validate(args, parser)
-    cfg = load_config(args.config)
-    X, y, probes = _load_data(cfg["data"], args.config.parent)
+    try:  # a bad config is a usage error: one line, no traceback
+        cfg = load_config(args.config)
+        X, y, probes = _load_data(cfg["data"], args.config.parent)
+    except ValueError as exc:
+        p_sim.error(str(exc))
     ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])
     ds.attrs["config"] = args.config.read_text()
     args.output.parent.mkdir(parents=True, exist_ok=True)
