@@ -1,9 +1,14 @@
-"""nfd.simulate cost: fitted exponents in P, L, K; bandwidth fraction; peak memory.
+"""nfd.simulate cost, both backward limits: fitted exponents in P, L, K; the
+coupled/decoupled time ratio; bandwidth fraction; peak memory.
 
 The NFD step k touches the whole history, so the cost should grow like P·L·K². Per
-layer and SGD step (B = 1) the run streams six k×P blocks (forward: Σ row, drift,
-driver; backward: Θ row, drift, driver) and per SGD step two more (the readout
-and the drift of h_0), i.e. 4·P·(6L + 2)·K(K−1)/2 bytes in float32. Below that
+layer and SGD step (B = 1) the decoupled run streams six k×P blocks (forward: Σ row,
+drift, driver; backward: Θ row, drift, driver) and per SGD step two more (the readout
+and the drift of h_0), i.e. 4·P·(6L + 2)·K(K−1)/2 bytes in float32. The coupled run
+(ordinary backprop, the default) adds two k×P streams per layer-step, the Stein
+estimates E[ξ̃ φ] and E[ξ g] of the response functions (one more pass over each
+driver's innovations), and two k×k triangular solves: 4·P·(8L + 2)·K(K−1)/2 bytes, so
+its time should be at most about 8/6 of the decoupled one (goal: ratio ≤ 1.4). Below that
 leading term are costs linear in K: the small k×k linear algebra and dispatch of
 each layer-step, and per particle the innovations (torch's CPU normal_ makes about
 0.3·10⁹ floats/s) and element-wise updates. The exponents are therefore fitted
@@ -11,17 +16,23 @@ where the leading term dominates (each sweep has its own base size, chosen so a
 run takes seconds), and a two-term fit of the K sweep (with two short runs added)
 prints the lower-order share.
 
-Prints the exponents fitted on a log-log scale, the achieved traffic against the
-copy bandwidth measured in the same run, and the peak resident memory of a run
-(in a fresh subprocess, above its import baseline) against nfd.memory_estimate.
+Every size is timed in both modes back to back, so the coupled/decoupled ratios
+come from one run under one machine load; at the target size (P = 16384, L = 64,
+K = 128) the two modes alternate ``--reps`` times and the ratio of the fastest times
+is printed beside the ratio of each pair.
 
-    python benchmarks/bench_simulate.py [--quick] [--device cuda]
+Prints the exponents fitted on a log-log scale for each mode, the achieved traffic
+against the copy bandwidth measured in the same run, and the peak resident memory of
+a run (in a fresh subprocess, above its import baseline) against nfd.memory_estimate.
+
+    python benchmarks/bench_simulate.py [--quick] [--target-only] [--device cuda] [--reps 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -43,9 +54,15 @@ def _data(K: int, d: int = 8, seed: int = 0):
     return X, np.tanh(X[:, 0])
 
 
-def timed(P: int, L: int, K: int, device: str) -> float:
+MODES = ("decoupled", "coupled")
+#: k×P history streams per layer-step (forward + backward) of each backward mode.
+STREAMS = {"decoupled": 6, "coupled": 8}
+
+
+def timed(P: int, L: int, K: int, device: str, backward: str) -> float:
     X, y = _data(K)
-    kw = dict(eta_c=0.3, steps=L, particles=P, progress=False, eig_steps=[], device=device)
+    kw = dict(eta_c=0.3, steps=L, particles=P, progress=False, eig_steps=[], device=device,
+              backward=backward)
     nfd.simulate(X[:4], y[:4], **kw)  # warm-up
     start = time.perf_counter()
     nfd.simulate(X, y, **kw)
@@ -54,9 +71,10 @@ def timed(P: int, L: int, K: int, device: str) -> float:
     return time.perf_counter() - start
 
 
-def history_bytes(P: int, L: int, K: int) -> int:
-    """Bytes of history read by a run (float32, B = 1): 6L + 2 k×P streams per step."""
-    return 4 * P * (6 * L + 2) * K * (K - 1) // 2
+def history_bytes(P: int, L: int, K: int, backward: str = "decoupled") -> int:
+    """Bytes of history read by a run (float32, B = 1): 6L + 2 k×P streams per step
+    (decoupled), 8L + 2 (coupled: the two Stein moments)."""
+    return 4 * P * (STREAMS[backward] * L + 2) * K * (K - 1) // 2
 
 
 def _high_water() -> int:
@@ -68,41 +86,36 @@ def _high_water() -> int:
     raise RuntimeError("VmHWM not available")
 
 
-def peak_memory(P: int, L: int, K: int) -> None:
+def peak_memory(P: int, L: int, K: int, backward: str) -> None:
     """Child process: print peak RSS growth of one run and the estimate (JSON)."""
     X, y = _data(K)
-    nfd.simulate(X[:2], y[:2], eta_c=0.3, steps=2, particles=64, progress=False)
+    nfd.simulate(X[:2], y[:2], eta_c=0.3, steps=2, particles=64, progress=False,
+                 backward=backward)
     base = _high_water()
-    nfd.simulate(X, y, eta_c=0.3, steps=L, particles=P, progress=False, device="cpu")
+    nfd.simulate(X, y, eta_c=0.3, steps=L, particles=P, progress=False, device="cpu",
+                 backward=backward)
     peak = _high_water()
-    est = nfd.memory_estimate(n_train=K, input_dim=X.shape[1], steps=L, particles=P)
+    est = nfd.memory_estimate(n_train=K, input_dim=X.shape[1], steps=L, particles=P,
+                              backward=backward)
     print(json.dumps({"peak": peak - base, "estimate": est["total"]}))
 
 
-def cost_terms(runs: dict[tuple[int, int, int], float]) -> tuple[float, float]:
+def cost_terms(runs: dict[tuple[int, int, int], float],
+               backward: str) -> tuple[float, float]:
     """Non-negative least squares t ≈ o·L·K + b·history_bytes over runs of one P.
 
     o: cost per layer and SGD step that does not grow with the history (small k×k
     linear algebra, dispatch, innovations, element-wise updates); 1/b: the rate at
     which the history streams. Relative errors. Returns (o in s, b in s per byte).
     """
-    rows = np.array([[L * K, history_bytes(P, L, K)] for P, L, K in runs])
+    rows = np.array([[L * K, history_bytes(P, L, K, backward)] for P, L, K in runs])
     t = np.array(list(runs.values()))
     coef, _ = scipy.optimize.nnls(rows / t[:, None], np.ones(len(t)))
     return coef[0], coef[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="smaller sizes")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--_peak", nargs=3, type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args._peak:
-        peak_memory(*args._peak)
-        return
-    dev = args.device
-    s = 2 if args.quick else 1
+def _sweeps(dev: str, s: int) -> None:
+    """Time both modes over the P, L and K sweeps; print exponents and the K split."""
     # (base P, L, K) and swept values per parameter. On this CPU the K-linear terms
     # cost about 0.4 ms + 15 ns·P per layer-step against 1.2 ns·P per history
     # entry, so K ≥ 512 keeps them near 10% (see the printed K sweep split).
@@ -111,51 +124,102 @@ def main() -> None:
         "L": (dict(P=32768 // s, L=8, K=256 // s), [1, 2, 4]),
         "K": (dict(P=16384 // s, L=4, K=512 // s), [1, 1.5, 2]),
     }
-    print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads")
-    runs: dict[tuple[int, int, int], float] = {}
-    fitted = {}
+    runs: dict[tuple[int, int, int, str], float] = {}
+    fitted: dict[str, dict[str, float]] = {m: {} for m in MODES}
     for name, (base, factors) in sweeps.items():
         values = [int(base[name] * f) for f in factors]
-        times = []
+        times: dict[str, list[float]] = {m: [] for m in MODES}
         for v in values:
             cfg = dict(base, **{name: v})
             key = (cfg["P"], cfg["L"], cfg["K"])
-            if key not in runs:
-                runs[key] = timed(*key, dev)
-            times.append(runs[key])
-            print(f"  {cfg}: {times[-1]:.2f} s")
-        fitted[name] = sde.fit_slope(np.array(values, float), np.array(times)).slope
-    print("fitted exponents (expected 1, 1, 2): "
-          + ", ".join(f"{k}: {v:.2f}" for k, v in fitted.items()))
+            for m in MODES:  # back to back: the ratio sees one machine load
+                if key + (m,) not in runs:
+                    runs[key + (m,)] = timed(*key, dev, m)
+                times[m].append(runs[key + (m,)])
+            print(f"  {cfg}: decoupled {times['decoupled'][-1]:.2f} s, coupled "
+                  f"{times['coupled'][-1]:.2f} s (ratio "
+                  f"{times['coupled'][-1] / times['decoupled'][-1]:.2f})")
+        for m in MODES:
+            fitted[m][name] = sde.fit_slope(np.array(values, float),
+                                            np.array(times[m])).slope
+    for m in MODES:
+        print(f"fitted exponents, {m} (expected 1, 1, 2): "
+              + ", ".join(f"{k}: {v:.2f}" for k, v in fitted[m].items()))
     base = sweeps["K"][0]
     P, L, K = base["P"], base["L"], base["K"]
     for short in (32, 64):  # history-light runs pin down the per-layer-step cost o
-        runs[(P, L, short)] = timed(P, L, short, dev)
-    o, b = cost_terms({key: t for key, t in runs.items() if key[:2] == (P, L)})
-    share = o * L * K / (o * L * K + b * history_bytes(P, L, K))
-    print(f"K sweep split: {o * 1e3:.3f} ms per layer-step at P={P} that does not grow "
-          f"with the history + history streamed at {1 / b / 1e9:.1f} GB/s; the former "
-          f"is {share:.0%} of the time at K={K}")
+        for m in MODES:
+            runs[(P, L, short, m)] = timed(P, L, short, dev, m)
+    for m in MODES:
+        o, b = cost_terms({key[:3]: t for key, t in runs.items()
+                           if key[:2] == (P, L) and key[3] == m}, m)
+        share = o * L * K / (o * L * K + b * history_bytes(P, L, K, m))
+        print(f"K sweep split, {m}: {o * 1e3:.3f} ms per layer-step at P={P} that does "
+              f"not grow with the history + history ({STREAMS[m]}L + 2 streams) at "
+              f"{1 / b / 1e9:.1f} GB/s; the former is {share:.0%} of the time at K={K}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reps", type=int, default=2,
+                        help="alternating repetitions of each mode at the target size")
+    parser.add_argument("--target-only", action="store_true",
+                        help="skip the sweeps: only the target-size ratio and peak memory")
+    parser.add_argument("--_peak", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._peak:
+        *sizes, backward = args._peak
+        peak_memory(*map(int, sizes), backward)
+        return
+    dev = args.device
+    s = 2 if args.quick else 1
+    print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
+          f"load average at start {_load()}")
+    if not args.target_only:
+        _sweeps(dev, s)
 
     P, L, K = (16384 // s, 64 // s, 128 // s)
     bw_before = copy_bandwidth(dev)
-    t = timed(P, L, K, dev)
+    target: dict[str, list[float]] = {m: [] for m in MODES}
+    for _ in range(args.reps):
+        for m in MODES:
+            target[m].append(timed(P, L, K, dev, m))
     bw_after = copy_bandwidth(dev)
-    traffic = history_bytes(P, L, K) / t
     # The copy bandwidth of the development VM read 30-55 GB/s from one measurement to
     # the next (neither cause nor schedule known): both readings are printed and the
     # ratio uses the larger.
     bw = max(bw_before, bw_after)
-    print(f"target run P={P}, L={L}, K={K}: {t:.2f} s, history traffic "
-          f"{traffic / 1e9:.1f} GB/s = {traffic / bw:.0%} of the copy bandwidth "
-          f"{bw / 1e9:.1f} GB/s (measured {bw_before / 1e9:.1f} before and "
-          f"{bw_after / 1e9:.1f} GB/s after the run)")
+    print(f"target P={P}, L={L}, K={K} (copy bandwidth {bw_before / 1e9:.1f} GB/s before, "
+          f"{bw_after / 1e9:.1f} GB/s after the runs; load average {_load()}):")
+    for m in MODES:
+        t = min(target[m])
+        traffic = history_bytes(P, L, K, m) / t
+        print(f"  {m}: {', '.join(f'{x:.2f}' for x in target[m])} s; fastest: history "
+              f"traffic {traffic / 1e9:.1f} GB/s = {traffic / bw:.0%} of "
+              f"{bw / 1e9:.1f} GB/s")
+    pairs = [c / d for c, d in zip(target["coupled"], target["decoupled"])]
+    print(f"coupled/decoupled time ratio at the target size: "
+          f"{min(target['coupled']) / min(target['decoupled']):.2f} (fastest of each; "
+          f"pairs {', '.join(f'{r:.2f}' for r in pairs)}; goal <= 1.4, streams "
+          f"{(8 * L + 2) / (6 * L + 2):.2f})")
     if dev == "cpu":
-        out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L), str(K)],
-                             capture_output=True, text=True, check=True)
-        mem = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"peak memory {mem['peak'] / 2**20:.0f} MiB vs estimate "
-              f"{mem['estimate'] / 2**20:.0f} MiB (ratio {mem['peak'] / mem['estimate']:.2f})")
+        for m in MODES:
+            out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L),
+                                  str(K), m], capture_output=True, text=True, check=True)
+            mem = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"peak memory, {m}: {mem['peak'] / 2**20:.0f} MiB vs estimate "
+                  f"{mem['estimate'] / 2**20:.0f} MiB "
+                  f"(ratio {mem['peak'] / mem['estimate']:.2f})")
+
+
+def _load() -> str:
+    """The 1-minute load average (other processes share the cores)."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:  # pragma: no cover - not available
+        return "n/a"
 
 
 if __name__ == "__main__":
