@@ -1,0 +1,268 @@
+"""``nfd.simulate(backward="coupled")``, the n → ∞ limit of ordinary backprop, against
+exact references: the exact linear oracle :func:`nfd.linear_limit`, the one-step closed
+forms of tests/test_gia.py, and finite networks trained by ordinary backprop.
+
+Tolerance rule for seed-mean comparisons with an exact (non-random) reference: over S
+independent seeds the seed-mean deviation of each of the m compared entries, divided
+by its across-seed standard error, is Student-t with S − 1 degrees of freedom; every
+|t| must lie below the two-sided Bonferroni quantile t_{S−1}(1 − α/(2m)) with the
+family-wise false-alarm rate α = 10⁻³ (the O(1/P) bias of the particle system is far
+below the standard errors used). Where a test also shows its own power it requires
+the wrong reference (the other backward mode) to be rejected by the same quantile.
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import f as f_dist
+from scipy.stats import t as t_dist
+
+import nfd
+import validation
+from conftest import sphere
+
+ALPHA = 1e-3  # family-wise false-alarm rate of every statistical assertion here
+
+
+def _t_bound(S: int, m: int) -> float:
+    """Two-sided Bonferroni t quantile for m entries from S seeds (module rule)."""
+    return float(t_dist.isf(ALPHA / (2 * m), S - 1))
+
+
+def _t_stats(dev: np.ndarray) -> np.ndarray:
+    """Seed-mean over seed-standard-error of deviations ``dev`` (S, m)."""
+    return dev.mean(0) / (dev.std(0, ddof=1) / np.sqrt(len(dev)))
+
+
+def _flat(ds, names) -> np.ndarray:
+    return np.concatenate([np.asarray(ds[name].values, float).ravel() for name in names])
+
+
+# ---------------------------------------------------------------------------
+# identity activation: particles against the exact P → ∞ oracle
+# ---------------------------------------------------------------------------
+
+# d ≥ K·B: with identity φ and d < K·B the forward covariance turns rank-deficient after
+# d trajectories and the float32 floor (1e-5) biases probe_f by ~25 SE (pre-existing)
+_D = 16
+_RNG = np.random.default_rng(7)
+_X = sphere(_RNG, 12, _D)
+_Y = np.tanh(_X[:, 0] + _X[:, 1]) + 0.5
+_XP = sphere(_RNG, 3, _D)
+_YP = np.zeros(3)
+_ORACLE_FIELDS = ("f", "probe_f", "h2", "g2")
+
+
+_BATCH_BUG = ("sde._drivers._border_block: a singular new block (the B samples of a batch "
+              "share g_L) shrinks its regression on the history to 0, so its sources lose "
+              "their requested correlation with earlier ones; B = 2 h2/g2 are then off by "
+              "up to 15% (see test_engine.py::test_growing_driver_singular_block_keeps_"
+              "its_cross_covariance)")
+
+
+def _oracle_t(backward, dtype, B, fields, particles=4096, S=10):
+    """t statistics (module rule) of ``fields`` of S simulate runs against
+    linear_limit of the same mode, and the t of f and
+    probe_f against the other mode's limit. Setup: L = 4, K = 8 steps (B = 1) or 6
+    (B = 2), η_c = 0.3, d = 16 ≥ K·B, probes at steps 0, K/2, K."""
+    K = 8 if B == 1 else 6
+    X, y = _X[:K * B], _Y[:K * B]
+    kw = dict(eta_c=0.3, steps=4, batch_size=B, probes=(_XP, _YP), probe_steps=[0, K // 2, K])
+    other = ({"coupled", "decoupled"} - {backward}).pop()
+    exact = nfd.linear_limit(X, y, backward=backward, **kw)
+    wrong = nfd.linear_limit(X, y, backward=other, **kw)
+    runs = [nfd.simulate(X, y, activation="identity", backward=backward, particles=particles,
+                         seed=s, dtype=dtype, progress=False, **kw) for s in range(S)]
+    t = _t_stats(np.stack([_flat(ds, fields) for ds in runs]) - _flat(exact, fields))
+    few = ("f", "probe_f")
+    t_other = _t_stats(np.stack([_flat(ds, few) for ds in runs]) - _flat(wrong, few))
+    return t, t_other
+
+
+@pytest.mark.parametrize("backward, dtype, B", [
+    ("coupled", "float64", 1), ("coupled", "float32", 2),
+    ("decoupled", "float64", 2), ("decoupled", "float32", 1),
+])
+def test_particles_match_linear_limit_over_sgd_steps(backward, dtype, B):
+    # Both backward modes × both dtypes × B = 1 and a batch B = 2 (each factor in each
+    # mode), 8 or 6 SGD steps (_oracle_t). Every recorded f, probe_f, h2 = E[h_ℓ²] and
+    # g2 = E[g_ℓ²] of S = 10 seeds at P = 4096 against linear_limit: module rule (m =
+    # all those entries, t_9 Bonferroni quantile ≈ 8.6 to 9.7). Power: the other
+    # mode's limit must be rejected by the same rule on f and probe_f. For B = 2 only
+    # f and probe_f are held to the rule until the singular-block bug is fixed
+    # (test_batch_moments_match_linear_limit, a strict xfail, holds h2 and g2).
+    S = 10
+    fields = _ORACLE_FIELDS if B == 1 else ("f", "probe_f")
+    t, t_other = _oracle_t(backward, dtype, B, fields, S=S)
+    bound = _t_bound(S, t.size)
+    assert np.all(np.abs(t) < bound), (backward, dtype, B, float(np.abs(t).max()), bound)
+    assert np.abs(t_other).max() > _t_bound(S, t_other.size), float(np.abs(t_other).max())
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_BATCH_BUG)
+def test_batch_moments_match_linear_limit():
+    # As above for h2 and g2 with B = 2 (coupled, float64, S = 8, P = 16384): the
+    # module rule. Today E[g_0²] after two steps is 3.52 ± 0.015 in simulate against
+    # 3.83 in linear_limit and 3.84 ± 0.08 in width-1024 networks (max |t| ≈ 29
+    # here against the quantile 10.4), so this fails; strict, so that the fix turns
+    # it into an XPASS error and the marker (and the B = 2 restriction above) goes.
+    S = 8
+    t, _ = _oracle_t("coupled", "float64", 2, ("h2", "g2"), particles=16384, S=S)
+    bound = _t_bound(S, t.size)
+    assert np.all(np.abs(t) < bound), (float(np.abs(t).max()), bound)
+
+
+# ---------------------------------------------------------------------------
+# one-step closed forms (tests/test_gia.py) for the particle system
+# ---------------------------------------------------------------------------
+
+_XG = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]) * np.sqrt(3)
+_YG = np.array([2.0, 0.0])
+_XGP = np.array([[0.0, 0.6, 0.8], [0.8, 0.0, 0.6]]) * np.sqrt(3)
+
+
+def _one_step_forms(eps, rho, L, T=1.0):
+    """(decoupled, coupled) f after one step: −2ερ(1+τ)^L and
+    −ερ(1+τ)^{L−1}(2(1+τ)+τL)."""
+    tau = T / L
+    return (-2 * eps * rho * (1 + tau) ** L,
+            -eps * rho * (1 + tau) ** (L - 1) * (2 * (1 + tau) + tau * L))
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_one_step_closed_forms_for_particles(backward):
+    # One SGD step on (x₀, y₀) of the linear system, then f on x₁ and on two probes,
+    # against the closed form of this mode at the run's own χ₀ (ε = η_c χ₀): module
+    # rule with S = 8 seeds, m = 3 entries, L = 4, P = 8192, float64; the other
+    # mode's form (a gap of |ε ρ τ L (1+τ)^{L−1}| ≈ 2ρ at ε ≈ −1) must be rejected.
+    L, S, eta = 4, 8, 0.5
+    rho = np.concatenate([[_XG[0] @ _XG[1]], _XGP @ _XG[0]]) / 3
+    dev = {0: [], 1: []}
+    for s in range(S):
+        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", steps=L,
+                          particles=8192, backward=backward, seed=s, dtype="float64",
+                          probes=(_XGP, np.zeros(2)), probe_steps=[1], progress=False)
+        got = np.concatenate([[float(ds.f[1, 0])], ds.probe_f.sel(probe_step=1).values])
+        forms = _one_step_forms(eta * float(ds.dloss[0, 0]), rho, L)
+        for which in (0, 1):
+            dev[which].append(got - forms[which])
+    mine = 0 if backward == "decoupled" else 1
+    t_mine, t_other = _t_stats(np.array(dev[mine])), _t_stats(np.array(dev[1 - mine]))
+    bound = _t_bound(S, 3)
+    assert np.all(np.abs(t_mine) < bound), (t_mine, bound)
+    assert np.abs(t_other).max() > bound, (t_other, bound)
+
+
+# ---------------------------------------------------------------------------
+# finite networks trained by ordinary backprop
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("S", [64, pytest.param(128, marks=pytest.mark.slow)])
+def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S):
+    # tanh, L = 4, d = 8, K = 8 online SGD steps at η_c = 0.2 (±1 targets). The seed
+    # mean of f over S = 64 (slow: 128) networks trained by ordinary backprop
+    # (train_resnet(backward="coupled")) against simulate(backward="coupled",
+    # steps=L) averaged over R = 8 seeds at P = 16384, float64, on the m = 7 trained
+    # steps k = 1..7. Statistic (study 2's χ² with the across-step correlation of
+    # one network's outputs kept): T² = dᵀ(Ŝ/S + diag(v_ref))⁻¹d, d the seed-mean
+    # deviation, Ŝ the across-seed covariance of f, v_ref the across-seed variance
+    # of the reference mean (its across-step covariance is left out: it is ~⅓ of
+    # the n = 1024 variance). For Gaussian f and a negligible reference variance
+    # (S − m)/(m(S − 1))·T² ~ F(m, S − m), whose S → ∞ limit is χ²_m; each width must
+    # pass at level α/2 (Bonferroni over the two widths). Finite-width bias
+    # (measured, S = 64): the 256-vs-1024 seed means differ by ≤ 0.014 ≤ 1.2 combined
+    # SE at every step, so the O(1/n) bias is ≲ 0.02 at n = 256 and a quarter of
+    # that, ≲ 0.005, at n = 1024, against seed SEs 0.010 and 0.005 (reference:
+    # 0.003). The test re-checks this: the two widths' seed means must agree by the
+    # same statistic (with both seed covariances, Welch-like). Power: the decoupled
+    # limit differs by up to 0.17 here and is rejected at both widths; a zeroed
+    # backward response gives T² ≈ 50 at n = 1024 (quantile 34.6 at S = 64; 96
+    # against 29.8 at S = 128, slow).
+    L, K, d, R, eta = 4, 8, 8, 8, 0.2
+    rng = np.random.default_rng(0)
+    X = sphere(rng, K, d)
+    y = np.sign(X[:, 0])
+    kw = dict(eta_c=eta, activation="tanh", steps=L, particles=16384, dtype="float64",
+              progress=False)
+    ref = np.stack([nfd.simulate(X, y, backward="coupled", seed=s, **kw).f.values[1:, 0]
+                    for s in range(R)])
+    dec = nfd.simulate(X, y, backward="decoupled", seed=0, **kw).f.values[1:, 0]
+    m = K - 1
+    ref_mean, ref_var = ref.mean(0), ref.var(0, ddof=1) / R
+    crit = f_dist.isf(ALPHA / 2, m, S - m) * m * (S - 1) / (S - m)
+
+    def hotelling(f, target, extra_cov):
+        dev = f.mean(0) - target
+        cov = np.cov(f, rowvar=False) / len(f) + extra_cov
+        return float(dev @ np.linalg.solve(cov, dev))
+
+    stats, wrong, fs = {}, {}, {}
+    for width in (256, 1024):
+        nets = validation.train_resnet(X, y, width=width, depth=L, activation="tanh",
+                                       eta_c=eta, backward="coupled", seeds=S)
+        fs[width] = f = nets.f.values[:, 1:, 0]
+        stats[width] = hotelling(f, ref_mean, np.diag(ref_var))
+        wrong[width] = hotelling(f, dec, np.diag(ref_var))
+    assert max(stats.values()) < crit, (stats, crit)
+    assert min(wrong.values()) > crit, (wrong, crit)  # the decoupled limit is rejected
+    # finite-width bias below the seed SE: the widths agree with each other
+    between = hotelling(fs[256], fs[1024].mean(0), np.cov(fs[1024], rowvar=False) / S)
+    assert between < crit, (between, crit)
+
+
+# ---------------------------------------------------------------------------
+# dtypes, reproducibility, defaults, errors
+# ---------------------------------------------------------------------------
+
+def test_coupled_float32_matches_float64_within_monte_carlo_error():
+    # tanh, L = 4, d = 16, K = 8, B = 1, η_c = 0.3: S = 8 seeds in each dtype (their
+    # noise streams differ), f and the probe outputs at the end. Rule: Welch's
+    # two-sample t (Satterthwaite degrees of freedom) of every entry below the
+    # two-sided Bonferroni quantile at α = 10⁻³ over the m = 11 entries.
+    K, B, S = 8, 1, 8
+    kw = dict(eta_c=0.3, activation="tanh", steps=4, particles=4096, batch_size=B,
+              probes=(_XP, _YP), probe_steps=[K], progress=False)
+    X, y = _X[:K * B], _Y[:K * B]
+    runs = {dt: np.stack([_flat(nfd.simulate(X, y, seed=s, dtype=dt, **kw), ("f", "probe_f"))
+                          for s in range(S)]) for dt in ("float32", "float64")}
+    a, b = runs["float32"], runs["float64"]
+    va, vb = a.var(0, ddof=1) / S, b.var(0, ddof=1) / S
+    t = (a.mean(0) - b.mean(0)) / np.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / (S - 1) + vb**2 / (S - 1))
+    bound = t_dist.isf(ALPHA / (2 * t.size), dof)
+    assert np.all(np.abs(t) < bound), (t, bound)
+    assert np.all(np.isfinite(a))
+
+
+def test_coupled_is_default_reproducible_and_seeded():
+    X, y = _X[:6], _Y[:6]
+    kw = dict(eta_c=0.3, activation="tanh", steps=3, particles=512, batch_size=2,
+              probes=(_XP, _YP), paths=2, progress=False)
+    default = nfd.simulate(X, y, seed=3, **kw)
+    assert default.attrs["backward"] == "coupled"
+    again = nfd.simulate(X, y, seed=3, backward="coupled", **kw)
+    assert default.identical(again)  # bit-identical, every variable and attribute
+    other = nfd.simulate(X, y, seed=4, **kw)
+    assert not np.array_equal(default.f.values, other.f.values)
+    dec = nfd.simulate(X, y, seed=3, backward="decoupled", **kw)
+    assert dec.attrs["backward"] == "decoupled"
+    # same seed, same noise stream: f at step 0 (no update yet) is identical
+    assert np.array_equal(dec.f.values[0], default.f.values[0])
+    assert not np.array_equal(dec.f.values[1:], default.f.values[1:])
+    assert nfd.linear_limit(X, y, eta_c=0.3, steps=3, batch_size=2).attrs["backward"] == "coupled"
+
+
+def test_diverging_coupled_run_names_the_step():
+    X = sphere(np.random.default_rng(1), 12, 4)
+    with pytest.raises(FloatingPointError, match=r"SGD step \d+"):
+        nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, activation="tanh", steps=4,
+                     particles=256, backward="coupled", progress=False)
+    with pytest.raises(FloatingPointError, match=r"SGD step \d+"):
+        nfd.linear_limit(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, steps=4, backward="coupled")
+
+
+@pytest.mark.parametrize("fn", [nfd.simulate, nfd.linear_limit])
+@pytest.mark.parametrize("bad", ["gia", "Coupled", None])
+def test_bad_backward_names_the_argument(fn, bad):
+    kw = dict(progress=False) if fn is nfd.simulate else {}
+    with pytest.raises(ValueError, match="backward"):
+        fn(np.ones((4, 3)), np.zeros(4), eta_c=0.1, steps=2, backward=bad, **kw)
