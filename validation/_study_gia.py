@@ -44,8 +44,8 @@ __all__ = ["run_gia", "summarize_gia", "plot_gia", "conclude_gia"]
 _CONFIG = {
     True: dict(fixed_width=256, depths=[2, 4, 8, 16, 32], fixed_depth=8,
                widths=[64, 128, 256, 512], seeds=8, steps=6, eta_cs=[0.2]),
-    False: dict(fixed_width=512, depths=[4, 8, 16, 32, 64, 128], fixed_depth=16,
-                widths=[128, 256, 512, 1024], seeds=10, steps=12, eta_cs=[0.1, 0.3]),
+    False: dict(fixed_width=1024, depths=[4, 8, 16, 32, 64, 128], fixed_depth=16,
+                widths=[128, 256, 512, 1024, 2048], seeds=10, steps=12, eta_cs=[0.1, 0.3]),
 }
 _TASK = dict(activation="relu", T=1.0)
 _N_BOOT = {True: 100, False: 400}
@@ -102,8 +102,8 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
     quick : bool
         Networks: width 256 with depths 2–32 and depth 8 with widths 64–512, 8
         seeds, 6 steps, η_c = 0.2; limits: :data:`validation._study_depth.LIMITS`
-        quick (relu, depths 4–64); a few seconds on 2 cores. Full: width 512 with
-        depths 4–128 and depth 16 with widths 128–1024, 10 seeds, 12 steps,
+        quick (relu, depths 4–64); a few seconds on 2 cores. Full: width 1024 with
+        depths 4–128 and depth 16 with widths 128–2048, 10 seeds, 12 steps,
         η_c ∈ {0.1, 0.3}; limits relu and tanh, depths 4–512, 16 seeds.
     store, scheduler, progress
         See :func:`validation.run_jobs`.

@@ -48,7 +48,7 @@ MODES = ("coupled", "decoupled")
 _CONFIG = {
     True: dict(widths=[32, 64, 128, 256], depths=[4, 8, 16], seeds=8, steps=8,
                particles=65536, deep_particles=16384, ref_depth=64),
-    False: dict(widths=[64, 128, 256, 512, 1024], depths=[4, 8, 16, 32, 64],
+    False: dict(widths=[64, 128, 256, 512, 1024], depths=[4, 8, 16, 32, 64, 128],
                 seeds=12, steps=16, particles=65536, deep_particles=65536, ref_depth=256),
 }
 _TASK = dict(kind="tanh", d=32, activation="relu", eta_c=0.2, T=1.0)
@@ -108,7 +108,7 @@ def run_training(*, quick: bool = False, store=None, scheduler: str | None = Non
         Widths 32–256, depths 4–16, 8 seeds, 8 SGD steps, references
         simulate(steps=L) with 65 536 particles and deep references (L_ref = 64)
         with 16 384, fits with 100 bootstrap replicates (about 10 s on 2 idle
-        cores) instead of widths 64–1024, depths 4–64, 12 seeds, 16 steps,
+        cores) instead of widths 64–1024, depths 4–128, 12 seeds, 16 steps,
         65 536 particles, L_ref = 256, 200 replicates.
     store, scheduler, progress
         See :func:`validation.run_jobs`.
