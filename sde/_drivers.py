@@ -25,8 +25,6 @@ import warnings
 
 import torch
 
-from ._linalg import psd_factor
-
 __all__ = ["GrowingGaussianDriver", "default_jitter"]
 
 
@@ -66,36 +64,37 @@ def _border_one(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor):
     return row, min_eig[0, 0], _skipped(pivot2[0], floor)
 
 
-def _border_block(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor,
-                  scale: torch.Tensor, rel_jitter: float):
+def _border_block(lower: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     """B ≥ 2 new components (mini-batches): the block row ``[L21 | L22]`` (B, k+B).
 
-    As :func:`_border_one`, with the Schur complement factored by
-    :func:`psd_factor`; when it is indefinite beyond the floor, L21 is shrunk by one
-    common factor (conservative: the block's smallest direction sets it). Returns the
-    row, the smallest eigenvalue of the Schur complement before regularisation and
-    the skip mask (B,) of :func:`_skipped`.
+    The nested Cholesky factor one component at a time: component j is bordered by
+    :func:`_border_one` against the factor extended by the rows of components 0..j−1
+    of the block, with its own floor ``rel_jitter · var_j``. So every component keeps
+    its requested variance exactly, is shrunk only as much as its own pivot needs,
+    and a component in the span of the earlier ones (the B samples of a batch share
+    g_L, so that block is singular) is skipped, while the others keep their full
+    regression on the history. (A common shrink of the whole block, judged by the
+    block's smallest eigenvalue, set the history coefficients of a singular block to
+    zero and so lost the sources' correlation with every earlier step.)
+
+    Returns the row (actual pivots on the diagonal), the smallest eigenvalue of the
+    Schur complement block − L21 L21ᵀ before regularisation, and the skip mask (B,).
     """
-    k = lower.shape[0]
-    block = col[k:]
-    if k > 0:
-        coef = torch.linalg.solve_triangular(lower, col[:k], upper=False)  # L21ᵀ, (k, B)
-        gram = coef.T @ coef
-        min_eig = torch.linalg.eigvalsh(block - gram)[0]
-        room = (torch.linalg.eigvalsh(block)[0] - floor).clamp_min(0.0)
-        largest = torch.linalg.eigvalsh(gram)[-1]
-        shrink = torch.where(
-            min_eig < floor, (room / largest.clamp_min(1e-300)).clamp(max=1.0).sqrt(), 1.0
-        )
-        coef = coef * shrink
-        schur = block - (shrink * shrink) * gram
-    else:
-        coef = col[:0]
-        schur = block
-        min_eig = torch.linalg.eigvalsh(block)[0]
-    new_factor, _ = psd_factor(schur, rel_jitter, scale=scale)
-    diag = torch.diagonal(new_factor)
-    return torch.cat((coef.T, new_factor), dim=1), min_eig, _skipped(diag * diag, floor)
+    k, b = lower.shape[0], col.shape[1]
+    ext = torch.zeros(k + b, k + b, dtype=col.dtype, device=col.device)
+    ext[:k, :k] = lower
+    rows = torch.zeros(b, k + b, dtype=col.dtype, device=col.device)
+    skips = []
+    for j in range(b):
+        floor = rel_jitter * col[k + j, j].clamp_min(torch.finfo(col.dtype).tiny)
+        row, _, skip = _border_one(ext[:k + j, :k + j], col[:k + j + 1, j:j + 1], floor)
+        rows[j, :k + j + 1] = row[0]
+        ext[k + j, :k + j + 1] = row[0]
+        ext[k + j, k + j] = torch.where(skip, float("inf"), row[0, -1])[0]
+        skips.append(skip)
+    coef = torch.linalg.solve_triangular(lower, col[:k], upper=False) if k else col[:0]
+    min_eig = torch.linalg.eigvalsh(col[k:] - coef.T @ coef)[0]
+    return rows, min_eig, torch.cat(skips)
 
 
 class GrowingGaussianDriver:
@@ -133,7 +132,8 @@ class GrowingGaussianDriver:
         Relative eigenvalue floor for singular or slightly indefinite blocks;
         default 1e-5 in float32 and 1e-10 in float64 (moments of float32 particles
         carry relative rounding errors of about 1e-6)
-        (see :func:`sde._linalg.psd_factor`). The smallest eigenvalue before the
+        (per component; a component at the floor is skipped by later regressions,
+        see :meth:`append`). The smallest eigenvalue before the
         floor is returned by :meth:`append`, and a ``RuntimeWarning`` is issued
         once by :meth:`finalize` if the floor was ever active. When rounding makes
         the bordered covariance indefinite (the new block's regression on the
@@ -235,7 +235,7 @@ class GrowingGaussianDriver:
         if b == 1:
             row, min_eig, skip = _border_one(lower, col, floor)
         else:
-            row, min_eig, skip = _border_block(lower, col, floor, scale, self.rel_jitter)
+            row, min_eig, skip = _border_block(lower, col, self.rel_jitter)
         self._floored |= min_eig < floor
         weights = row.to(self.dtype)  # z_new = L21 ξ[:k] + L22 ξ_new
         xi = self.xi[t]
