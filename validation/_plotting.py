@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import xarray as xr
@@ -39,7 +39,7 @@ def save(fig, path: str | Path) -> Path:
 
 
 def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
-                  path: str | Path) -> Path:
+                  path: str | Path, extra: Callable | None = None) -> Path:
     """One row per panel: the quantity against width (a line per depth) and against
     depth (a line per width), markers measured, dashed lines the fitted model.
 
@@ -50,8 +50,12 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
         single line. ``title`` also labels the y axes.
     path : str or Path
         PNG file.
+    extra : callable, optional
+        ``extra(row)`` draws one more row (two axes) below the panels.
     """
-    fig, axes = figure(len(panels), 2)
+    from matplotlib.ticker import NullFormatter
+
+    fig, axes = figure(len(panels) + (extra is not None), 2)
     for row, (title, da, fit) in zip(axes, panels):
         da = da.transpose("width", "depth")
         n, L = da["width"].values.astype(float), da["depth"].values.astype(float)
@@ -66,6 +70,8 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
                     nn, LL = (x, other) if along == 0 else (other, x)
                     ax.loglog(x, np.abs(fit.predict(n=nn, L=LL)) * np.ones_like(x),
                               "--", color=c, lw=1)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(x, [f"{v:g}" for v in x])
             ax.set_xlabel(xlabel)
             ax.set_ylabel(title, fontsize=7)
             ax.set_title(title, fontsize=9)
@@ -74,4 +80,6 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
             est = ", ".join(f"{k}={v:.3g}" for k, v in fit.estimate.items())
             row[1].text(0.02, 0.02, f"{fit.model}\n{est}", transform=row[1].transAxes,
                         fontsize=6, va="bottom")
+    if extra is not None:
+        extra(axes[-1])
     return save(fig, path)

@@ -370,6 +370,7 @@ def plot_gia(ds: xr.Dataset, path) -> None:
             ax.axhline(0, color="k", lw=0.5)
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(x, [f"{v:g}" for v in x])
             ax.set_xlabel(dim)
             ax.set_ylabel(f"E[f_coupled − f_decoupled] at step k")
             fixed = (f"n = {ds.attrs['fixed_width']}" if dim == "depth"

@@ -312,4 +312,25 @@ def plot_training(ds: xr.Dataset, path) -> None:
                    (f"{b}: seed-mean (f − f_NFD,Lref)² (joint)", joint, fits[b]["joint"]),
                    (f"{b}: |unbiased bias²| vs deep reference", bias2,
                     fits[b]["joint_bias2"])]
-    loglog_panels(panels, path)
+    loglog_panels(panels, path, extra=lambda row: _curves(row, ds))
+
+
+def _curves(row, ds: xr.Dataset) -> None:
+    """f⁽ᵏ⁾ against the SGD step k at the widest width, at the shallowest and the
+    deepest depth: networks of both modes (seed mean ± 2 SE) beside the limit of
+    each mode, simulate(backward=mode, steps=L) (lines, ± 2 Monte Carlo SE band)."""
+    n = int(ds["width"].values.max())
+    for ax, L in zip(row, (int(ds["depth"].values.min()), int(ds["depth"].values.max()))):
+        k = ds["step"].values
+        for j, b in enumerate(ds["backward"].values.tolist()):
+            f = ds["f"].sel(backward=b, depth=L, width=n)
+            m, se = f.mean("seed").values, f.std("seed").values / np.sqrt(f.sizes["seed"])
+            ax.errorbar(k + (j - 0.5) * 0.15, m, 2 * se, fmt="o", ms=3, color=f"C{j}",
+                        capsize=2, label=f"{b} networks, n = {n} (±2 SE)")
+            ref, rse = (ds[v].sel(backward=b, depth=L).values for v in ("ref_f", "ref_f_se"))
+            ax.plot(k, ref, "-", color=f"C{j}", lw=1, label=f"{b} limit (n = ∞)")
+            ax.fill_between(k, ref - 2 * rse, ref + 2 * rse, color=f"C{j}", alpha=0.2, lw=0)
+        ax.set_xlabel("SGD step k")
+        ax.set_ylabel("f⁽ᵏ⁾ (network output on the step-k input)", fontsize=7)
+        ax.set_title(f"networks beside their limits, L = {L}", fontsize=9)
+        ax.legend(fontsize=6)
