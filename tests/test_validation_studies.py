@@ -1,4 +1,4 @@
-"""Rate fitting, the report, and the quick versions of validation studies 1 and 2.
+"""Rate fitting, the report, and the quick versions of validation studies 1, 2, 3 and 8.
 
 Tolerance rule for the studies: a fitted exponent "agrees" with a claim when the
 claimed value lies inside its 95% bootstrap interval (over seeds) widened by the
@@ -12,12 +12,18 @@ import numpy as np
 import pytest
 
 from validation import (
+    STUDIES,
     PowerFit,
     fit_power_law,
+    run_depth,
+    run_gia,
     run_init,
     run_training,
+    summarize_depth,
+    summarize_gia,
     summarize_init,
     summarize_training,
+    write_report,
 )
 from validation._fit import stored_fit
 from conftest import widened
@@ -29,8 +35,8 @@ from validation._report import (
     term_resolved,
 )
 
-N_CLAIMS = 9  # study 1: 3 bound claims; study 2: one width exponent per quick depth (3)
-# and backward mode (2)
+N_CLAIMS = 11  # study 1: 3 bound claims; study 2: one width exponent per quick depth (3)
+# and backward mode (2); study 8: one depth exponent per backward mode (2)
 
 
 def _grid():
@@ -260,3 +266,111 @@ def test_study2_records_schema(training_study):
     assert list(ds["backward"].values) == ["coupled", "decoupled"]
     assert ds.attrs["study"] == "training"
     assert "coupled_joint_p" in ds.attrs and "decoupled_joint_p" in ds.attrs
+
+
+# --- study 3: the coupled − decoupled gap of the limits and of networks ----------
+
+@pytest.fixture(scope="module")
+def gia_study():
+    ds = run_gia(quick=True)
+    return ds, summarize_gia(ds)
+
+
+def test_study3_quick_limits_differ(gia_study):
+    # The response terms of ordinary backprop (paper 000) survive L → ∞ in the
+    # limit: the L → ∞ plateau of D_L = mean_k Δ_L⁽ᵏ⁾² must be resolved (its 95%
+    # interval excludes 0), and so must D_L at the largest L measured. Integrating
+    # both limits with backward="decoupled" makes Δ ≡ 0 and fails both.
+    ds, findings = gia_study
+    (c,) = _by(findings, "limit gap D_L = mean_k≥1 Δ_L⁽ᵏ⁾², simulate coupled − decoupled, relu",
+               "plateau c")
+    assert c.ci[0] > 0, c
+    (d,) = _by(findings, "limit gap D_L", "measured D_L")
+    assert d.ci[0] > 0, d
+
+
+def test_study3_quick_schema_and_conclusion(gia_study):
+    from validation._study_gia import conclude_gia
+
+    ds, _ = gia_study
+    assert ds["lim_f"].dims == ("activation", "eta_c", "lim_seed", "backward", "lim_depth",
+                                "step")
+    assert ds["f_coupled"].dims == ("eta_c", "depth", "seed", "step")
+    text = conclude_gia(ds)
+    assert "differ by" in text and "relu, η_c = 0.2" in text
+
+
+def test_mean_square_seed_mean_is_unbiased():
+    # pure seed noise of zero mean: the debiased mean square must average to 0
+    # within its Monte Carlo error (dropping the −var/S term gives ≈ +1/S = 0.125,
+    # about 40 standard errors away)
+    from validation._study_depth import mean_square_seed_mean
+
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal((4000, 8, 6))
+    stat = mean_square_seed_mean(v)
+    assert abs(stat.mean()) < 4 * stat.std(ddof=1) / np.sqrt(stat.size)
+
+
+# --- study 8: depth convergence of both limits on shared noise ------------------
+
+@pytest.fixture(scope="module")
+def depth_study():
+    ds = run_depth(quick=True)
+    return ds, summarize_depth(ds)
+
+
+def test_study8_quick_shared_noise(depth_study):
+    # Runs at L and 2L share their Brownian path: f_L − f_2L must spread over seeds
+    # far less than f_L itself (measured ≤ 0.13); independent noise gives ≈ √2.
+    ds, _ = depth_study
+    for b in ("coupled", "decoupled"):
+        f = ds["f"].isel(activation=0, eta_c=0, step=slice(1, None)).sel(backward=b)
+        for L in f["depth"].values[:-1].tolist():
+            d = f.sel(depth=L) - f.sel(depth=2 * L)
+            ratio = d.std("seed") / f.sel(depth=L).std("seed")
+            assert float(ratio.max()) < 0.5, (b, L, ratio.values)
+
+
+@pytest.mark.parametrize("mode", ["coupled", "decoupled"])
+def test_study8_quick_weak_order_one(depth_study, mode):
+    # tanh is smooth: the Euler scheme's weak error E f_L − E f_∞ must decay like
+    # L^-1 in both limits. q from mean_k (E[f_L − f_2L])² ∝ L^-2q must be resolved
+    # and its widened interval must contain 1.
+    _, findings = depth_study
+    (q,) = _by(findings, f"mean_k≥1 (E[f_L − f_2L])² ∝ L^-2q, simulate(backward={mode!r})",
+               "depth exponent q")
+    assert "undetermined" not in q.verdict, q
+    lo, hi = widened(q.estimate, q.ci, N_CLAIMS)
+    assert lo <= 1.0 <= hi, q
+
+
+# --- the report ---------------------------------------------------------------
+
+def test_report_keeps_earlier_sections_and_rebuilds_identically(tmp_path, gia_study):
+    ds, _ = gia_study
+    ds.to_netcdf(tmp_path / "gia.nc")
+    (tmp_path / "REPORT.md").write_text(
+        "# nfd validation report\n\n## 1. Init title\n\nold body | with a table\n\n"
+        "## 3. stale gia section\n\nstale\n")
+    text = write_report(tmp_path, header="h").read_text()
+    # study 1 has no netCDF here: its earlier section is kept, marked
+    assert "## 1. Init title" in text and "old body | with a table" in text
+    assert "Not regenerated" in text and "`init.nc`" in text
+    # study 3 is regenerated from its file, with its conclusion in numbers
+    assert "stale" not in text and f"## 3. {STUDIES['gia'].title}" in text
+    assert "The infinite-depth limits of ordinary and decoupled backprop differ by" in text
+    # a rebuild with refitted fits (nfd validate --report-only) and a later report
+    # reading the fits back from the rewritten file give the same text
+    again = write_report(tmp_path, header="h", refit=True).read_text()
+    assert write_report(tmp_path, header="h").read_text() == again
+    assert again.count("Not regenerated") == 1
+
+
+def test_quick_figures(tmp_path, training_study, gia_study, depth_study):
+    from validation import plot_depth, plot_gia, plot_training
+
+    for plot, (ds, _), name in ((plot_training, training_study, "training"),
+                                (plot_gia, gia_study, "gia"), (plot_depth, depth_study, "depth")):
+        plot(ds, tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
