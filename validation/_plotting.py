@@ -55,7 +55,7 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
     """
     from matplotlib.ticker import NullFormatter
 
-    fig, axes = figure(len(panels) + (extra is not None), 2)
+    fig, axes = figure(len(panels) + (extra is not None), 2, size=4.8)
     for row, (title, da, fit) in zip(axes, panels):
         da = da.transpose("width", "depth")
         n, L = da["width"].values.astype(float), da["depth"].values.astype(float)
@@ -78,8 +78,8 @@ def loglog_panels(panels: Sequence[tuple[str, xr.DataArray, PowerFit | None]],
             ax.legend(fontsize=6, ncol=2)
         if fit is not None:
             est = ", ".join(f"{k}={v:.3g}" for k, v in fit.estimate.items())
-            row[1].text(0.02, 0.02, f"{fit.model}\n{est}", transform=row[1].transAxes,
-                        fontsize=6, va="bottom")
+            # in the panel's title, never over the data
+            row[1].set_title(f"{title}\nfitted: {fit.model}\n{est}", fontsize=7)
     if extra is not None:
         extra(axes[-1])
     return save(fig, path)
