@@ -30,10 +30,8 @@ import torch
 import xarray as xr
 from scipy.linalg import solve_triangular
 
-from ._checks import check_choice, check_int, check_matrix, check_positive_float, check_targets
-from ._losses import get_loss
 from ._results import base_attrs
-from ._simulate import BACKWARD_LIMITS, _check_steps, _default_steps
+from ._simulate import check_stream
 
 __all__ = ["linear_limit"]
 
@@ -180,25 +178,13 @@ def linear_limit(
         the names and coordinates of :func:`nfd.simulate`. Cost: O(K·B·L·(L·K·B)²)
         flops, seconds for L·K·B up to a few hundred.
     """
-    Xn = check_matrix("X", X)
+    (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+        X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
+        loss=loss, probes=probes, probe_steps=probe_steps)
     N, d = Xn.shape
-    yn = check_targets("y", y, N)
-    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
-    T = check_positive_float("T", T)
-    L = check_int("steps", steps, 1)
-    B = check_int("batch_size", batch_size, 1)
-    check_choice("backward", backward, BACKWARD_LIMITS)
-    if N % B:
-        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
     K = N // B
-    lossf = get_loss(loss)
-    if probes is not None:
-        Xp = check_matrix("probes[0]", probes[0], columns=d)
-        yp = check_targets("probes[1]", probes[1], Xp.shape[0])
-        probe_steps = (_default_steps(K, 33, True) if probe_steps is None
-                       else _check_steps("probe_steps", probe_steps, K))
-    else:
-        Xp, yp, probe_steps = np.zeros((0, d)), np.zeros(0), []
+    if Xp is None:
+        Xp, yp = np.zeros((0, d)), np.zeros(0)
 
     def loss_and_grad(f: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ft, yt = torch.as_tensor(f), torch.as_tensor(target, dtype=torch.float64)

@@ -374,44 +374,26 @@ def simulate(
     FloatingPointError
         When a particle becomes NaN/inf; names the SGD step and layer.
     """
-    Xn = check_matrix("X", X)
+    (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+        X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
+        loss=loss, probes=probes, probe_steps=probe_steps)
     N, d = Xn.shape
-    yn = check_targets("y", y, N)
-    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
-    T = check_positive_float("T", T)
-    L = check_int("steps", steps, 1)
+    K = N // B
     P = check_int("particles", particles, 2)
-    B = check_int("batch_size", batch_size, 1)
     paths = check_int("paths", paths, 0)
     seed = check_int("seed", seed, 0)
-    check_choice("backward", backward, BACKWARD_LIMITS)
     if rel_jitter is not None:
         rel_jitter = check_positive_float("rel_jitter", rel_jitter)
-    if N % B:
-        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
     if paths > P:
         raise ValueError(f"paths={paths} exceeds particles={P}")
-    K = N // B
     act = get_activation(activation)
-    lossf = get_loss(loss)
-    if lossf.name == "logistic" and not np.all(np.isin(yn, (-1.0, 1.0))):
-        raise ValueError("y must hold labels ±1 for loss='logistic'")
-    if probes is not None:
-        if not isinstance(probes, (tuple, list)) or len(probes) != 2:
-            raise TypeError("probes must be a pair (X_probe, y_probe)")
-        Xp = check_matrix("probes[0]", probes[0], columns=d)
-        yp = check_targets("probes[1]", probes[1], Xp.shape[0])
-        probe_steps = (_default_steps(K, 33, True) if probe_steps is None
-                       else _check_steps("probe_steps", probe_steps, K))
-    else:
-        Xp, yp, probe_steps = None, None, []
     eig_steps = (_default_steps(K, 5, False) if eig_steps is None
                  else _check_steps("eig_steps", eig_steps, K - 1))
     device, dtype = resolve_device_dtype(device, dtype)
     rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     Q = 0 if Xp is None else Xp.shape[0]
     est = memory_estimate(n_train=N, input_dim=d, steps=L, particles=P, batch_size=B,
-                          probes=Q, paths=paths, dtype=dtype)
+                          probes=Q, paths=paths, dtype=dtype, backward=backward)
     ensure_fits(est["total"], device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
 
@@ -534,6 +516,39 @@ def simulate(
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     _annotate(ds)
     return ds
+
+
+def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
+                 probe_steps) -> tuple:
+    """Checks of the training stream and its hyperparameters shared by
+    :func:`simulate` and :func:`nfd.linear_limit`.
+
+    Returns ``(X, y, eta_c, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
+    validated arrays, numbers and a :class:`Loss`; the probes are ``None`` and the
+    step list empty without probes. The messages name the argument.
+    """
+    Xn = check_matrix("X", X)
+    N, d = Xn.shape
+    yn = check_targets("y", y, N)
+    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+    T = check_positive_float("T", T)
+    L = check_int("steps", steps, 1)
+    B = check_int("batch_size", batch_size, 1)
+    check_choice("backward", backward, BACKWARD_LIMITS)
+    if N % B:
+        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
+    lossf = get_loss(loss)
+    if lossf.name == "logistic" and not np.all(np.isin(yn, (-1.0, 1.0))):
+        raise ValueError("y must hold labels ±1 for loss='logistic'")
+    if probes is None:
+        return Xn, yn, eta_c, T, L, B, lossf, None, None, []
+    if not isinstance(probes, (tuple, list)) or len(probes) != 2:
+        raise TypeError("probes must be a pair (X_probe, y_probe)")
+    Xp = check_matrix("probes[0]", probes[0], columns=d)
+    yp = check_targets("probes[1]", probes[1], Xp.shape[0])
+    probe_steps = (_default_steps(N // B, 33, True) if probe_steps is None
+                   else _check_steps("probe_steps", probe_steps, N // B))
+    return Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps
 
 
 def _check_innovations(innovations, shape: tuple, device, dtype) -> tuple:
