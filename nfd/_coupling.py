@@ -2,16 +2,20 @@
 
 The weak error of the L-step scheme (E f_L − E f_∞) is small next to the Monte Carlo
 spread of f, so independent runs at several L cannot resolve it. Runs that share
-their Brownian increments can: on the grid t_ℓ = ℓT/L the increment over one step is
-the sum of the r increments of the finer grid with L·r steps, so the coarse standard
-innovation is ξ_coarse[ℓ] = (ξ_fine[rℓ] + … + ξ_fine[rℓ+r−1]) / √r. The drivers of
-:func:`nfd.simulate` then draw every component from the same Gaussian path at every
-depth, and f_L − f_{rL} has a variance far below that of f.
+their Brownian increments can. A driver's increment is z = 𝓛_t ξ with a standard
+innovation ξ; the coarse grid with L steps takes ξ_coarse[ℓ] = (ξ_fine[rℓ] + … +
+ξ_fine[rℓ+r−1]) / √r from the grid with L·r steps, which is again exactly i.i.d.
+standard normal, so each run keeps its exact law. The increments agree pathwise only
+where the factor 𝓛_t is constant over the r fine steps, so the coupling is strong
+but not exact: measured (tanh, P = 2048, 8 seeds, L = 8 against L = 2) the spread of
+f_8 − f_2 is 3–6 times below that of independent runs, and f_L − f_{2L} resolves
+weak errors far below the Monte Carlo error of f.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -33,10 +37,13 @@ def coarsen_innovations(innovations: torch.Tensor, steps: int) -> torch.Tensor:
     -------
     Tensor, shape (steps, ...)
         ξ_coarse[ℓ] = Σ_{j<r} ξ_fine[rℓ + j] / √r, r = L_fine / steps: again standard
-        normal and independent across ℓ, and the Brownian path is the same.
+        normal and independent across ℓ (module docstring: how close the paths are).
     """
     fine = innovations.shape[0]
-    if not isinstance(steps, int) or steps < 1 or fine % steps:
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+        raise TypeError(f"steps must be an integer, got {steps!r}")
+    steps = int(steps)
+    if steps < 1 or fine % steps:
         raise ValueError(f"steps must be a positive divisor of the {fine} fine steps, got {steps!r}")
     r = fine // steps
     return innovations.reshape(steps, r, *innovations.shape[1:]).sum(1) / math.sqrt(r)

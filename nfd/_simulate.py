@@ -437,7 +437,7 @@ def simulate(
         rec["probe_f"][j] = fp
         rec["probe_f_se"][j] = prod.std(1) / math.sqrt(P)
         rec["probe_loss"][j] = lossf(fp, ypt)
-        _raise_if_nonfinite(fp, f"probe evaluation at step {probe_steps[j]}")
+        _check_probes(fp, hp, probe_steps[j])
 
     x_all = hist.X.reshape(K, B, d)
     h_buf = torch.empty(L + 1, B, P, device=device, dtype=dtype)
@@ -564,13 +564,28 @@ def _check_innovations(innovations, shape: tuple, device, dtype) -> tuple:
         if tuple(xi.shape) != shape:
             raise ValueError(f"{name} must have shape (steps, K·B, particles) = {shape}, "
                              f"got {tuple(xi.shape)}")
-        out.append(xi.to(device=device, dtype=dtype))
+        if xi.dtype != dtype:
+            raise ValueError(f"{name} has dtype {xi.dtype} but the run's dtype is {dtype}; "
+                             "pass dtype= to simulate or convert the innovations")
+        if not bool(torch.isfinite(xi).all()):
+            raise ValueError(f"{name} holds NaN or inf; innovations are standard normals")
+        out.append(xi.detach().to(device=device))
+    if out[0].data_ptr() == out[1].data_ptr():
+        raise ValueError("innovations must be two independent tensors: the forward and "
+                         "backward drivers' noises are independent")
     return tuple(out)
 
 
-def _raise_if_nonfinite(values: torch.Tensor, where: str) -> None:
-    if not bool(torch.isfinite(values).all()):
-        raise FloatingPointError(f"non-finite value in the {where}")
+def _check_probes(fp: torch.Tensor, hp: torch.Tensor, step: int) -> None:
+    """One host synchronisation per probe evaluation: locate the first non-finite
+    layer of the probes' features (L+1, Q, P), or blame the readout."""
+    if bool(torch.isfinite(fp).all()):
+        return
+    bad = (~torch.isfinite(hp).flatten(1).all(1)).nonzero()
+    where = (f"features at step {step}, layer {int(bad[0])} (forward pass)" if len(bad)
+             else f"output f at step {step} (readout)")
+    raise FloatingPointError(f"non-finite probe {where} in the probe evaluation; "
+                             "lower eta_c or T")
 
 
 def _check_step(rec: dict, k: int) -> None:

@@ -97,6 +97,28 @@ def _border_block(lower: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     return rows, min_eig, torch.cat(skips)
 
 
+def _condition_each(lower: torch.Tensor, col: torch.Tensor, rel_jitter: float):
+    """Uncommitted components (e.g. held-out probes), each conditioned on the committed
+    ones only: :func:`_border_one` for all B columns at once.
+
+    Each component keeps exactly its own conditional law; the joint law between the
+    B components is not kept (they are independent given the history), which is all
+    a per-component particle mean needs and avoids a B × B factor. Returns the
+    weights on the committed innovations (B, k), the pivots (B,), the smallest
+    conditional variance before regularisation and the skip mask (B,).
+    """
+    k = lower.shape[0]
+    var = torch.diagonal(col[k:])
+    floor = rel_jitter * var.clamp_min(torch.finfo(col.dtype).tiny)
+    coef = torch.linalg.solve_triangular(lower, col[:k], upper=False) if k else col[:0]
+    gram = (coef * coef).sum(0)
+    min_eig = var - gram
+    pivot2 = torch.maximum(min_eig, floor)
+    ratio = ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0)
+    shrink = torch.where(min_eig < floor, ratio.sqrt(), 1.0)
+    return (coef * shrink).T, pivot2.sqrt(), min_eig.min(), _skipped(pivot2, floor)
+
+
 class GrowingGaussianDriver:
     """Gaussian increments on a time grid whose dimension grows by blocks.
 
@@ -206,8 +228,10 @@ class GrowingGaussianDriver:
         block : Tensor, shape (B, B)
             Requested covariance of the new components among themselves.
         commit : bool
-            Store the new components (training trajectories). With ``False`` the
-            draw is *conditioned* on the history but not appended (held-out probes).
+            Store the new components (training trajectories). With ``False`` each
+            new component is *conditioned* on the history only, independently of the
+            others, and not appended (held-out probes: their particle means need
+            only each component's own law).
         out : Tensor, shape (B, P), optional
             Where to write the increments. A committed draw then allocates nothing
             of size P: its innovations are drawn straight into the history, which
@@ -232,33 +256,35 @@ class GrowingGaussianDriver:
         scale = torch.diagonal(col[k:]).mean()
         floor = self.rel_jitter * scale.clamp_min(torch.finfo(torch.float64).tiny)
         lower = self.factor[t, :k, :k]
+        xi = self.xi[t]
+        if not commit:
+            hist_w, pivot, min_eig, skip = _condition_each(lower, col, self.rel_jitter)
+            self._floored |= skip.any()
+            fresh = torch.randn(b, self.particles, generator=self.generator,
+                                device=self.device, dtype=self.dtype)
+            z = torch.mul(fresh, pivot.to(self.dtype)[:, None], out=out)
+            if k > 0:
+                z.addmm_(hist_w.to(self.dtype), xi[:k])
+            return z, min_eig
         if b == 1:
             row, min_eig, skip = _border_one(lower, col, floor)
         else:
             row, min_eig, skip = _border_block(lower, col, self.rel_jitter)
-        self._floored |= min_eig < floor
+        self._floored |= (min_eig < floor) | skip.any()
         weights = row.to(self.dtype)  # z_new = L21 ξ[:k] + L22 ξ_new
-        xi = self.xi[t]
-        if commit:
-            if not self._given:
-                xi[k:k + b].normal_(generator=self.generator)
-            z = torch.mm(weights, xi[:k + b], out=out)
-            # A component whose conditional variance sits at the floor adds no usable
-            # direction: later regressions skip it (∞ on the solve diagonal gives a
-            # zero coefficient). Without this, many floored rows (diagonal ≈ √floor)
-            # make the triangular solve grow exponentially and overflow in
-            # ill-conditioned runs.
-            torch.diagonal(row, offset=k).masked_fill_(skip, float("inf"))
-            self.factor[t, k:k + b, :k + b] = row
-            # Only the lower triangle is kept (eigvalsh reads the lower triangle).
-            self.cov[t, k:k + b, :k + b] = col.T
-            self.sizes[t] = k + b
-        else:
-            fresh = torch.randn(b, self.particles, generator=self.generator,
-                                device=self.device, dtype=self.dtype)
-            z = torch.mm(weights[:, k:], fresh, out=out)
-            if k > 0:
-                z.addmm_(weights[:, :k], xi[:k])
+        if not self._given:
+            xi[k:k + b].normal_(generator=self.generator)
+        z = torch.mm(weights, xi[:k + b], out=out)
+        # A component whose conditional variance sits at the floor adds no usable
+        # direction: later regressions skip it (∞ on the solve diagonal gives a
+        # zero coefficient). Without this, many floored rows (diagonal ≈ √floor)
+        # make the triangular solve grow exponentially and overflow in
+        # ill-conditioned runs.
+        torch.diagonal(row, offset=k).masked_fill_(skip, float("inf"))
+        self.factor[t, k:k + b, :k + b] = row
+        # Only the lower triangle is kept (eigvalsh reads the lower triangle).
+        self.cov[t, k:k + b, :k + b] = col.T
+        self.sizes[t] = k + b
         return z, min_eig
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:

@@ -225,3 +225,23 @@ def test_float32_ill_conditioned_history_stays_finite(d, K, L, P):
                       dtype="float32", eig_steps=[], backward="decoupled")
     assert np.all(np.isfinite(ds.f.values))
     assert float(ds.loss[-40:].mean()) < 0.1 * float(ds.loss[:5].mean())
+
+
+def test_bad_innovations_name_the_argument():
+    # simulate(innovations=...) and coarsen_innovations refuse what would silently
+    # change the law: one tensor for both drivers (correlated forward and backward
+    # noise), another dtype, non-finite values, a non-integer or non-divisor grid.
+    X, y = np.ones((4, 3)), np.zeros(4)
+    xi = torch.randn(2, 4, 16)
+    cases = [((xi, xi), "independent"), ((xi.double(), xi.double()), "dtype"),
+             ((xi, torch.full_like(xi, float("nan"))), "NaN"), ((xi,), "pair"),
+             ((xi, torch.randn(2, 4, 8)), "shape")]
+    for innovations, match in cases:
+        with pytest.raises((ValueError, TypeError), match=match):
+            nfd.simulate(X, y, eta_c=0.1, steps=2, particles=16, progress=False,
+                         innovations=innovations)
+    with pytest.raises(TypeError, match="steps"):
+        nfd.coarsen_innovations(torch.randn(4, 2, 3), True)
+    with pytest.raises(ValueError, match="divisor"):
+        nfd.coarsen_innovations(torch.randn(4, 2, 3), 3)
+    assert nfd.coarsen_innovations(torch.ones(4, 2, 3), np.int64(2)).shape == (2, 2, 3)
