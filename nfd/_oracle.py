@@ -48,13 +48,19 @@ class _ExactDriver:
         self.rows = np.zeros((times, capacity, dim))
         self.sizes = [0] * times
 
-    def _column(self, t: int, j: int) -> int:
-        return self.offset + t * self.capacity + j
+    def _columns(self, t: int, start: int, stop: int) -> slice:
+        """Basis columns of components start..stop−1 at time index t."""
+        base = self.offset + t * self.capacity
+        return slice(base + start, base + stop)
 
     def _regress(self, t: int, row: np.ndarray) -> tuple[np.ndarray, float]:
         k = self.sizes[t]
         cross = self.rows[t, :k] @ row
-        w = solve_triangular(self.factor[t, :k, :k], cross, lower=True, check_finite=False) if k else cross
+        if k:
+            w = solve_triangular(self.factor[t, :k, :k], cross, lower=True,
+                                 check_finite=False)
+        else:
+            w = cross
         return w, float(row @ row - w @ w)
 
     def draw(self, t: int, rows: np.ndarray, commit: bool) -> np.ndarray:
@@ -66,13 +72,12 @@ class _ExactDriver:
         for b, row in enumerate(rows):
             w, s = self._regress(t, row)
             k = self.sizes[t]
-            cols = [self._column(t, j) for j in range(k)]
-            out[b, cols] = w
+            out[b, self._columns(t, 0, k)] = w
             if not commit:
                 continue
             skip = s <= _SKIP * float(row @ row)
             pivot = 0.0 if skip else np.sqrt(s)
-            out[b, self._column(t, k)] = pivot
+            out[b, self._columns(t, k, k + 1)] = pivot
             self.factor[t, k, :k] = w
             self.factor[t, k, k] = np.inf if skip else pivot
             self.rows[t, k] = row
@@ -82,8 +87,10 @@ class _ExactDriver:
     def response(self, t: int, fields: np.ndarray) -> np.ndarray:
         """E[∂F_b/∂z_j] (k, B) for the committed components j: L^{−T} E[∂F/∂ξ]."""
         k = self.sizes[t]
-        coef = fields[:, [self._column(t, j) for j in range(k)]].T
-        return solve_triangular(self.factor[t, :k, :k].T, coef, lower=False, check_finite=False) if k else coef
+        coef = fields[:, self._columns(t, 0, k)].T
+        if not k:
+            return coef
+        return solve_triangular(self.factor[t, :k, :k].T, coef, lower=False, check_finite=False)
 
 
 class _LinearSystem:
