@@ -7,6 +7,7 @@ value) whose message starts with the argument's name.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -18,7 +19,16 @@ __all__ = [
     "check_targets",
     "resolve_device_dtype",
     "check_choice",
+    "check_steps",
+    "check_probes",
+    "check_labels",
+    "input_scale",
+    "check_input_scale",
 ]
+
+#: |x|²/d outside [1/INPUT_SCALE_FACTOR, INPUT_SCALE_FACTOR] is "far from the sphere
+#: convention" x ∈ √d·S^{d−1} that the step sizes (η_c, T) of the docs assume.
+INPUT_SCALE_FACTOR = 4.0
 
 
 def check_int(name: str, value, minimum: int) -> int:
@@ -105,3 +115,61 @@ def resolve_device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     return device, dtype
+
+
+def check_steps(name: str, value, lo: int, hi: int) -> list[int]:
+    """Return ``value`` (an int or a sequence of ints) as sorted unique steps in
+    ``lo..hi``."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of ints, got {type(value).__name__}")
+    out = []
+    for s in value:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"{name} must contain ints, got {type(s).__name__}")
+        out.append(int(s))
+    out = sorted(set(out))
+    if out and (out[0] < lo or out[-1] > hi):
+        raise ValueError(f"{name} must lie in {lo}..{hi}, got {out}")
+    return out
+
+
+def check_probes(probes, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return ``probes`` as checked arrays ``(X_probe (Q, d), y_probe (Q,))``, or
+    ``None``."""
+    if probes is None:
+        return None
+    if not isinstance(probes, (tuple, list)) or len(probes) != 2:
+        raise TypeError("probes must be a pair (X_probe, y_probe)")
+    Xp = check_matrix("probes[0]", probes[0], columns=d)
+    yp = check_targets("probes[1]", probes[1], Xp.shape[0])
+    return Xp, yp
+
+
+def check_labels(name: str, y: np.ndarray, loss_name: str) -> np.ndarray:
+    """Refuse targets the loss cannot use: ``loss="logistic"`` needs labels ±1
+    (with 0/1 labels the y = 0 samples get dℒ/df = 0 and never train)."""
+    if loss_name == "logistic" and not np.all(np.isin(y, (-1.0, 1.0))):
+        found = np.unique(y)[:5].tolist()
+        raise ValueError(f"{name} must hold labels ±1 for loss='logistic', found values "
+                         f"{found}; map 0/1 labels with y = 2*y - 1")
+    return y
+
+
+def input_scale(X: np.ndarray) -> float:
+    """Mean of |x|²/d over the rows of X: 1 on the sphere convention x ∈ √d·S^{d−1}."""
+    return float(np.mean(np.sum(np.square(X), axis=1)) / X.shape[1])
+
+
+def check_input_scale(name: str, X: np.ndarray) -> float:
+    """Warn once (``UserWarning``) when the inputs are far from the sphere
+    convention, and return their scale :func:`input_scale`."""
+    scale = input_scale(X)
+    if not 1 / INPUT_SCALE_FACTOR <= scale <= INPUT_SCALE_FACTOR:
+        warnings.warn(
+            f"{name} has mean |x|^2/d = {scale:.3g}, far from the sphere convention "
+            "|x|^2/d = 1 that the documented eta_c and T ranges assume; rescale the "
+            "inputs (e.g. standardize features, or x * sqrt(d)/|x|)",
+            UserWarning, stacklevel=3)
+    return scale

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["base_attrs", "PAPER"]
+__all__ = ["base_attrs", "PAPER", "package_version"]
 
 PAPER = (
     "Yao, Wu & Gao, Understanding Scaling Laws in Deep Neural Networks via Feature "
@@ -12,7 +12,8 @@ PAPER = (
 )
 
 
-def _package_version() -> str:
+def package_version() -> str:
+    """The installed version of nfd, or ``"unknown"`` in a bare source tree."""
     try:
         return version("nfd")
     except PackageNotFoundError:  # running from a source tree
@@ -22,7 +23,7 @@ def _package_version() -> str:
 def base_attrs(**params) -> dict:
     """Parameters of a run as netCDF-safe ``attrs``: ``None`` → ``"none"``,
     ``bool`` → ``int``, sequences → lists; plus package version and the paper."""
-    attrs = {"nfd_version": _package_version(), "reference": PAPER}
+    attrs = {"nfd_version": package_version(), "reference": PAPER}
     for key, value in params.items():
         if value is None:
             value = "none"

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import torch
 import xarray as xr
 
-from nfd._results import PAPER, _package_version
+from nfd.schema import PAPER, package_version
 
 from ._report import Finding, format_report
 from ._study_assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
@@ -125,7 +125,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
 
 
 def _run_info(quick: bool, scheduler: str | None, device) -> str:
-    return (f"nfd {_package_version()} · torch {torch.__version__} · "
+    return (f"nfd {package_version()} · torch {torch.__version__} · "
             f"Python {platform.python_version()} · {'quick' if quick else 'full'} "
             f"version, scheduler {scheduler or 'serial'}, device {device or 'default'}")
 

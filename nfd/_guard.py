@@ -1,0 +1,106 @@
+"""Divergence and non-finite checks of a training run, shared by ``nfd.simulate``
+and ``validation.train_resnet``: one host synchronisation per SGD step (or probe
+evaluation), never one per layer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import INPUT_SCALE_FACTOR, check_positive_float
+
+__all__ = ["DivergenceGuard", "DEFAULT_DIVERGENCE"]
+
+#: Default bound: a run stops once E[h_t²] (or E[g_t²]) exceeds this many times its
+#: largest value over t at step 0, or f² exceeds it times E[h_T²]E[g_T²] at step 0
+#: (|f| ≤ √(E[h_T²]E[g_T²]) by Cauchy–Schwarz). Stable feature-learning runs of the
+#: validation studies stay below 10² (relu, tanh; η_c ≤ 0.4, T = 1).
+DEFAULT_DIVERGENCE = 1e4
+
+
+class DivergenceGuard:
+    """Stops a diverging run with a ``FloatingPointError`` naming the step, the layer
+    and the quantity.
+
+    Parameters
+    ----------
+    divergence : float or None
+        Growth factor over the step-0 scale that counts as divergence; ``None``
+        checks finiteness only.
+    input_scale : float
+        Mean |x|²/d of the training inputs; named as a likely cause when it is far
+        from 1.
+    seeds : list of int, optional
+        Seeds of a network ensemble (the trailing axis of ``h2``, ``g2``), named in
+        the message.
+    """
+
+    def __init__(self, divergence: float | None, input_scale: float,
+                 seeds: list[int] | None = None) -> None:
+        if divergence is not None:
+            divergence = check_positive_float("divergence", divergence)
+        self.bound = float("inf") if divergence is None else divergence
+        self.input_scale = input_scale
+        self.seeds = seeds
+        self.ref_h: torch.Tensor | None = None
+        self.ref_g: torch.Tensor | None = None
+
+    def check(self, k: int, h2: torch.Tensor, g2: torch.Tensor | None, f: torch.Tensor,
+              *, phase: str = "SGD step") -> None:
+        """Check step ``k``: ``h2``, ``g2`` are (L+1[, S]) mean squares over t_ℓ,
+        ``f`` ([S,] B) outputs; ``g2`` is ``None`` for forward-only probe passes.
+        The first call sets the step-0 scale."""
+        if self.ref_h is None:
+            self.ref_h = h2.detach().amax(0).clamp_min(torch.finfo(h2.dtype).tiny)
+            self.ref_g = (torch.ones_like(self.ref_h) if g2 is None
+                          else g2.detach().amax(0).clamp_min(torch.finfo(h2.dtype).tiny))
+        lim_f = (self.bound * self.ref_h * self.ref_g).reshape(
+            self.ref_h.shape + (1,) * (f.dim() - self.ref_h.dim()))
+        ok = _within(h2, self.bound * self.ref_h).all() & _within(f.square(), lim_f).all()
+        if g2 is not None:
+            ok &= _within(g2, self.bound * self.ref_g).all()
+        if bool(ok):
+            return
+        raise self._error(k, h2, g2, f, lim_f, phase)
+
+    def _error(self, k, h2, g2, f, lim_f, phase: str) -> FloatingPointError:
+        """The message: the first bad forward layer, else the bad backward layer
+        nearest the input, else the output."""
+        bad_h = ~_within(h2, self.bound * self.ref_h)
+        bad_g = None if g2 is None else ~_within(g2, self.bound * self.ref_g)
+        if bool(bad_h.any()):
+            layer = int(bad_h.reshape(h2.shape[0], -1).any(1).nonzero()[0])
+            what, val, ref = f"features E[h^2] at layer {layer} (forward pass)", h2[layer], self.ref_h
+        elif bad_g is not None and bool(bad_g.any()):
+            layer = int(bad_g.reshape(g2.shape[0], -1).any(1).nonzero()[-1])
+            what, val, ref = (f"gradients E[g^2] at layer {layer} (backward pass)", g2[layer],
+                              self.ref_g)
+        else:
+            what, val, ref = "output f^2", f.square().reshape(lim_f.shape[:1] + (-1,)).amax(-1) \
+                if f.dim() > self.ref_h.dim() else f.square(), self.ref_h * self.ref_g
+        return FloatingPointError(f"{phase} {k}: {self._describe(what, val, ref)}")
+
+    def _describe(self, what: str, val: torch.Tensor, ref: torch.Tensor) -> str:
+        val, ref = val.reshape(-1).double().cpu(), ref.reshape(-1).double().cpu()
+        bad = ~_within(val, self.bound * ref)
+        i = int(bad.nonzero()[0]) if bool(bad.any()) else 0
+        seeds = ""
+        if self.seeds is not None and len(self.seeds) == val.numel():
+            seeds = f" for seeds {[self.seeds[j] for j in bad.nonzero()[:, 0].tolist()]}"
+        if not torch.isfinite(val[i]):
+            text = f"non-finite {what}{seeds}"
+        else:
+            text = (f"diverging {what}{seeds}: {float(val[i]):.3g} is "
+                    f"{float(val[i] / ref[i]):.3g} times its step-0 scale (the bound is "
+                    f"divergence={self.bound:g}; raise it or pass divergence=None to only "
+                    "stop on NaN/inf)")
+        hint = "; lower eta_c or T"
+        if not 1 / INPUT_SCALE_FACTOR <= self.input_scale <= INPUT_SCALE_FACTOR:
+            hint += (f", or rescale the inputs: their mean |x|^2/d is {self.input_scale:.3g}, "
+                     "far from the sphere convention |x|^2/d = 1")
+        return text + hint
+
+
+def _within(value: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
+    """Finite and at most ``limit`` (element-wise; NaN and inf are never within)."""
+    return torch.isfinite(value) & (value <= limit)

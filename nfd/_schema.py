@@ -1,0 +1,113 @@
+"""The result schema shared by ``nfd.simulate`` and ``validation.train_resnet``:
+variable and coordinate names, dimensions, ``long_name`` and ``units``, and the
+default step lists.
+
+A limit Dataset has the dimensions below; a network Dataset has the same ones
+with a leading ``seed``. Every quantity is dimensionless (CF units ``"1"``) except
+where a unit is stated, so ``units`` mostly says *what a number counts*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["Variable", "VARIABLES", "EXTRA_VARIABLES", "COORDS", "annotate", "default_steps",
+           "DEFAULT_PROBE_STEPS", "DEFAULT_EIG_STEPS", "DEFAULT_PROGRESS"]
+
+#: Probe evaluations by default: at most this many evenly spaced steps, 0 and K included.
+DEFAULT_PROBE_STEPS = 33
+#: Eigenvalue recordings of ``nfd.simulate`` by default (at most this many steps).
+#: ``train_resnet`` records none by default: a network must keep every layer's
+#: features of all earlier steps to form its Gram matrices (S·L·K·B·n numbers).
+DEFAULT_EIG_STEPS = 5
+#: Both entry points show a tqdm bar over SGD steps unless told otherwise.
+DEFAULT_PROGRESS = True
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One recorded quantity: its dimensions (without ``seed``), name and unit."""
+
+    dims: tuple[str, ...]
+    long_name: str
+    units: str = "1"
+
+
+#: Quantities both Datasets hold, with the same meaning (the limit's expectation
+#: over particles is the network's average over its n coordinates).
+VARIABLES: dict[str, Variable] = {
+    "f": Variable(("step", "sample"),
+                  "output f on the step-k training sample, parameters after k updates"),
+    "y": Variable(("step", "sample"), "training target y"),
+    "loss": Variable(("step", "sample"), "training loss L(f, y)"),
+    "dloss": Variable(("step", "sample"), "dL/df at f (chi, before batch averaging)"),
+    "h2": Variable(("step", "time"), "mean square feature E[h_t^2] (batch mean)"),
+    "g2": Variable(("step", "time"), "mean square gradient E[g_t^2] (batch mean)"),
+    "sigma_min_eig": Variable(("eig_step", "time"),
+                              "smallest eigenvalue of Sigma_t over steps 0..eig_step"),
+    "theta_min_eig": Variable(("eig_step", "time"),
+                              "smallest eigenvalue of Theta_t over steps 0..eig_step"),
+    "probe_f": Variable(("probe_step", "probe"), "output f on held-out probes"),
+    "probe_loss": Variable(("probe_step", "probe"), "loss on held-out probes"),
+    "probe_y": Variable(("probe",), "probe target y"),
+}
+
+#: Quantities only one of the two Datasets holds.
+EXTRA_VARIABLES: dict[str, Variable] = {
+    "f_se": Variable(("step", "sample"), "Monte Carlo standard error of f (particles)"),
+    "probe_f_se": Variable(("probe_step", "probe"),
+                           "Monte Carlo standard error of probe_f (particles)"),
+    "sigma_pivot": Variable(("step", "time"),
+                            "smallest eigenvalue of the new block of the forward driver"),
+    "theta_pivot": Variable(("step", "time"),
+                            "smallest eigenvalue of the new block of the backward driver"),
+    "sigma_floored": Variable(("step", "time"),
+                              "forward-driver components floored at rel_jitter",
+                              "count"),
+    "theta_floored": Variable(("step", "time"),
+                              "backward-driver components floored at rel_jitter",
+                              "count"),
+    "h_path": Variable(("particle", "step", "sample", "time"), "feature path h_t"),
+    "g_path": Variable(("particle", "step", "sample", "time"), "gradient path g_t"),
+    "internal_update": Variable(("step", "block_time"),
+                                "eq. 27: |x_l - W1(0) h_(l-1)/sqrt(n)|/sqrt(n), batch mean"),
+    "residual_update": Variable(("step", "block_time"),
+                                "eq. 33-34: |(W2 - W2(0)) phi(x_l)|/(sqrt(tau n) sqrt(n)), "
+                                "batch mean"),
+}
+
+#: Coordinates: (long_name, units).
+COORDS: dict[str, tuple[str, str]] = {
+    "seed": ("network seed", "1"),
+    "step": ("SGD step k", "step"),
+    "sample": ("sample within the mini-batch", "1"),
+    "time": ("depth time t = lT/L", "T"),
+    "block_time": ("depth time t = lT/L of block l", "T"),
+    "probe": ("held-out probe input", "1"),
+    "probe_step": ("SGD step of the probe evaluation (after that many updates)", "step"),
+    "eig_step": ("SGD step of the eigenvalue recording", "step"),
+    "particle": ("kept particle", "1"),
+}
+
+
+def annotate(ds: xr.Dataset) -> xr.Dataset:
+    """Set ``long_name`` and ``units`` of every known variable and coordinate of
+    ``ds`` in place (and return it)."""
+    for name, var in {**VARIABLES, **EXTRA_VARIABLES}.items():
+        if name in ds.data_vars:
+            ds[name].attrs.update(long_name=var.long_name, units=var.units)
+    for name, (long_name, units) in COORDS.items():
+        if name in ds.coords:
+            ds[name].attrs.update(long_name=long_name, units=units)
+    return ds
+
+
+def default_steps(K: int, count: int, include_end: bool) -> list[int]:
+    """At most ``count`` evenly spaced steps in 0..K (``include_end``) or 0..K−1."""
+    last = K if include_end else K - 1
+    if last < 0:
+        return []
+    return sorted(set(np.linspace(0, last, min(count, last + 1)).round().astype(int).tolist()))

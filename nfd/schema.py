@@ -1,0 +1,66 @@
+"""The shared layer of nfd: the result schema, argument checks, divergence guard and
+memory guards that ``nfd.simulate`` and the finite networks of ``validation`` both
+use (imported by ``validation``; nothing here imports it back).
+
+Every name is re-exported from a private module of :mod:`nfd`.
+"""
+
+from ._checks import (
+    INPUT_SCALE_FACTOR,
+    check_choice,
+    check_input_scale,
+    check_int,
+    check_labels,
+    check_matrix,
+    check_positive_float,
+    check_probes,
+    check_steps,
+    check_targets,
+    input_scale,
+    resolve_device_dtype,
+)
+from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
+from ._memory import available_memory, ensure_fits
+from ._results import PAPER, base_attrs, package_version
+from ._schema import (
+    COORDS,
+    DEFAULT_EIG_STEPS,
+    DEFAULT_PROBE_STEPS,
+    DEFAULT_PROGRESS,
+    EXTRA_VARIABLES,
+    VARIABLES,
+    Variable,
+    annotate,
+    default_steps,
+)
+
+__all__ = [
+    "VARIABLES",
+    "EXTRA_VARIABLES",
+    "COORDS",
+    "Variable",
+    "annotate",
+    "default_steps",
+    "DEFAULT_PROBE_STEPS",
+    "DEFAULT_EIG_STEPS",
+    "DEFAULT_PROGRESS",
+    "base_attrs",
+    "package_version",
+    "PAPER",
+    "check_int",
+    "check_positive_float",
+    "check_matrix",
+    "check_targets",
+    "check_choice",
+    "check_steps",
+    "check_probes",
+    "check_labels",
+    "input_scale",
+    "check_input_scale",
+    "INPUT_SCALE_FACTOR",
+    "resolve_device_dtype",
+    "DivergenceGuard",
+    "DEFAULT_DIVERGENCE",
+    "available_memory",
+    "ensure_fits",
+]
