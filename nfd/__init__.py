@@ -7,7 +7,9 @@ training, the forward–backward system of Definition 1 (:func:`simulate`).
 """
 
 from ._activations import ACTIVATIONS, Activation, get_activation
+from ._compare import compare
 from ._coupling import coarsen_innovations
+from ._data import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
 from ._init_sde import ForwardSDE, backward_sde, forward_sde
 from ._kernels import nngp_kernel
 from ._losses import LOSSES, Loss, get_loss
@@ -17,6 +19,7 @@ from ._simulate import BACKWARD_LIMITS, simulate
 
 __all__ = [
     "simulate",
+    "compare",
     "linear_limit",
     "coarsen_innovations",
     "forward_sde",
@@ -31,4 +34,9 @@ __all__ = [
     "get_loss",
     "LOSSES",
     "BACKWARD_LIMITS",
+    "sphere_stream",
+    "teacher",
+    "Teacher",
+    "TEACHERS",
+    "synthetic_task",
 ]

@@ -1,0 +1,124 @@
+"""``nfd.compare``: a network ensemble aligned with a limit run, as per-step errors
+with intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ._schema import EXTRA_VARIABLES, VARIABLES, annotate
+
+__all__ = ["compare"]
+
+#: ``attrs`` that must agree for two Datasets to describe the same training run.
+#: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
+SAME_RUN = ("activation", "loss", "eta_c", "T", "depth", "batch_size", "sgd_steps",
+            "input_dim")
+
+
+def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Dataset:
+    """Seed mean of finite networks minus the limit, per step, with standard errors.
+
+    The limit (``nfd.simulate`` or ``nfd.linear_limit``) predicts the n → ∞ value of
+    a network's ``var`` for the same training stream; an ensemble of S networks
+    (``validation.train_resnet``, leading ``seed`` dimension) estimates its
+    finite-width mean. The error and its interval combine the seeds' standard error
+    of the mean and the limit's particle Monte Carlo error in quadrature:
+    ``error ± 2·error_se`` is an approximate 95% interval for E[network] − limit.
+
+    Parameters
+    ----------
+    networks : xarray.Dataset
+        With a ``seed`` dimension (S ≥ 2 for a standard error; S = 1 gives NaN).
+    limit : xarray.Dataset
+        Without ``seed``. ``{var}_se`` is used as its Monte Carlo error when present
+        (``f_se``, ``probe_f_se``), otherwise it counts as exact.
+    var : str
+        A variable both hold, e.g. ``"f"``, ``"loss"``, ``"probe_f"``, ``"h2"``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``network``, ``network_se``, ``limit``, ``limit_se``, ``error``, ``error_se``
+        over the dimensions of ``var`` without ``seed``; ``attrs`` name the variable,
+        the seeds, the width, particles and both ``backward`` modes.
+
+    Raises
+    ------
+    ValueError
+        When the two are not the same run: another ``var`` layout, other step or
+        sample coordinates, other targets ``y``, or different attrs among
+        ``activation, loss, eta_c, T, depth, batch_size, sgd_steps, input_dim``.
+    TypeError
+        When an argument is not an ``xarray.Dataset``.
+    """
+    _check_pair(networks, limit, var)
+    net, lim = networks[var], limit[var]
+    S = networks.sizes["seed"]
+    mean = net.mean("seed")
+    se = net.std("seed", ddof=1) / np.sqrt(S) if S > 1 else xr.full_like(mean, np.nan)
+    lim_se = limit[f"{var}_se"] if f"{var}_se" in limit else xr.zeros_like(lim)
+    out = xr.Dataset({
+        "network": mean, "network_se": se, "limit": lim, "limit_se": lim_se,
+        "error": mean - lim, "error_se": np.sqrt(se ** 2 + lim_se ** 2),
+    })
+    _describe(out, var)
+    out.attrs = {
+        "var": var, "seeds": S, "width": networks.attrs.get("width", "unknown"),
+        "particles": limit.attrs.get("particles", "exact"),
+        "network_backward": networks.attrs.get("backward", "unknown"),
+        "limit_backward": limit.attrs.get("backward", "unknown"),
+        "interval": "error ± 2·error_se: approximate 95% interval (seed s.e. of the "
+                    "mean and particle Monte Carlo s.e. in quadrature)",
+    }
+    return out
+
+
+def _check_pair(networks, limit, var: str) -> None:
+    """The checks of :func:`compare`; messages name the argument and the mismatch."""
+    for name, ds in (("networks", networks), ("limit", limit)):
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"{name} must be an xarray.Dataset, got {type(ds).__name__}")
+        if var not in ds:
+            raise ValueError(f"{name} has no variable {var!r}; it holds {sorted(ds.data_vars)}")
+    if "seed" not in networks[var].dims:
+        raise ValueError("networks must have a 'seed' dimension (validation.train_resnet)")
+    if "seed" in limit[var].dims:
+        raise ValueError("limit must not have a 'seed' dimension: pass one limit run, "
+                         "e.g. limit.sel(seed=0)")
+    dims = tuple(d for d in networks[var].dims if d != "seed")
+    if dims != limit[var].dims:
+        raise ValueError(f"networks[{var!r}] has dims {dims} (without seed) but "
+                         f"limit[{var!r}] has {limit[var].dims}")
+    for dim in dims:
+        a, b = networks[dim].values, limit[dim].values
+        if a.shape != b.shape or not np.allclose(a, b):
+            raise ValueError(f"the {dim!r} coordinates differ between networks and limit")
+    if "y" in networks and "y" in limit and not np.array_equal(networks.y, limit.y):
+        raise ValueError("networks and limit were trained on different targets y: "
+                         "pass the same training stream to both")
+    bad = [k for k in SAME_RUN if k in networks.attrs and k in limit.attrs
+           and not _same(networks.attrs[k], limit.attrs[k])]
+    if bad:
+        detail = ", ".join(f"{k}: {networks.attrs[k]!r} vs {limit.attrs[k]!r}" for k in bad)
+        raise ValueError(f"networks and limit are different runs ({detail})")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
+        return bool(np.isclose(float(a), float(b), rtol=1e-12, atol=0))
+    return a == b
+
+
+def _describe(out: xr.Dataset, var: str) -> None:
+    """``long_name``/``units`` of the outputs from the schema entry of ``var``."""
+    entry = {**VARIABLES, **EXTRA_VARIABLES}.get(var)
+    what, units = (entry.long_name, entry.units) if entry else (var, "1")
+    names = {
+        "network": f"seed mean of {what}", "network_se": "s.e. of the seed mean",
+        "limit": f"limit: {what}", "limit_se": "Monte Carlo s.e. of the limit",
+        "error": "network mean minus limit", "error_se": "s.e. of the error",
+    }
+    for key, text in names.items():
+        out[key].attrs.update(long_name=text, units=units)
+    annotate(out)
