@@ -1,13 +1,18 @@
-"""Tests of validation.data: synthetic streams and the local CIFAR-10 loader."""
+"""Tests of the synthetic streams (nfd, re-exported by validation.data) and the local
+CIFAR-10 loader with its restricted unpickler."""
 
 from __future__ import annotations
 
 import math
+import os
 import pickle
+import struct
 
 import numpy as np
 import pytest
 
+import nfd
+import validation.data
 from validation.data import (
     TEACHERS,
     load_cifar10_pair,
@@ -15,6 +20,12 @@ from validation.data import (
     synthetic_task,
     teacher,
 )
+
+
+def test_validation_data_reexports_nfd_synthetic_data():
+    # one copy: validation.data hands out nfd's own objects
+    for name in ("sphere_stream", "teacher", "Teacher", "TEACHERS", "synthetic_task"):
+        assert getattr(validation.data, name) is getattr(nfd, name)
 
 
 def test_sphere_stream_radius_uniformity_and_seeds():
@@ -69,10 +80,33 @@ def test_synthetic_task_and_errors():
 
 
 # ----------------------------------------------------------------- CIFAR-10
+def _py2_str(b: bytes) -> bytes:
+    """A Python 2 ``str`` as cPickle writes it (SHORT_BINSTRING / BINSTRING)."""
+    return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
+
+
+def _py2_int(i: int) -> bytes:
+    return b"K" + bytes([i]) if 0 <= i < 256 else b"J" + struct.pack("<i", i)
+
+
+def _py2_batch(data: np.ndarray, labels) -> bytes:
+    """A batch in the byte layout of the official files (Python 2 cPickle, protocol 2):
+    a dict of py2 strs whose ``data`` is a uint8 array pickled through exactly the
+    globals numpy.core.multiarray._reconstruct, numpy.ndarray and numpy.dtype, and
+    whose ``labels`` is a list of ints."""
+    s, i = _py2_str, _py2_int
+    array = (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n" + i(0) + b"\x85"
+             + s(b"b") + b"\x87R(" + i(1) + i(data.shape[0]) + i(data.shape[1]) + b"\x86"
+             + b"cnumpy\ndtype\n" + s(b"u1") + i(0) + i(1) + b"\x87R("
+             + i(3) + s(b"|") + b"NNN" + i(-1) + i(-1) + i(0) + b"tb\x89"
+             + s(np.ascontiguousarray(data, dtype=np.uint8).tobytes()) + b"tb")
+    return (b"\x80\x02}(" + s(b"batch_label") + s(b"fixture") + s(b"data") + array
+            + s(b"labels") + b"](" + b"".join(i(int(v)) for v in labels) + b"e"
+            + s(b"filenames") + b"](" + s(b"x.png") * len(labels) + b"eu.")
+
+
 def _write_batch(path, data, labels):
-    with open(path, "wb") as fh:
-        pickle.dump({b"batch_label": b"fixture", b"labels": list(labels),
-                     b"data": data, b"filenames": [b"x.png"] * len(labels)}, fh)
+    path.write_bytes(_py2_batch(data, labels))
 
 
 @pytest.fixture
@@ -152,3 +186,53 @@ def test_cifar_errors(tmp_path, cifar_root):
         load_cifar10_pair(root, ("cat", "unicorn"))
     with pytest.raises(ValueError, match="split"):
         load_cifar10_pair(root, split="val")
+
+
+# ------------------------------------------------- the restricted unpickler
+def test_fixture_has_the_globals_of_the_official_format(cifar_root):
+    import pickletools
+
+    root, _ = cifar_root
+    ops = {arg for op, arg, _ in pickletools.genops((root / "test_batch").read_bytes())
+           if op.name == "GLOBAL"}
+    assert ops == {"numpy.core.multiarray _reconstruct", "numpy ndarray", "numpy dtype"}
+
+
+def test_cifar_batch_resaved_by_python3_loads(cifar_root):
+    # a batch re-pickled with today's default protocol (numpy._core.numeric._frombuffer)
+    root, batches = cifar_root
+    data, labels = batches["test_batch"]
+    with open(root / "test_batch", "wb") as fh:
+        pickle.dump({b"data": data, b"labels": [int(v) for v in labels]}, fh)
+    X, _ = load_cifar10_pair(root, (0, 1), split="test", standardize=False, shuffle_seed=None)
+    np.testing.assert_array_equal(X * 255, data[np.isin(labels, (0, 1))])
+
+
+class _Exploit:
+    """A pickle payload whose REDUCE calls ``func(*args)`` at load time."""
+
+    def __init__(self, func, *args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return self.func, self.args
+
+
+@pytest.mark.parametrize("payload", ["os.system", "builtins.eval", "builtins.exec"])
+def test_malicious_cifar_batch_is_refused_and_not_run(tmp_path, payload):
+    marker = tmp_path / "pwned"
+    import builtins
+
+    call = {
+        "os.system": _Exploit(os.system, f"echo x > '{marker}'"),
+        "builtins.eval": _Exploit(builtins.eval, f"open({str(marker)!r}, 'w').write('x')"),
+        "builtins.exec": _Exploit(builtins.exec, f"open({str(marker)!r}, 'w').write('x')"),
+    }[payload]
+    root = tmp_path / "cifar-10-batches-py"
+    root.mkdir()
+    for protocol in (2, pickle.HIGHEST_PROTOCOL):
+        with open(root / "test_batch", "wb") as fh:
+            pickle.dump({b"data": call, b"labels": [0]}, fh, protocol=protocol)
+        with pytest.raises(pickle.UnpicklingError, match="test_batch.*refusing"):
+            load_cifar10_pair(root, (0, 1), split="test", standardize=False)
+        assert not marker.exists()

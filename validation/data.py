@@ -1,20 +1,23 @@
-"""Data streams for the validation suite: synthetic teachers and local CIFAR-10.
+"""Data for the validation suite: the synthetic teachers of :mod:`nfd` and local CIFAR-10.
 
 Inputs are scaled so that ‖x‖² ≈ d, which makes h_0 = Ux/√d of eq. 1 (paper 002)
 have Θ(1) coordinates with variance ‖x‖²/d (the C_0 = XXᵀ/d of Prop. 3).
-Nothing here downloads anything.
+The synthetic streams are nfd's public ones (:func:`nfd.sphere_stream`,
+:func:`nfd.teacher`, :func:`nfd.synthetic_task`), re-exported here. The CIFAR-10
+batches are read with a restricted unpickler that builds only dicts, lists, bytes,
+numbers and numpy arrays. Nothing here downloads anything.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from nfd._checks import check_choice, check_int, check_matrix, check_positive_float
+from nfd import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
+from nfd.schema import check_choice, check_int
 
 __all__ = [
     "sphere_stream",
@@ -26,142 +29,10 @@ __all__ = [
     "CIFAR10_CLASSES",
 ]
 
-TEACHERS = ("linear", "sign", "tanh", "relu2")
-
 CIFAR10_CLASSES = (
     "airplane", "automobile", "bird", "cat", "deer",
     "dog", "frog", "horse", "ship", "truck",
 )
-
-
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be non-negative, got {seed}")
-    return np.random.default_rng(int(seed))
-
-
-def sphere_stream(n_samples: int, d: int, *, seed: int = 0) -> np.ndarray:
-    """i.i.d. inputs uniform on the sphere of radius √d in ℝ^d.
-
-    With ‖x‖² = d the input covariance C_0 = xᵀx'/d of Prop. 3 (paper 002) has unit
-    diagonal.
-
-    Parameters
-    ----------
-    n_samples, d : int
-    seed : int
-
-    Returns
-    -------
-    ndarray (n_samples, d), float64
-    """
-    n_samples = check_int("n_samples", n_samples, 1)
-    d = check_int("d", d, 1)
-    z = _rng(seed).standard_normal((n_samples, d))
-    norms = np.linalg.norm(z, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return z / norms * np.sqrt(d)
-
-
-@dataclass(frozen=True)
-class Teacher:
-    """A fixed target function y = teacher(x) for x ∈ ℝ^d with ‖x‖² ≈ d.
-
-    Attributes
-    ----------
-    kind : str
-        ``linear``: y = ⟨β, x⟩/√d; ``sign``: y = sign⟨β, x⟩ (±1); ``tanh``:
-        single index y = tanh(⟨β, x⟩/√d); ``relu2``: random two-layer ReLU
-        y = √2 Σ_j a_j (relu(⟨w_j, x⟩/√d) − 1/√(2π)) / √m.
-        β, w_j ~ N(0, I_d), a_j ~ N(0, 1); on the sphere every y has Θ(1) scale
-        (unit variance for ``linear`` and ``sign``).
-    d : int
-    params : dict of ndarray
-    """
-
-    kind: str
-    d: int
-    params: dict = field(repr=False)
-
-    def __call__(self, X) -> np.ndarray:
-        X = check_matrix("X", X, columns=self.d)
-        if self.kind == "relu2":
-            pre = X @ self.params["w"].T / np.sqrt(self.d)
-            m = pre.shape[1]
-            act = np.maximum(pre, 0.0) - 1.0 / np.sqrt(2 * np.pi)
-            return np.sqrt(2.0) * act @ self.params["a"] / np.sqrt(m)
-        z = X @ self.params["beta"] / np.sqrt(self.d)
-        if self.kind == "linear":
-            return z
-        if self.kind == "sign":
-            return np.where(z >= 0, 1.0, -1.0)
-        return np.tanh(z)
-
-
-def teacher(kind: str, d: int, *, seed: int = 0, hidden: int = 64) -> Teacher:
-    """A random teacher of the given kind (see :class:`Teacher`).
-
-    Parameters
-    ----------
-    kind : {"linear", "sign", "tanh", "relu2"}
-    d : int
-        Input dimension.
-    seed : int
-        Seed of the teacher's random parameters.
-    hidden : int
-        Hidden width m of ``relu2``.
-    """
-    check_choice("kind", kind, TEACHERS)
-    d = check_int("d", d, 1)
-    hidden = check_int("hidden", hidden, 1)
-    rng = _rng(seed)
-    if kind == "relu2":
-        params = {"w": rng.standard_normal((hidden, d)), "a": rng.standard_normal(hidden)}
-    else:
-        params = {"beta": rng.standard_normal(d)}
-    return Teacher(kind, d, params)
-
-
-def synthetic_task(
-    kind: str,
-    n_samples: int,
-    d: int,
-    *,
-    seed: int = 0,
-    teacher_seed: int | None = None,
-    noise: float = 0.0,
-    hidden: int = 64,
-) -> tuple[np.ndarray, np.ndarray]:
-    """A stream (X, y): X from :func:`sphere_stream`, y = teacher(X) + noise·ε.
-
-    Parameters
-    ----------
-    kind : {"linear", "sign", "tanh", "relu2"}
-    n_samples, d : int
-    seed : int
-        Seed of the inputs and of the label noise.
-    teacher_seed : int, optional
-        Seed of the teacher (default: ``seed``); fix it to draw fresh inputs from
-        the same task (e.g. probes).
-    noise : float
-        Standard deviation of Gaussian label noise.
-    hidden : int
-        Hidden width of ``relu2``.
-
-    Returns
-    -------
-    X : ndarray (n_samples, d)
-    y : ndarray (n_samples,)
-    """
-    noise = check_positive_float("noise", noise, allow_zero=True)
-    X = sphere_stream(n_samples, d, seed=seed)
-    t = teacher(kind, d, seed=seed if teacher_seed is None else teacher_seed, hidden=hidden)
-    y = t(X)
-    if noise:
-        y = y + noise * _rng(seed + 1).standard_normal(n_samples)
-    return X, y
 
 
 def _class_index(name: str, c) -> int:
@@ -174,9 +45,60 @@ def _class_index(name: str, c) -> int:
     return int(c)
 
 
+def _numpy_globals() -> dict[tuple[str, str], object]:
+    """The globals a pickled numpy array references, under every module spelling.
+
+    The CIFAR-10 python batches (Python 2 cPickle, protocol 2) reference exactly
+    ``numpy.core.multiarray._reconstruct``, ``numpy.ndarray`` and ``numpy.dtype``;
+    numpy ≥ 2 spells the first ``numpy._core.multiarray``, and a batch re-saved with
+    protocol 5 uses ``numpy.core.numeric._frombuffer`` instead. The functions are
+    taken from numpy's own reductions, so no deprecated module is imported.
+    """
+    reconstruct = np.zeros(1).__reduce_ex__(2)[0]
+    frombuffer = np.zeros(1).__reduce_ex__(5)[0]
+    allowed = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+    for core in ("numpy.core", "numpy._core"):
+        allowed[(f"{core}.multiarray", "_reconstruct")] = reconstruct
+        allowed[(f"{core}.numeric", "_frombuffer")] = frombuffer
+    return allowed
+
+
+_CIFAR_GLOBALS = _numpy_globals()
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """Unpickler that builds only what a CIFAR-10 batch holds.
+
+    Dicts, lists, tuples, bytes, str and numbers need no global; numpy arrays need
+    the globals of :func:`_numpy_globals`. Any other global (``os.system``,
+    ``builtins.eval``, ``_codecs.encode``, ...) is refused before it is looked up,
+    so a hostile file cannot run code.
+    """
+
+    def __init__(self, fh, path: Path) -> None:
+        super().__init__(fh, encoding="bytes")
+        self.path = path
+
+    def find_class(self, module: str, name: str):
+        try:
+            return _CIFAR_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(
+                f"{self.path}: refusing to load global {module}.{name}; a CIFAR-10 "
+                "python batch holds only dicts, lists, bytes and numpy uint8 arrays. "
+                "Replace the file with one from the official cifar-10-python.tar.gz"
+            ) from None
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError(f"{self.path}: persistent ids are not part of the "
+                                     "CIFAR-10 format")
+
+
 def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     with open(path, "rb") as fh:
-        batch = pickle.load(fh, encoding="bytes")
+        batch = _CifarUnpickler(fh, path).load()
+    if not isinstance(batch, dict):
+        raise ValueError(f"{path} is not a CIFAR-10 python batch (not a dict)")
     data = batch.get(b"data", batch.get("data"))
     labels = batch.get(b"labels", batch.get("labels"))
     if data is None or labels is None:
@@ -267,7 +189,8 @@ def load_cifar10_pair(
         X = (X - mean) / np.where(std > 0, std, 1.0)
     y = np.where(labels == c[0], 1.0, -1.0)
     if shuffle_seed is not None:
-        perm = _rng(shuffle_seed).permutation(len(y))
+        rng = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0))
+        perm = rng.permutation(len(y))
         X, y = X[perm], y[perm]
     if n_samples is not None:
         n_samples = check_int("n_samples", n_samples, 1)
