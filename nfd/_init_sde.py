@@ -143,7 +143,17 @@ def _run(X, activation, T, steps, particles, seed, device, dtype, paths, backwar
     return ds
 
 
-_PARAMS_DOC = """Parameters
+def forward_sde(
+    X, *, activation="relu", T: float = 1.0, steps: int = 64, particles: int = 4096,
+    seed: int = 0, device=None, dtype=None, paths: int = 0,
+) -> xr.Dataset:
+    """Simulate the at-initialization forward SDE (paper 002, Props. 2 and 3).
+
+    ``dh_t = √E[φ(h_t)²] dw_t`` per input, with the m inputs' increments jointly
+    Gaussian with covariance ``E[φ(h_t(x))φ(h_t(x'))]`` (one Gaussian field for all
+    inputs, as one set of weights acts on all of them).
+
+    Parameters
     ----------
     X : array_like, shape (m, d)
         Inputs; h_0(x) = u·x/√d with one u ~ N(0, I_d) per particle.
@@ -162,19 +172,7 @@ _PARAMS_DOC = """Parameters
         Default: CUDA if available, float32.
     paths : int
         Number of particle paths to keep (dimension ``particle``).
-"""
 
-
-def forward_sde(
-    X, *, activation="relu", T: float = 1.0, steps: int = 64, particles: int = 4096,
-    seed: int = 0, device=None, dtype=None, paths: int = 0,
-) -> xr.Dataset:
-    """Simulate the at-initialization forward SDE (paper 002, Props. 2 and 3).
-
-    ``dh_t = √E[φ(h_t)²] dw_t`` per input, with the m inputs' increments jointly
-    Gaussian with covariance ``E[φ(h_t(x))φ(h_t(x'))]`` (one Gaussian field for all
-    inputs, as one set of weights acts on all of them).
-    {params}
     Returns
     -------
     xarray.Dataset
@@ -194,7 +192,27 @@ def backward_sde(
 
     ``dg_t = φ'(h_t) √E[g_t²] dw̃_t`` integrated from ``g_T = v ~ N(0, 1)`` down to
     0, with w̃ independent of the forward driver (gradient independence).
-    {params}
+
+    Parameters
+    ----------
+    X : array_like, shape (m, d)
+        Inputs; h_0(x) = u·x/√d with one u ~ N(0, I_d) per particle.
+    activation : str or callable
+        φ (see :func:`nfd.get_activation`).
+    T : float
+        Time horizon (the T of eq. 1).
+    steps : int
+        Euler–Maruyama steps L; the L-step scheme is the n → ∞ limit of a depth-L
+        network.
+    particles : int
+        P ≥ 2; expectations are particle means.
+    seed : int
+        Seed of the run's generator (bit-for-bit reproducible on one device).
+    device, dtype :
+        Default: CUDA if available, float32.
+    paths : int
+        Number of particle paths to keep (dimension ``particle``).
+
     Returns
     -------
     xarray.Dataset
@@ -203,7 +221,3 @@ def backward_sde(
         ``paths > 0``.
     """
     return _run(X, activation, T, steps, particles, seed, device, dtype, paths, True)
-
-
-forward_sde.__doc__ = forward_sde.__doc__.format(params=_PARAMS_DOC)
-backward_sde.__doc__ = backward_sde.__doc__.format(params=_PARAMS_DOC)
