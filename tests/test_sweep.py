@@ -1,3 +1,4 @@
+import importlib
 import json
 import os
 import re
@@ -7,10 +8,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from nfd._results import base_attrs
-from validation._sweep import ResultsStore, run_jobs
+from nfd.schema import base_attrs
+from validation._sweep import ResultsStore, code_version, run_jobs
 
-from _sweep_jobs import line, not_a_dataset
+from _sweep_jobs import line, line_twin, not_a_dataset
 
 
 def _log(path):
@@ -23,14 +24,15 @@ def _log(path):
 def test_key_is_deterministic_and_readable(tmp_path):
     store = ResultsStore(tmp_path)
     job = {"width": 256, "depth": 16, "seeds": list(range(8))}
-    key = store.key("s", job)
+    key = store.key("s", job, line)
     assert re.fullmatch(r"depth=16_seeds=0-7_width=256__[0-9a-f]{8}", key)
     # same job: other key order, numpy scalars, tuples
     same = {"seeds": tuple(np.arange(8)), "depth": np.int64(16), "width": 256}
-    assert store.key("s", same) == key
-    assert store.key("other", job) == key  # the study is the directory, not the key
-    assert store.key("s", {**job, "width": 512}) != key
-    assert store.key("s", {**job, "width": 256.0}) != key  # fn(**job) would differ
+    assert store.key("s", same, line) == key
+    assert store.key("other", job, line) == key  # the study is the directory, not the key
+    assert store.key("s", {**job, "width": 512}, line) != key
+    assert store.key("s", {**job, "width": 256.0}, line) != key  # fn(**job) would differ
+    assert store.key("s", job, line_twin) != key  # another function, same module
 
 
 def test_key_is_filename_safe(tmp_path):
@@ -41,7 +43,7 @@ def test_key_is_filename_safe(tmp_path):
         {"name": "x" * 1000 + "y"},
         {},
     ]
-    keys = [store.key("s", job) for job in jobs]
+    keys = [store.key("s", job, line) for job in jobs]
     assert len(set(keys)) == len(keys)
     for key in keys:
         assert re.fullmatch(r"[A-Za-z0-9.,=+_-]+", key) and len(key) < 140
@@ -53,13 +55,13 @@ def test_key_is_filename_safe(tmp_path):
 @pytest.mark.parametrize("job", [{"a": {"b": 1}}, {"a": np.zeros(2)}, {1: 2}, [("a", 1)]])
 def test_key_rejects_bad_jobs(tmp_path, job):
     with pytest.raises(TypeError, match="job"):
-        ResultsStore(tmp_path).key("s", job)
+        ResultsStore(tmp_path).key("s", job, line)
 
 
 @pytest.mark.parametrize("study", ["", "a/b", "..", ".hidden", 3])
 def test_bad_study_names(tmp_path, study):
     with pytest.raises(ValueError, match="study"):
-        ResultsStore(tmp_path).key(study, {"a": 1})
+        ResultsStore(tmp_path).key(study, {"a": 1}, line)
 
 
 # --- store ------------------------------------------------------------------------
@@ -77,15 +79,16 @@ def test_save_load_round_trip(tmp_path):
         coords={"seed": [0, 1], "step": [0, 10, 20]},
         attrs=base_attrs(width=8, tag=None, bias=True),
     )
-    assert not store.has("study", job)
-    path = store.save("study", job, ds)
-    assert path == tmp_path / "new" / "root" / "study" / f"{store.key('study', job)}.nc"
-    assert store.has("study", job)
+    assert not store.has("study", job, line)
+    path = store.save("study", job, line, ds)
+    assert path == tmp_path / "new" / "root" / "study" / f"{store.key('study', job, line)}.nc"
+    assert store.has("study", job, line)
     assert "job" not in ds.attrs  # the caller's dataset is not modified
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp files left
-    back = store.load("study", job)
+    back = store.load("study", job, line)
     os.remove(path)  # loaded into memory: the file is no longer needed
     assert json.loads(back.attrs.pop("job")) == job
+    assert json.loads(back.attrs.pop("code_version")) == code_version(line)
     xr.testing.assert_identical(back, ds)
     assert back["count"].dtype == ds["count"].dtype
 
@@ -94,9 +97,88 @@ def test_failed_save_leaves_nothing(tmp_path):
     store = ResultsStore(tmp_path)
     bad = xr.Dataset({"y": ("i", [1.0])}, attrs={"nested": {"a": 1}})  # not for netCDF
     with pytest.raises((TypeError, ValueError)):
-        store.save("s", {"a": 1}, bad)
-    assert not store.has("s", {"a": 1})
+        store.save("s", {"a": 1}, line, bad)
+    assert not store.has("s", {"a": 1}, line)
     assert list((tmp_path / "s").iterdir()) == []
+
+
+# --- versioned keys: a job is reused only when its code is unchanged ----------------
+
+_STUDY_SOURCE = '''"""A study module written by the test."""
+import xarray as xr
+
+
+def job(x, log):
+    with open(log, "a") as f:
+        f.write(f"{x}\\n")
+    return xr.Dataset({"y": ((), float(VALUE * x))})
+
+
+VALUE = %s
+'''
+
+
+def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
+    """The rule: a stored job is reused iff its arguments, the job function's name,
+    the source of the module defining it and the nfd version are all unchanged.
+    Calls are counted in a log file; each change below must add calls."""
+    log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
+    jobs = [{"x": x, "log": str(log)} for x in (1, 2)]
+    run_jobs(line, jobs, study="v", store=store)
+    assert _log(log) == [1, 2]
+    run_jobs(line, jobs, study="v", store=store)  # unchanged: reused
+    assert _log(log) == [1, 2]
+    # a different argument
+    run_jobs(line, [{**jobs[0], "scale": 2.0}], study="v", store=store)
+    assert _log(log) == [1, 2, 1]
+    # another function (same arguments, same module)
+    run_jobs(line_twin, jobs, study="v", store=store)
+    assert _log(log) == [1, 2, 1, 1, 2]
+    # another nfd version
+    monkeypatch.setattr("validation._sweep.package_version", lambda: "999.0")
+    run_jobs(line, jobs, study="v", store=store)
+    assert _log(log) == [1, 2, 1, 1, 2, 1, 2]
+    run_jobs(line, jobs, study="v", store=store)  # unchanged under the new version
+    assert _log(log) == [1, 2, 1, 1, 2, 1, 2]
+    monkeypatch.undo()
+    run_jobs(line, jobs, study="v", store=store)  # the old version's files are still there
+    assert _log(log) == [1, 2, 1, 1, 2, 1, 2]
+
+
+def test_edited_study_source_is_recomputed(tmp_path, monkeypatch):
+    """An edit to the job function's module recomputes its jobs even though the
+    nfd version did not change; the result is the new code's."""
+    module = tmp_path / "mod" / "edited_study.py"
+    module.parent.mkdir()
+    module.write_text(_STUDY_SOURCE % "1.0")
+    monkeypatch.syspath_prepend(str(module.parent))
+    study = importlib.import_module("edited_study")
+    log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
+    jobs = [{"x": 3, "log": str(log)}]
+    assert float(run_jobs(study.job, jobs, study="e", store=store)[0]["y"]) == 3.0
+    assert float(run_jobs(study.job, jobs, study="e", store=store)[0]["y"]) == 3.0
+    assert _log(log) == [3]  # reused
+    module.write_text(_STUDY_SOURCE % "2.0")
+    study = importlib.reload(study)
+    assert float(run_jobs(study.job, jobs, study="e", store=store)[0]["y"]) == 6.0
+    assert _log(log) == [3, 3]  # recomputed, not the stale 3.0
+    assert len(list((tmp_path / "store" / "e").glob("*.nc"))) == 2
+
+
+def test_code_version_names_its_parts(monkeypatch):
+    version = code_version(line)
+    assert version["function"] == "_sweep_jobs.line"
+    assert re.fullmatch(r"[0-9a-f]{16}", version["source"])
+    assert code_version(line_twin)["source"] == version["source"]  # same module
+    monkeypatch.setattr("validation._sweep.package_version", lambda: "999.0")
+    assert code_version(line)["nfd"] == "999.0"
+
+
+def test_job_function_without_source_is_refused(tmp_path):
+    fn = eval("lambda x: None")  # no source file
+    with pytest.raises(TypeError, match="fn=.*source"):
+        run_jobs(fn, [{"x": 1}], study="s", store=tmp_path)
+    assert run_jobs(line, [{"x": 1}], study="s")  # without a store no version is needed
 
 
 # --- run_jobs ---------------------------------------------------------------------
@@ -131,7 +213,7 @@ def test_interrupted_sweep_resumes(tmp_path):
         run_jobs(line, jobs, study="cut", store=store)
     if hasattr(info.value, "__notes__"):
         assert "'x': 2" in info.value.__notes__[0] and "cut" in info.value.__notes__[0]
-    assert [store.has("cut", job) for job in jobs] == [True, False, False]
+    assert [store.has("cut", job, line) for job in jobs] == [True, False, False]
     flag.unlink()
     results = run_jobs(line, jobs, study="cut", store=store)
     assert _log(log) == [1, 2, 2, 3]  # job 1 ran once; job 2 again; then job 3
@@ -153,12 +235,13 @@ def test_processes_match_serial_and_keep_finished_jobs(tmp_path):
     with pytest.raises(ValueError, match="failed on purpose"):
         run_jobs(line, jobs, study="p", store=tmp_path, scheduler="processes:2")
     # the failure came last: it started after a worker had finished an earlier job
-    assert any(ResultsStore(tmp_path).has("p", job) for job in jobs[:4])
+    assert any(ResultsStore(tmp_path).has("p", job, line) for job in jobs[:4])
     flag.unlink()
     resumed = run_jobs(line, jobs, study="p", store=tmp_path)  # the rest, serially
     assert {ds.attrs.pop("pid") for ds in resumed} - {os.getpid()}  # some ran in workers
     for a, b in zip(run_jobs(line, jobs, study="p"), resumed):
         a.attrs.pop("pid")
+        b.attrs.pop("code_version")  # results kept in memory only carry no version
         xr.testing.assert_identical(a, b)
     assert len(list((tmp_path / "p").glob("*.nc"))) == 5
 
@@ -173,7 +256,7 @@ def test_dask_scheduler(tmp_path):
         results = run_jobs(_keyed, jobs, study="d", store=tmp_path, scheduler=address)
     assert [float(ds["y"][1]) for ds in results] == [0.0, 1.0, 2.0]
     assert len(list((tmp_path / "d").glob("*.nc"))) == 3
-    loaded = ResultsStore(tmp_path).load("d", jobs[2])
+    loaded = ResultsStore(tmp_path).load("d", jobs[2], _keyed)
     xr.testing.assert_identical(loaded, results[2])
 
 

@@ -3,6 +3,11 @@
 A sweep is a list of jobs (keyword dicts) for one module-level function that
 returns an ``xarray.Dataset``. Each finished job is written at once to
 ``root/<study>/<key>.nc``, so an interrupted sweep is resumed by running it again.
+
+A job's key hashes its arguments together with the version of the code that
+computes it (:func:`code_version`: the nfd version, the job function's qualified
+name and a hash of the source file of the module defining it), so a resumed sweep
+recomputes the jobs of a study whose code changed instead of reusing stale files.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import multiprocessing
 import os
@@ -25,9 +31,10 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
-from nfd._checks import check_int, resolve_device_dtype
+from nfd.schema import check_int, package_version, resolve_device_dtype
 
-__all__ = ["ResultsStore", "run_jobs", "seed_blocks", "by_cell", "study_args"]
+__all__ = ["ResultsStore", "code_version", "run_jobs", "seed_blocks", "by_cell",
+           "study_args"]
 
 _LABEL_CHARS = 120  # the readable part of a key; the hash keeps keys unique
 
@@ -55,6 +62,42 @@ def _canonical(job: Mapping[str, Any]) -> str:
             raise TypeError(f"job keys must be strings (keyword arguments), got {name!r}")
     plain = {name: _plain(value, f"job[{name!r}]") for name, value in job.items()}
     return json.dumps(plain, sort_keys=True, separators=(",", ":"))
+
+
+def code_version(fn: Callable[..., Any]) -> dict[str, str]:
+    """The version of the code behind the job function ``fn``, part of every job key.
+
+    Returns
+    -------
+    dict
+        ``nfd``: the installed package version (:func:`nfd.schema.package_version`);
+        ``function``: ``fn``'s module and qualified name; ``source``: the first 16
+        hex digits of the SHA-256 of the source file of the module that defines
+        ``fn``. The source hash makes an edited study recompute its jobs even when
+        the version number did not change (an editable install keeps its version
+        across edits). Edits to *other* modules that ``fn`` calls (the models, the
+        limit) are not seen by the hash: they are covered by the package version,
+        so bump it (or use a fresh store) after changing them.
+
+    Raises
+    ------
+    TypeError
+        If ``fn`` has no module source file (a builtin, or a function defined in
+        an interactive session): its results could not be told apart across edits.
+    """
+    target = inspect.unwrap(fn)
+    name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+    try:
+        source = inspect.getsourcefile(target)
+    except TypeError:
+        source = None
+    if source is None or not os.path.isfile(source):
+        raise TypeError(
+            f"fn={name} has no source file, so its stored results cannot be versioned: "
+            "define the job function in a module (a .py file)"
+        )
+    digest = hashlib.sha256(pathlib.Path(source).read_bytes()).hexdigest()[:16]
+    return {"nfd": package_version(), "function": name, "source": digest}
 
 
 def _label(value: Any) -> str:
@@ -87,10 +130,13 @@ class ResultsStore:
         self.root = pathlib.Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def key(self, study: str, job: Mapping[str, Any]) -> str:
-        """Deterministic, filename-safe file stem of ``job``: its ``name=value``
-        pairs sorted by name (cut at 120 characters) and an 8-hex hash of its
-        canonical JSON, e.g. ``"depth=16_seeds=0-7_width=256__1a2b3c4d"``.
+    def key(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> str:
+        """Deterministic, filename-safe file stem of ``job`` of ``fn``: its
+        ``name=value`` pairs sorted by name (cut at 120 characters) and an 8-hex
+        hash of the canonical JSON of the job *and* of :func:`code_version` of
+        ``fn``, e.g. ``"depth=16_seeds=0-7_width=256__1a2b3c4d"``. The same job of
+        another function, of an edited study module or of another nfd version has
+        another key, so its stored result is not reused.
 
         Parameters
         ----------
@@ -99,37 +145,47 @@ class ResultsStore:
         job : Mapping[str, Any]
             Keyword arguments: int, float, str, bool, None (numpy scalars
             accepted) or lists/tuples of those.
+        fn : callable
+            The job function (module-level, defined in a source file).
         """
         _check_study(study)
         canonical = _canonical(job)
         pairs = sorted(json.loads(canonical).items())
         label = "_".join(f"{name}={_label(value)}" for name, value in pairs)
         label = re.sub(r"[^A-Za-z0-9.,=+_-]+", "-", label[:_LABEL_CHARS]) or "job"
-        return f"{label}__{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
+        versioned = json.dumps({"code": code_version(fn), "job": json.loads(canonical)},
+                               sort_keys=True, separators=(",", ":"))
+        return f"{label}__{hashlib.sha256(versioned.encode()).hexdigest()[:8]}"
 
-    def path(self, study: str, job: Mapping[str, Any]) -> pathlib.Path:
-        """Path of the file of ``job`` (which may not exist yet)."""
-        return self.root / study / f"{self.key(study, job)}.nc"
+    def path(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> pathlib.Path:
+        """Path of the file of ``job`` of ``fn`` (which may not exist yet)."""
+        return self.root / study / f"{self.key(study, job, fn)}.nc"
 
-    def has(self, study: str, job: Mapping[str, Any]) -> bool:
-        """Whether ``job`` of ``study`` is finished and stored."""
-        return self.path(study, job).is_file()
+    def has(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> bool:
+        """Whether ``job`` of ``fn`` in ``study`` is finished and stored by the
+        current version of the code (:func:`code_version`)."""
+        return self.path(study, job, fn).is_file()
 
-    def load(self, study: str, job: Mapping[str, Any]) -> xr.Dataset:
-        """The stored result of ``job``, loaded into memory (the file is closed)."""
-        with xr.open_dataset(self.path(study, job)) as ds:
+    def load(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> xr.Dataset:
+        """The stored result of ``job`` of ``fn``, loaded into memory (the file is
+        closed)."""
+        with xr.open_dataset(self.path(study, job, fn)) as ds:
             return ds.load()
 
-    def save(self, study: str, job: Mapping[str, Any], ds: xr.Dataset) -> pathlib.Path:
-        """Write ``ds`` (with ``attrs["job"]``, the job as JSON) atomically: to a
-        temporary file in the same directory, then renamed. Returns the path."""
+    def save(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any],
+             ds: xr.Dataset) -> pathlib.Path:
+        """Write ``ds`` (with ``attrs["job"]``, the job as JSON, and
+        ``attrs["code_version"]``, :func:`code_version` of ``fn`` as JSON)
+        atomically: to a temporary file in the same directory, then renamed.
+        Returns the path."""
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
-        path = self.path(study, job)
+        path = self.path(study, job, fn)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")  # usual permissions
+        code = json.dumps(code_version(fn), sort_keys=True)
         try:
-            ds.assign_attrs(job=_canonical(job)).to_netcdf(tmp)
+            ds.assign_attrs(job=_canonical(job), code_version=code).to_netcdf(tmp)
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -171,6 +227,10 @@ def run_jobs(
 ) -> list[xr.Dataset]:
     """Run ``fn(**job)`` for each job, skipping jobs already in ``store``.
 
+    A stored job is reused only if it was computed by the same code: same
+    function, same source of its module and same nfd version (see
+    :func:`code_version`); otherwise it is recomputed and stored under its new key.
+
     Parameters
     ----------
     fn : callable
@@ -193,7 +253,8 @@ def run_jobs(
     Returns
     -------
     list of xarray.Dataset
-        Results in the order of ``jobs``, each with ``attrs["job"]`` (JSON).
+        Results in the order of ``jobs``, each with ``attrs["job"]`` (JSON) and,
+        with a store, ``attrs["code_version"]`` (JSON of :func:`code_version`).
 
     Raises
     ------
@@ -228,12 +289,15 @@ def run_jobs(
             "or a dask.distributed address such as 'tcp://host:port'"
         )
     _check_study(study)
+    # stored results carry the code version; so do fresh ones (equal either way)
+    stamp = {} if store is None else {"code_version": json.dumps(code_version(fn),
+                                                                 sort_keys=True)}
 
     results: list[xr.Dataset | None] = [None] * len(jobs)
     todo = []
     for i, job in enumerate(jobs):
-        if store is not None and store.has(study, job):
-            results[i] = store.load(study, job)
+        if store is not None and store.has(study, job, fn):
+            results[i] = store.load(study, job, fn)
         else:
             todo.append(i)
 
@@ -245,9 +309,9 @@ def run_jobs(
             ds = compute()
             if not isinstance(ds, xr.Dataset):
                 raise TypeError(f"fn must return an xarray.Dataset, not {type(ds).__name__}")
-            results[i] = ds.assign_attrs(job=canon[i])
+            results[i] = ds.assign_attrs(job=canon[i], **stamp)
             if store is not None:
-                store.save(study, jobs[i], results[i])
+                store.save(study, jobs[i], fn, results[i])
         bar.update()
 
     with bar:
