@@ -94,11 +94,16 @@ class DivergenceGuard:
                     f"{float(val[i] / ref[i]):.3g} times its step-0 scale (the bound is "
                     f"divergence={self.bound:g}; raise it or pass divergence=None to only "
                     "stop on NaN/inf)")
+        return text + self.hint()
+
+    def hint(self) -> str:
+        """What to do, ending every message: lower η_c or T, or rescale the inputs
+        when |x|²/d is far from 1."""
         hint = "; lower eta_c or T"
         if not 1 / INPUT_SCALE_FACTOR <= self.input_scale <= INPUT_SCALE_FACTOR:
             hint += (f", or rescale the inputs: their mean |x|^2/d is {self.input_scale:.3g}, "
                      "far from the sphere convention |x|^2/d = 1")
-        return text + hint
+        return hint
 
 
 def _within(value: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ import torch
 from sde import GrowingGaussianDriver
 
 from ._checks import check_choice
+from ._sim_checks import BACKWARD_LIMITS
 
 __all__ = ["memory_estimate", "available_memory", "ensure_fits"]
 
@@ -64,8 +65,6 @@ def memory_estimate(
     ValueError
         If ``backward`` is not ``"coupled"`` or ``"decoupled"``.
     """
-    from ._simulate import BACKWARD_LIMITS  # here: _simulate imports this module
-
     check_choice("backward", backward, BACKWARD_LIMITS)
     item = torch.tensor([], dtype=dtype).element_size()
     P, L, N = particles, steps, n_train

@@ -31,7 +31,7 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 
 from ._results import base_attrs
-from ._simulate import check_stream
+from ._sim_checks import check_stream
 
 __all__ = ["linear_limit"]
 

@@ -206,6 +206,9 @@ class GrowingGaussianDriver:
         self.cov = torch.zeros_like(self.factor)
         self.sizes = [0] * times
         self._floored = torch.zeros((), dtype=torch.bool, device=self.device)
+        #: Components of the last committed append whose pivot sat at the floor
+        #: (0-d int64 tensor on ``device``; reading it is left to the caller).
+        self.last_floored = torch.zeros((), dtype=torch.int64, device=self.device)
         self._warned = False
 
     @staticmethod
@@ -221,6 +224,7 @@ class GrowingGaussianDriver:
         *,
         commit: bool = True,
         out: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw ``B`` new components at time index ``t``.
 
@@ -241,6 +245,11 @@ class GrowingGaussianDriver:
             Where to write the increments. A committed draw then allocates nothing
             of size P: its innovations are drawn straight into the history, which
             keeps the per-layer cost of a long run at the k×P stream it must read.
+        generator : torch.Generator, optional
+            Uncommitted draws only: the source of their fresh noise (default: the
+            driver's own generator). Giving held-out probes their own stream keeps
+            the committed innovations, and so every training number, independent of
+            whether and how often probes are drawn.
 
         Returns
         -------
@@ -252,6 +261,9 @@ class GrowingGaussianDriver:
         """
         k = self.sizes[t]
         b = block.shape[-1]
+        if commit and generator is not None:
+            raise ValueError("generator= is for uncommitted draws; committed innovations "
+                             "come from the driver's own generator")
         if commit and k + b > self.capacity:
             raise ValueError(
                 f"driver capacity {self.capacity} exceeded at time index {t} "
@@ -265,7 +277,8 @@ class GrowingGaussianDriver:
         if not commit:
             hist_w, pivot, min_eig, skip = _condition_each(lower, col, self.rel_jitter)
             self._floored |= skip.any()
-            fresh = torch.randn(b, self.particles, generator=self.generator,
+            fresh = torch.randn(b, self.particles,
+                                generator=self.generator if generator is None else generator,
                                 device=self.device, dtype=self.dtype)
             z = torch.mul(fresh, pivot.to(self.dtype)[:, None], out=out)
             if k > 0:
@@ -276,6 +289,7 @@ class GrowingGaussianDriver:
         else:
             row, min_eig, skip = _border_block(lower, col, self.rel_jitter)
         self._floored |= (min_eig < floor) | skip.any()
+        self.last_floored = skip.sum()
         weights = row.to(self.dtype)  # z_new = L21 ξ[:k] + L22 ξ_new
         if not self._given:
             xi[k:k + b].normal_(generator=self.generator)

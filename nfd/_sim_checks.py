@@ -1,0 +1,167 @@
+"""Argument checks of ``nfd.simulate``: the validated run configuration
+(:class:`Config`) and the stream checks shared with ``nfd.linear_limit``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sde._drivers import default_jitter
+
+from ._activations import Activation, get_activation
+from ._checks import (
+    check_choice,
+    check_int,
+    check_labels,
+    check_matrix,
+    check_positive_float,
+    check_probes,
+    check_steps,
+    check_targets,
+    resolve_device_dtype,
+)
+from ._losses import Loss, get_loss
+from ._schema import DEFAULT_EIG_STEPS, DEFAULT_PROBE_STEPS, default_steps
+
+__all__ = ["BACKWARD_LIMITS", "Config", "check_stream", "check_simulate"]
+
+#: Backward-pass limits ``simulate`` can integrate. ``"coupled"``: ordinary
+#: backpropagation (the backward pass uses the forward weights), whose limit keeps
+#: the response functions of Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise
+#: hyperparameter transfer in residual networks: dynamics and scaling limit",
+#: ICLR 2024 (paper 000, App. D–E). ``"decoupled"``: the backward pass uses an
+#: independent weight copy (gradient independence), Definition 1 of paper 002.
+BACKWARD_LIMITS = ("coupled", "decoupled")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated arguments of one ``simulate`` run (sizes: K SGD steps of B
+    samples, N = K·B trajectories, d inputs, L Euler steps, P particles, Q probes)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    eta_c: float
+    T: float
+    L: int
+    B: int
+    loss: Loss
+    act: Activation
+    Xp: np.ndarray | None
+    yp: np.ndarray | None
+    probe_steps: list[int]
+    eig_steps: list[int]
+    P: int
+    paths: int
+    seed: int
+    device: torch.device
+    dtype: torch.dtype
+    rel_jitter: float
+    backward: str
+    divergence: float | None
+    innovations: tuple[torch.Tensor | None, torch.Tensor | None]
+
+    @property
+    def N(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def K(self) -> int:
+        return self.N // self.B
+
+    @property
+    def Q(self) -> int:
+        return 0 if self.Xp is None else self.Xp.shape[0]
+
+    @property
+    def coupled(self) -> bool:
+        return self.backward == "coupled"
+
+
+def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
+                 probe_steps) -> tuple:
+    """Checks of the training stream and its hyperparameters shared by
+    :func:`nfd.simulate` and :func:`nfd.linear_limit`.
+
+    Returns ``(X, y, eta_c, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
+    validated arrays, numbers and a :class:`Loss`; the probes are ``None`` and the
+    step list empty without probes. The messages name the argument.
+    """
+    Xn = check_matrix("X", X)
+    N, d = Xn.shape
+    yn = check_targets("y", y, N)
+    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+    T = check_positive_float("T", T)
+    L = check_int("steps", steps, 1)
+    B = check_int("batch_size", batch_size, 1)
+    check_choice("backward", backward, BACKWARD_LIMITS)
+    if N % B:
+        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
+    lossf = get_loss(loss)
+    check_labels("y", yn, lossf.name)
+    probes = check_probes(probes, d)
+    if probes is None:
+        return Xn, yn, eta_c, T, L, B, lossf, None, None, []
+    Xp, yp = probes
+    K = N // B
+    probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
+                   else check_steps("probe_steps", probe_steps, 0, K))
+    return Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps
+
+
+def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
+                   probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
+                   rel_jitter, divergence, innovations) -> Config:
+    """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
+    (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+        X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
+        loss=loss, probes=probes, probe_steps=probe_steps)
+    K = Xn.shape[0] // B
+    P = check_int("particles", particles, 2)
+    paths = check_int("paths", paths, 0)
+    seed = check_int("seed", seed, 0)
+    if rel_jitter is not None:
+        rel_jitter = check_positive_float("rel_jitter", rel_jitter)
+    if divergence is not None:
+        divergence = check_positive_float("divergence", divergence)
+    if paths > P:
+        raise ValueError(f"paths={paths} exceeds particles={P}")
+    act = get_activation(activation)
+    eig_steps = (default_steps(K, DEFAULT_EIG_STEPS, False) if eig_steps is None
+                 else check_steps("eig_steps", eig_steps, 0, K - 1))
+    device, dtype = resolve_device_dtype(device, dtype)
+    rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
+    given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
+    return Config(Xn, yn, eta_c, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
+                  paths, seed, device, dtype, rel_jitter, backward, divergence, given)
+
+
+def check_innovations(innovations, shape: tuple, device, dtype) -> tuple:
+    """The pair of driver innovations, moved to ``device``, or (None, None)."""
+    if innovations is None:
+        return None, None
+    if not isinstance(innovations, (tuple, list)) or len(innovations) != 2:
+        raise TypeError("innovations must be a pair (forward, backward) of tensors")
+    out = []
+    for name, xi in zip(("innovations[0]", "innovations[1]"), innovations):
+        if not isinstance(xi, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(xi).__name__}")
+        if tuple(xi.shape) != shape:
+            raise ValueError(f"{name} must have shape (steps, K·B, particles) = {shape}, "
+                             f"got {tuple(xi.shape)}")
+        if xi.dtype != dtype:
+            raise ValueError(f"{name} has dtype {xi.dtype} but the run's dtype is {dtype}; "
+                             "pass dtype= to simulate or convert the innovations")
+        if not bool(torch.isfinite(xi).all()):
+            raise ValueError(f"{name} holds NaN or inf; innovations are standard normals")
+        out.append(xi.detach().to(device=device))
+    if out[0].data_ptr() == out[1].data_ptr():
+        raise ValueError("innovations must be two independent tensors: the forward and "
+                         "backward drivers' noises are independent")
+    return tuple(out)
