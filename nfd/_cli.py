@@ -1,9 +1,12 @@
-"""The ``nfd`` console script.
+"""The ``nfd`` console script and the checks of its TOML run configuration.
 
 * ``nfd simulate CONFIG.toml -o run.nc --plot run.png`` — one NFD run;
-* ``nfd example-config`` — print a configuration to start from;
-* ``nfd validate [STUDY ...] --out DIR [--quick] [--scheduler ADDR]`` — the
-  validation studies against finite networks, with REPORT.md.
+* ``nfd example-config`` — print a configuration to start from.
+
+A mistake in the configuration is reported in one line (an argparse usage error,
+exit status 2) that names the file, the table and key, and what is allowed. The
+validation studies against finite networks have their own console script,
+``nfd-validate`` (``python -m validation``): nfd does not import ``validation``.
 """
 
 from __future__ import annotations
@@ -19,21 +22,26 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from ._plot import plot_run
+from ._checks import check_choice, check_int, check_positive_float
+from ._data import TEACHERS, synthetic_task
 from ._simulate import BACKWARD_LIMITS, simulate
 
-__all__ = ["main", "load_config"]
+__all__ = ["main", "load_config", "load_data", "EXAMPLE_CONFIG"]
 
-_DATA_KEYS = {"source", "teacher", "d", "train", "probes", "seed", "noise", "path"}
+SOURCES = ("synthetic", "npz")
+#: the integer [data] keys of source = "synthetic" and their smallest allowed values
+_SYNTHETIC_INTS = {"d": 1, "train": 1, "probes": 0, "seed": 0}
+_DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
                "backward"}
+NPZ_ARRAYS = "arrays X (m, d) and y (m,), optionally X_probe and y_probe"
 
 EXAMPLE_CONFIG = """\
 # nfd simulate configuration
 [data]
 source = "synthetic"   # inputs uniform on the sphere of radius sqrt(d), labels from a teacher
-teacher = "tanh"       # linear | sign | tanh | relu2   (validation.data.teacher)
+teacher = "tanh"       # linear | sign | tanh | relu2   (nfd.teacher)
 d = 16
 train = 256            # training samples = SGD steps x batch_size
 probes = 64            # held-out inputs from the same teacher
@@ -57,88 +65,144 @@ backward = "coupled"
 """
 
 
-def load_config(path: str | Path) -> dict:
-    """Read and check a TOML run configuration (tables ``[data]`` and ``[model]``).
+def _read_toml(path: Path) -> dict:
+    """Parse ``path``; a syntax error names the file and the line."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the configuration ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: TOML syntax error: {exc}") from None
 
-    Raises
-    ------
-    ValueError
-        For unknown tables or keys, a missing ``eta_c`` or a ``backward`` other than
-        ``"coupled"`` / ``"decoupled"``.
-    """
-    with open(path, "rb") as fh:
-        cfg = tomllib.load(fh)
+
+def _check_keys(path: Path, cfg: dict) -> tuple[dict, dict]:
+    """The ``[data]`` and ``[model]`` tables, refusing unknown tables and keys."""
     unknown = set(cfg) - {"data", "model"}
     if unknown:
-        raise ValueError(f"config: unknown table(s) {sorted(unknown)}; use [data] and [model]")
+        raise ValueError(f"{path}: unknown table(s) {sorted(unknown)}; use [data] and [model]")
+    for table in ("data", "model"):
+        if not isinstance(cfg.get(table, {}), dict):
+            raise ValueError(f"{path}: {table} must be a table [{table}], not a value")
     data, model = cfg.get("data", {}), cfg.get("model", {})
     for table, keys, allowed in (("data", data, _DATA_KEYS), ("model", model, _MODEL_KEYS)):
         bad = set(keys) - allowed
         if bad:
-            raise ValueError(f"config [{table}]: unknown key(s) {sorted(bad)}; "
+            raise ValueError(f"{path}: [{table}] unknown key(s) {sorted(bad)}; "
                              f"allowed: {sorted(allowed)}")
+    return data, model
+
+
+def _check_data(data: dict) -> dict:
+    """Check the types and values of the ``[data]`` keys (messages name ``[data] key``)."""
+    source = check_choice("[data] source", data.get("source", "synthetic"), SOURCES)
+    if source == "npz":
+        extra = sorted(set(data) - {"source", "path"})
+        if extra:
+            raise ValueError(f"[data] key(s) {extra} apply to source = \"synthetic\" only; "
+                             "with source = \"npz\" give only path")
+        if not isinstance(data.get("path"), str):
+            raise ValueError("[data] source = \"npz\" needs path = \"FILE.npz\" (a string) "
+                             f"holding {NPZ_ARRAYS}")
+        return {"source": source, "path": data["path"]}
+    if "path" in data:
+        raise ValueError("[data] path applies to source = \"npz\" only")
+    out = {"source": source, "teacher": data.get("teacher", "tanh")}
+    if not isinstance(out["teacher"], str) or out["teacher"] not in TEACHERS:
+        raise ValueError(f"[data] teacher = {out['teacher']!r} is not allowed; "
+                         f"choose one of {list(TEACHERS)}")
+    defaults = {"d": 16, "train": 256, "probes": 0, "seed": 0}
+    for key, minimum in _SYNTHETIC_INTS.items():
+        out[key] = check_int(f"[data] {key}", data.get(key, defaults[key]), minimum)
+    out["noise"] = check_positive_float("[data] noise", data.get("noise", 0.0), allow_zero=True)
+    return out
+
+
+def load_config(path: str | Path) -> dict:
+    """Read and check a TOML run configuration (tables ``[data]`` and ``[model]``).
+
+    Parameters
+    ----------
+    path : path
+        The TOML file; ``nfd example-config`` prints one.
+
+    Returns
+    -------
+    dict
+        ``{"data": ..., "model": ...}``: the ``[data]`` table with its defaults filled
+        in and checked, the ``[model]`` table as given (keyword arguments of
+        :func:`nfd.simulate`, which checks their values).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file and the key: a TOML syntax error (with its line),
+        an unknown table or key, a value of the wrong type or out of range, an
+        unknown source or teacher, a missing ``eta_c`` or a ``backward`` other than
+        ``"coupled"`` / ``"decoupled"``.
+    """
+    path = Path(path)
+    data, model = _check_keys(path, _read_toml(path))
     if "eta_c" not in model:
-        raise ValueError("config [model]: eta_c is required")
+        raise ValueError(f"{path}: [model] eta_c is required (e.g. eta_c = 0.2)")
     if "backward" in model and model["backward"] not in BACKWARD_LIMITS:
-        raise ValueError(f"config [model]: backward = {model['backward']!r} is not allowed; "
+        raise ValueError(f"{path}: [model] backward = {model['backward']!r} is not allowed; "
                          "use \"coupled\" (ordinary backprop) or \"decoupled\" "
                          "(independent backward weights)")
+    try:
+        data = _check_data(data)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
     return {"data": data, "model": model}
 
 
-def _load_data(data: dict, base: Path):
-    source = data.get("source", "synthetic")
-    if source == "npz":
-        if "path" not in data:
-            raise ValueError("config [data]: source='npz' needs path")
-        arrays = np.load(base / data["path"])
-        probes = None
-        if "X_probe" in arrays and "y_probe" in arrays:
-            probes = (arrays["X_probe"], arrays["y_probe"])
-        return arrays["X"], arrays["y"], probes
-    if source != "synthetic":
-        raise ValueError(f"config [data]: source={source!r} is not 'synthetic' or 'npz'")
-    from validation.data import synthetic_task
+def _load_npz(file: Path) -> tuple:
+    """X, y and the optional probes from an ``.npz`` archive (no pickled objects)."""
+    try:
+        with np.load(file, allow_pickle=False) as arrays:
+            found = {name: arrays[name] for name in arrays.files}
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ValueError(f"[data] path = {str(file)!r}: cannot read it as .npz ({why})") from None
+    missing = [name for name in ("X", "y") if name not in found]
+    half = ("X_probe" in found) != ("y_probe" in found)
+    if missing or half:
+        raise ValueError(f"[data] path = {str(file)!r} holds arrays {sorted(found)}; expected "
+                         f"{NPZ_ARRAYS}")
+    probes = (found["X_probe"], found["y_probe"]) if "X_probe" in found else None
+    return found["X"], found["y"], probes
 
-    kind, d, seed = data.get("teacher", "tanh"), int(data.get("d", 16)), int(data.get("seed", 0))
-    noise = float(data.get("noise", 0.0))
-    X, y = synthetic_task(kind, int(data.get("train", 256)), d, seed=seed, noise=noise)
-    n_probe = int(data.get("probes", 0))
+
+def load_data(data: dict, base: Path) -> tuple:
+    """The training stream and probes of a checked ``[data]`` table.
+
+    Parameters
+    ----------
+    data : dict
+        ``load_config(...)["data"]``.
+    base : Path
+        Folder that a relative npz ``path`` is read from (the config's folder).
+
+    Returns
+    -------
+    X, y, probes
+        ``probes`` is ``(X_probe, y_probe)`` or None.
+    """
+    if data["source"] == "npz":
+        return _load_npz(base / data["path"])
+    kind, d, seed = data["teacher"], data["d"], data["seed"]
+    X, y = synthetic_task(kind, data["train"], d, seed=seed, noise=data["noise"])
     probes = None
-    if n_probe:
-        probes = synthetic_task(kind, n_probe, d, seed=seed + 10_000, teacher_seed=seed)
+    if data["probes"]:
+        probes = synthetic_task(kind, data["probes"], d, seed=seed + 10_000, teacher_seed=seed)
     return X, y, probes
 
 
-def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from validation import STUDIES, run_validation, write_report
-
-    if args.list:
-        for study in STUDIES.values():
-            print(f"{study.name:12s} {study.number}. {study.title}")
-        return 0
-    if args.out is None:
-        parser.error("validate: --out DIR is required")
-    if args.studies and args.report_only:
-        parser.error("validate: --report-only covers every study file in --out; give no STUDY")
-    if args.report_only:
-        report = write_report(args.out, refit=True,
-                              header="Report rebuilt from the netCDF files (fits recomputed).")
-        print(report.read_text())
-        return 0
-    try:
-        report = run_validation(args.studies or None, out=args.out, quick=args.quick,
-                                scheduler=args.scheduler, progress=not args.no_progress,
-                                device=args.device)
-    except ValueError as exc:  # bad study name, scheduler or device: a usage error
-        parser.error(f"validate: {exc}")
-    print(report.read_text())
-    print(f"wrote {report}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nfd", description="Neural Feature Dynamics")
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    parser = argparse.ArgumentParser(
+        prog="nfd", description="Neural Feature Dynamics",
+        epilog="The validation studies against finite networks: nfd-validate "
+               "(python -m validation).")
     sub = parser.add_subparsers(dest="command", required=True)
     p_sim = sub.add_parser("simulate", help="integrate the NFD of a config (nfd.simulate)")
     p_sim.add_argument("config", type=Path, help="TOML file; `nfd example-config` prints one")
@@ -146,38 +210,40 @@ def main(argv: list[str] | None = None) -> int:
     p_sim.add_argument("--plot", type=Path, help="PNG with f, losses and E[h^2]")
     p_sim.add_argument("--no-progress", action="store_true")
     sub.add_parser("example-config", help="print an example configuration")
-    p_val = sub.add_parser(
-        "validate", help="run validation studies against finite networks, write REPORT.md")
-    p_val.add_argument("studies", nargs="*", metavar="STUDY",
-                       help="study names (default: all); see --list")
-    p_val.add_argument("--out", type=Path, help="output directory (netCDF, PNG, REPORT.md)")
-    p_val.add_argument("--quick", action="store_true",
-                       help="small versions: all studies in under ten minutes on 2 cores")
-    p_val.add_argument("--scheduler", default=None,
-                       help="serial (default), processes[:N], or a dask scheduler address")
-    p_val.add_argument("--device", default=None, help="torch device (default: cuda if available)")
-    p_val.add_argument("--list", action="store_true", help="list the studies and exit")
-    p_val.add_argument("--report-only", action="store_true",
-                       help="rebuild REPORT.md from the netCDF files in --out, refitting")
-    p_val.add_argument("--no-progress", action="store_true")
+    return parser, p_sim
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``nfd`` console script; returns the exit status."""
+    parser, p_sim = _parser()
     args = parser.parse_args(argv)
     if args.command == "example-config":
         sys.stdout.write(EXAMPLE_CONFIG)
         return 0
-    if args.command == "validate":
-        return _validate(args, parser)
     try:  # a bad config is a usage error: one line, no traceback
         cfg = load_config(args.config)
-        X, y, probes = _load_data(cfg["data"], args.config.parent)
     except ValueError as exc:
-        p_sim.error(str(exc))
-    ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])
+        p_sim.error(_one_line(exc))
+    try:
+        X, y, probes = load_data(cfg["data"], args.config.parent)
+    except ValueError as exc:
+        p_sim.error(f"{args.config}: {_one_line(exc)}")
+    try:
+        ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])
+    except (TypeError, ValueError) as exc:  # simulate's argument checks name the key
+        p_sim.error(f"{args.config}: rejected by nfd.simulate: {_one_line(exc)}")
     ds.attrs["config"] = args.config.read_text()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     ds.to_netcdf(args.output)
     print(f"wrote {args.output}")
     if args.plot:
-        print(f"wrote {plot_run(ds, args.plot)}")
+        from .plot import plot_run
+
+        print(f"wrote {plot_run(ds, path=args.plot)}")
     return 0
 
 

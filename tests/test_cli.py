@@ -1,10 +1,19 @@
-"""The nfd console script: example config → netCDF + PNG; config errors."""
+"""The console scripts: ``nfd simulate`` (example config → netCDF + PNG; every config
+mistake is one usage line naming the file and the key) and ``nfd-validate``.
+
+Tests of a package's console script use that package's private CLI module
+(``nfd._cli``, ``validation._cli``): they test its internals, as tests may.
+"""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import xarray as xr
 
 from nfd._cli import EXAMPLE_CONFIG, load_config, main
+from validation._cli import main as validate_main
 
 
 def _small(text):
@@ -77,25 +86,109 @@ def test_config_errors(tmp_path, text, match):
         load_config(cfg)
 
 
+def _usage_error(tmp_path, capsys, text, npz=None) -> str:
+    """Run ``nfd simulate`` on a config; assert a usage error (exit 2) whose message is
+    one line naming the config file; return that line."""
+    cfg = tmp_path / "my_run.toml"
+    cfg.write_text(text)
+    if npz is not None:
+        np.savez(tmp_path / "d.npz", **npz)
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", str(cfg), "-o", str(tmp_path / "o.nc"), "--no-progress"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("usage: nfd simulate")  # argparse: usage line(s), then one error
+    errors = [line for line in err if "error:" in line]
+    assert len(errors) == 1 and errors[0] == err[-1] and "Traceback" not in "".join(err)
+    assert str(cfg) in errors[0]
+    return errors[0]
+
+
+RNG = np.random.default_rng(0)
+XY = {"X": RNG.standard_normal((5, 3)), "y": RNG.standard_normal(5)}
+
+
+@pytest.mark.parametrize("text, npz, expected", [
+    # TOML syntax: the file and the line
+    ("[data]\ntrain = 12\n[model]\neta_c = 0.1 0.2\n", None, ["TOML", "line 4"]),
+    # wrong type: the table, the key and the type expected
+    ('[data]\ntrain = "eight"\n[model]\neta_c = 0.1\n', None,
+     ["[data] train", "must be an integer", "got str"]),
+    ("[data]\nd = 0\n[model]\neta_c = 0.1\n", None, ["[data] d", ">= 1"]),
+    ('[data]\nnoise = "low"\n[model]\neta_c = 0.1\n', None, ["[data] noise", "real number"]),
+    # unknown teacher / source: the key and the allowed values
+    ('[data]\nteacher = "cubic"\n[model]\neta_c = 0.1\n', None,
+     ["[data] teacher", "'cubic'", "'linear', 'sign', 'tanh', 'relu2'"]),
+    ('[data]\nsource = "csv"\n[model]\neta_c = 0.1\n', None,
+     ["[data] source", "'csv'", "npz", "synthetic"]),
+    ('[data]\nsource = "npz"\n[model]\neta_c = 0.1\n', None, ["[data]", "needs path"]),
+    ('[data]\nsource = "npz"\npath = "d.npz"\nteacher = "tanh"\n[model]\neta_c = 0.1\n',
+     None, ["['teacher']", "synthetic"]),
+    # npz: a missing file, a missing key, half a probe pair: the expected arrays
+    ('[data]\nsource = "npz"\npath = "none.npz"\n[model]\neta_c = 0.1\n', None,
+     ["none.npz", "cannot read"]),
+    ('[data]\nsource = "npz"\npath = "d.npz"\n[model]\neta_c = 0.1\n',
+     {"X": XY["X"], "labels": XY["y"]},
+     ["d.npz", "['X', 'labels']", "arrays X (m, d) and y (m,), optionally X_probe and y_probe"]),
+    ('[data]\nsource = "npz"\npath = "d.npz"\n[model]\neta_c = 0.1\n',
+     {**XY, "X_probe": XY["X"]}, ["X_probe", "y_probe"]),
+    # bad model values: simulate's argument checks, named by the key
+    ('[data]\ntrain = 4\n[model]\neta_c = 0.1\nactivation = "foo"\n', None,
+     ["activation='foo'", "relu", "tanh"]),
+    ("[data]\ntrain = 4\n[model]\neta_c = -1\n", None, ["eta_c", "must be finite and", "-1"]),
+    ('[data]\ntrain = 4\n[model]\neta_c = 0.1\nbackward = "x"\n', None,
+     ["backward", "'x'", '"coupled"', '"decoupled"']),
+    ('[data]\ntrain = 4\n[model]\neta_c = 0.1\nsteps = "eight"\n', None,
+     ["steps", "integer"]),
+])
+def test_config_mistake_is_one_line_naming_file_and_key(tmp_path, capsys, text, npz, expected):
+    line = _usage_error(tmp_path, capsys, text, npz)
+    for part in expected:
+        assert part in line, (part, line)
+
+
+def test_config_error_has_no_traceback_in_a_real_process(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\ntrain = "eight"\n[model]\neta_c = 0.1\n')
+    proc = subprocess.run([sys.executable, "-m", "nfd._cli", "simulate", str(cfg), "-o",
+                           str(tmp_path / "o.nc")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("nfd simulate: error: ")
+
+
+# --------------------------------------------------------------- nfd-validate
+def test_nfd_has_no_validate_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        main(["validate", "--list"])
+    assert "invalid choice: 'validate'" in capsys.readouterr().err
+
+
 def test_validate_list_and_usage_errors(tmp_path, capsys):
-    assert main(["validate", "--list"]) == 0
+    assert validate_main(["--list"]) == 0
     assert "gia" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        main(["validate", "bogus", "--out", str(tmp_path)])
-    assert "unknown" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["validate", "gia"])  # --out missing
-    with pytest.raises(SystemExit):
-        main(["validate", "gia", "--out", str(tmp_path), "--scheduler", "threads"])
+    for argv, match in ((["bogus", "--out", str(tmp_path)], "unknown study ['bogus']"),
+                        (["gia"], "--out DIR is required"),
+                        (["gia", "--out", str(tmp_path), "--scheduler", "threads"],
+                         "scheduler='threads'"),
+                        (["gia", "--out", str(tmp_path), "--device", "toaster"], "device"),
+                        (["gia", "--report-only", "--out", str(tmp_path)], "give no STUDY")):
+        with pytest.raises(SystemExit) as exc:
+            validate_main(argv)
+        assert exc.value.code == 2
+        assert match in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
 def test_validate_quick_study_writes_report(tmp_path, capsys):
-    # the smallest study end to end: netCDF, figure, REPORT.md, resumable job store
-    assert main(["validate", "postact", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    # the smallest study end to end through python -m validation: netCDF, figure,
+    # REPORT.md, resumable job store
+    proc = subprocess.run([sys.executable, "-m", "validation", "postact", "--quick", "--out",
+                           str(tmp_path), "--no-progress"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
     for name in ("postact.nc", "postact.png", "REPORT.md"):
         assert (tmp_path / name).stat().st_size > 0
     assert any((tmp_path / "jobs").rglob("*.nc"))
     report = (tmp_path / "REPORT.md").read_text()
     assert "## 6. Post- vs pre-activation" in report and "| verdict |" in report
-    assert main(["validate", "--report-only", "--out", str(tmp_path)]) == 0
+    assert validate_main(["--report-only", "--out", str(tmp_path)]) == 0
     assert "## 6." in (tmp_path / "REPORT.md").read_text()

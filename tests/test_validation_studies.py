@@ -11,20 +11,11 @@ measured to decay more slowly. Nothing else is loosened.
 import numpy as np
 import pytest
 
-from validation import (
-    STUDIES,
-    PowerFit,
-    fit_power_law,
-    run_depth,
-    run_gia,
-    run_init,
-    run_training,
-    summarize_depth,
-    summarize_gia,
-    summarize_init,
-    summarize_training,
-    write_report,
-)
+from validation import STUDIES, PowerFit, fit_power_law, write_report
+from validation._study_depth import run_depth, summarize_depth
+from validation._study_gia import run_gia, summarize_gia
+from validation._study_init import run_init, summarize_init
+from validation._study_training import run_training, summarize_training
 from validation._fit import stored_fit
 from conftest import widened
 from validation._report import (
@@ -368,7 +359,7 @@ def test_report_keeps_earlier_sections_and_rebuilds_identically(tmp_path, gia_st
 
 
 def test_quick_figures(tmp_path, training_study, gia_study, depth_study):
-    from validation import plot_depth, plot_gia, plot_training
+    plot_depth, plot_gia, plot_training = (STUDIES[n].plot for n in ("depth", "gia", "training"))
 
     for plot, (ds, _), name in ((plot_training, training_study, "training"),
                                 (plot_gia, gia_study, "gia"), (plot_depth, depth_study, "depth")):
