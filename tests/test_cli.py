@@ -192,3 +192,15 @@ def test_validate_quick_study_writes_report(tmp_path, capsys):
     assert "## 6. Post- vs pre-activation" in report and "| verdict |" in report
     assert validate_main(["--report-only", "--out", str(tmp_path)]) == 0
     assert "## 6." in (tmp_path / "REPORT.md").read_text()
+
+
+def test_validate_error_inside_a_study_is_not_a_usage_error(tmp_path, monkeypatch):
+    # a ValueError raised while a study runs (e.g. by a fit) keeps its traceback
+    import validation._cli
+
+    def failing(*args, **kwargs):
+        raise ValueError("fit did not converge")
+
+    monkeypatch.setattr(validation._cli, "run_validation", failing)
+    with pytest.raises(ValueError, match="fit did not converge"):
+        validate_main(["gia", "--out", str(tmp_path), "--no-progress"])
