@@ -204,3 +204,20 @@ def test_validate_error_inside_a_study_is_not_a_usage_error(tmp_path, monkeypatc
     monkeypatch.setattr(validation._cli, "run_validation", failing)
     with pytest.raises(ValueError, match="fit did not converge"):
         validate_main(["gia", "--out", str(tmp_path), "--no-progress"])
+
+
+def test_console_scripts_resolve():
+    # pyproject's [project.scripts] point at existing callables (nfd, nfd-validate)
+    import importlib
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    scripts = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())[
+        "project"]["scripts"]
+    assert set(scripts) == {"nfd", "nfd-validate"}
+    for target in scripts.values():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr))
