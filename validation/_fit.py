@@ -10,6 +10,12 @@ fitted by least squares on log err (``signed=False``) or, for signed quantities
 such as a coupled-minus-decoupled gap, on the values weighted by their standard
 errors (``signed=True``), with 95% percentile intervals from a bootstrap over
 seeds. A plateau c whose interval excludes zero is reported as a plateau.
+
+A fit can fail to measure a parameter; :meth:`PowerFit.unresolved` says why, and
+the report prints "not resolved" with that reason instead of a number: an
+exponent at the bound of the search, a coefficient that is numerically zero, an
+exponent whose term's coefficient is not resolved, or an estimate outside its
+own percentile interval.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from scipy.optimize import least_squares, nnls
 
 __all__ = ["PowerFit", "fit_power_law", "stored_fit"]
 
-_EXP_BOUND = 6.0  # |exponent| bound of the search; fits pinned there are flagged by their CI
+_EXP_BOUND = 6.0  # |exponent| bound of the search; fits pinned there are not resolved
 _EXP_MIN = 0.25  # smallest decay exponent when a plateau is fitted (see fit_power_law)
+_PIN_TOL = 1e-3  # an exponent within this of a search bound sits at the bound
+_ZERO_REL = 1e-6  # a non-negative coefficient below this × its interval's upper end is 0
 
 
 @dataclass(frozen=True)
@@ -37,13 +45,18 @@ class PowerFit:
     estimate : dict
         Point estimates, keys among ``a, p, b, q, c``.
     ci : dict
-        95% percentile-bootstrap intervals, same keys.
+        95% percentile-bootstrap intervals, same keys: the 2.5% and 97.5%
+        quantiles of the refitted parameter over bootstrap replicates. Such an
+        interval need not contain the estimate (when the replicates are biased
+        against the data, e.g. for a squared mean); :meth:`unresolved` flags that.
     n_boot : int
         Bootstrap replicates.
     plateau : bool
         Whether c was fitted and its 95% interval excludes zero; for unsigned
-        fits (c ≥ 0) the lower end must exceed the solver's resolution, 10⁻³ of
-        the smallest fitted value.
+        fits (c ≥ 0) the lower end must exceed the solver's resolution.
+    resolution : float
+        The solver's resolution for an unsigned fit's c: 10⁻³ of the smallest
+        fitted value (0 for signed fits, or for fits stored without it).
     value, value_se : ndarray or None
         The per-cell quantity that was fitted and its bootstrap standard error.
     """
@@ -53,8 +66,77 @@ class PowerFit:
     ci: dict[str, tuple[float, float]]
     n_boot: int
     plateau: bool
+    resolution: float = 0.0
     value: np.ndarray | None = field(repr=False, default=None)
     value_se: np.ndarray | None = field(repr=False, default=None)
+
+    @property
+    def signed(self) -> bool:
+        """Whether the coefficients may take either sign (``signed=True`` fit)."""
+        return not self.model.startswith("err")
+
+    def search_range(self, param: str) -> tuple[float, float]:
+        """Where the fit searched ``param``: exponents in [0.25, 6] with a
+        plateau and [−6, 6] without; coefficients ≥ 0 for unsigned fits."""
+        if param in ("p", "q"):
+            return (_EXP_MIN if "c" in self.estimate else -_EXP_BOUND), _EXP_BOUND
+        return (-np.inf if self.signed else 0.0), np.inf
+
+    def pinned(self, param: str, x: float) -> float | None:
+        """The bound of :meth:`search_range` that the value ``x`` of ``param``
+        sits at (None if it is inside): an exponent within 10⁻³ of a bound; a
+        non-negative coefficient below 10⁻⁶ of its interval's upper end (and,
+        for c, below :attr:`resolution`) is at 0."""
+        lo, hi = self.search_range(param)
+        if param in ("p", "q"):
+            for bound in (lo, hi):
+                if abs(x - bound) <= _PIN_TOL * max(1.0, abs(bound)):
+                    return bound
+            return None
+        if lo == 0.0:
+            zero = _ZERO_REL * abs(self.ci[param][1])
+            if param == "c":
+                zero = max(zero, self.resolution)
+            return 0.0 if x <= zero else None
+        return None
+
+    def term_resolved(self, param: str) -> bool:
+        """Whether the power term of exponent ``param`` (``"p"`` or ``"q"``) is
+        resolved: the 95% interval of its coefficient (a for p, b for q) excludes
+        zero (for non-negative coefficients: its lower end exceeds 10⁻⁶ of its
+        upper end)."""
+        lo, hi = self.ci[{"p": "a", "q": "b"}[param]]
+        if lo >= 0:
+            return lo > _ZERO_REL * hi
+        return hi < 0
+
+    def unresolved(self, param: str) -> str:
+        """Why the estimate of ``param`` is no measurement ("" when it is one).
+
+        In order: an exponent whose estimate sits at a bound of the search (the
+        data do not pin it down within [bound, bound]); an exponent whose term is
+        not resolved (:meth:`term_resolved`); a non-negative coefficient that is
+        numerically zero (at its bound 0); an estimate outside its own 95%
+        percentile interval (the bootstrap replicates are biased against the
+        data, so neither the number nor the interval is trustworthy).
+        """
+        est = self.estimate[param]
+        bound = self.pinned(param, est)
+        if param in ("p", "q"):
+            if bound is not None:
+                return f"{param} sits at the bound {bound:g} of the search"
+            if not self.term_resolved(param):
+                coef = {"p": "a", "q": "b"}[param]
+                return f"its term is not resolved (the 95% interval of {coef} reaches 0)"
+        elif bound is not None:
+            return f"{param} is numerically zero (at its bound 0)"
+        lo, hi = self.ci[param]
+        slack = 1e-9 * max(abs(lo), abs(hi), abs(est))
+        if not lo - slack <= est <= hi + slack:
+            return (f"the estimate {est:.3g} lies outside its own 95% percentile "
+                    f"interval [{lo:.3g}, {hi:.3g}]: the bootstrap replicates are biased "
+                    "against the data")
+        return ""
 
     def predict(self, n=None, L=None) -> np.ndarray:
         """The fitted model at widths ``n`` and/or depths ``L`` (broadcast)."""
@@ -78,14 +160,16 @@ class PowerFit:
                 for k in keys},
             n_boot=int(attrs[f"{prefix}_n_boot"]),
             plateau=bool(attrs[f"{prefix}_plateau"]),
+            resolution=float(attrs.get(f"{prefix}_resolution", 0.0)),
         )
 
     def to_attrs(self, prefix: str) -> dict:
         """Flat netCDF-safe attrs: ``{prefix}_model``, ``{prefix}_{k}`` and
-        ``{prefix}_{k}_ci`` (a two-element list) for every parameter, and
-        ``{prefix}_plateau`` (0/1)."""
+        ``{prefix}_{k}_ci`` (a two-element list) for every parameter,
+        ``{prefix}_plateau`` (0/1) and ``{prefix}_resolution``."""
         attrs: dict = {f"{prefix}_model": self.model, f"{prefix}_n_boot": self.n_boot,
-                       f"{prefix}_plateau": int(self.plateau)}
+                       f"{prefix}_plateau": int(self.plateau),
+                       f"{prefix}_resolution": float(self.resolution)}
         for k, v in self.estimate.items():
             attrs[f"{prefix}_{k}"] = float(v)
             attrs[f"{prefix}_{k}_ci"] = [float(x) for x in self.ci[k]]
@@ -228,10 +312,23 @@ def fit_power_law(
     Returns
     -------
     PowerFit
+        Its intervals are percentile intervals; :meth:`PowerFit.unresolved` says
+        which estimates are not measurements (at a search bound, numerically zero,
+        or outside their own interval).
+
+    Raises
+    ------
+    ValueError
+        If ``values`` has the wrong shape or non-finite entries, or its statistic
+        is 0 in every cell (nothing to fit: such a quantity is reported as exactly
+        0, not as a rate); if ``n``/``L``/``n_boot``/``statistic`` are invalid; or
+        if an unsigned fit meets a value ≤ 0.
     """
     v = np.asarray(values, dtype=float)
     if v.ndim < 2 or v.shape[1] < 2:
         raise ValueError(f"values must have shape (cells, seeds >= 2, ...), got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("values must be finite: drop or fix the cells with NaN/inf")
     if n is None and L is None:
         raise ValueError("give n, L or both")
     cells = v.shape[0]
@@ -256,6 +353,9 @@ def fit_power_law(
     y = np.asarray(stat(v), dtype=float)
     if y.shape != (cells,):
         raise ValueError(f"statistic must return shape ({cells},), got {y.shape}")
+    if not np.any(y):
+        raise ValueError("values: the statistic is 0 in every cell, so there is no power "
+                         "law to fit; report the quantity as exactly 0 instead")
     rng = np.random.default_rng(seed)
     S = v.shape[1]
     idx_shape = (cells, S) + (1,) * (v.ndim - 2)
@@ -301,7 +401,8 @@ def fit_power_law(
     resolution = 0.0 if signed else 1e-3 * float(np.abs(y).min())
     has_plateau = plateau and (ci["c"][0] > resolution or ci["c"][1] < -resolution)
     return PowerFit(model=f"{name} = " + " + ".join(terms), estimate=est, ci=ci,
-                    n_boot=n_boot, plateau=bool(has_plateau), value=y, value_se=se)
+                    n_boot=n_boot, plateau=bool(has_plateau), resolution=resolution,
+                    value=y, value_se=se)
 
 
 def stored_fit(attrs: dict, prefix: str, compute: Callable[[], PowerFit]) -> PowerFit:

@@ -2,6 +2,9 @@
 
 A :class:`Finding` is one measured number with its 95% interval, the paper's
 claim about it, and a verdict computed from the two — never from the claim alone.
+A number that is no measurement (a fit pinned at its search bound, a coefficient
+that is numerically zero, an estimate outside its own interval) is printed as
+"not resolved" with the reason, never as an estimate.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ class Finding:
         The paper's statement, e.g. ``"p = 1 (Prop. 2)"``.
     verdict : str
         Computed from ``estimate``/``ci`` against the claim.
+    resolved : bool
+        False when ``estimate`` is no measurement; the report then prints "not
+        resolved" in its place (the verdict says why).
+    open_ends : (str, str)
+        Text printed instead of an interval end that sits at a bound of the fit's
+        search, e.g. ``"≥ 6 (search bound)"`` ("" for a measured end).
     """
 
     observable: str
@@ -52,6 +61,8 @@ class Finding:
     ci: tuple[float, float]
     claim: str
     verdict: str
+    resolved: bool = True
+    open_ends: tuple[str, str] = ("", "")
 
 
 def _fmt(x: float) -> str:
@@ -79,35 +90,61 @@ def judge_exponent(estimate: float, ci: tuple[float, float], claimed: float,
 
 
 def term_resolved(fit: PowerFit, param: str) -> bool:
-    """Whether the power term of exponent ``param`` is resolved: the 95% interval
-    of its coefficient (a for p, b for q) excludes zero (for non-negative
-    coefficients: its lower end exceeds 10⁻⁶ of its upper end)."""
-    lo, hi = fit.ci[{"p": "a", "q": "b"}[param]]
-    if lo >= 0:
-        return lo > 1e-6 * hi
-    return hi < 0
+    """Whether the power term of exponent ``param`` is resolved (see
+    :meth:`PowerFit.term_resolved`)."""
+    return fit.term_resolved(param)
+
+
+def _open_ends(fit: PowerFit, param: str, scale: float = 1.0) -> tuple[str, str]:
+    """Text for the interval ends of ``param`` that sit at a bound of the search
+    (an exponent's true end lies beyond it; a coefficient's end is 0); the
+    interval of ``scale·param`` (ends swapped for a negative scale)."""
+    texts = []
+    lo_bound, _ = fit.search_range(param)
+    for x in fit.ci[param]:
+        bound = fit.pinned(param, x)
+        if bound is None:
+            texts.append("")
+        elif param not in ("p", "q"):
+            texts.append("0 (bound)")
+        else:
+            below = (bound == lo_bound) != (scale < 0)
+            texts.append(f"{'≤' if below else '≥'} {_fmt(scale * bound)} (search bound)")
+    return (texts[1], texts[0]) if scale < 0 else (texts[0], texts[1])
 
 
 def exponent_finding(observable: str, quantity: str, fit: PowerFit, param: str,
-                     claimed: float, claim: str, *, bound: bool = False) -> Finding:
-    """Finding for the exponent ``param`` (``"p"`` or ``"q"``) of ``fit``; see
-    :func:`judge_exponent` for ``bound``. An exponent whose term is not resolved
-    (:func:`term_resolved`) is reported as undetermined, not judged."""
-    est, ci = fit.estimate[param], fit.ci[param]
-    if not term_resolved(fit, param):
-        verdict = "term not resolved (its coefficient's interval reaches 0): undetermined"
+                     claimed: float, claim: str, *, bound: bool = False,
+                     scale: float = 1.0) -> Finding:
+    """Finding for the exponent ``param`` (``"p"`` or ``"q"``) of ``fit``, times
+    ``scale`` (e.g. 0.5 for a mean-square fit, −1 for a growth exponent); see
+    :func:`judge_exponent` for ``bound``. An exponent that is not resolved
+    (:meth:`PowerFit.unresolved`: at a search bound, its term not resolved, or
+    outside its own interval) is reported as "not resolved" with the reason, not
+    judged."""
+    est = scale * fit.estimate[param]
+    lo, hi = sorted(scale * x for x in fit.ci[param])
+    reason = fit.unresolved(param)
+    if reason:
+        verdict = f"not resolved (undetermined): {reason}"
     else:
-        verdict = judge_exponent(est, ci, claimed, bound=bound)
-    return Finding(observable, quantity, est, ci, claim, verdict)
+        verdict = judge_exponent(est, (lo, hi), claimed, bound=bound)
+    return Finding(observable, quantity, est, (lo, hi), claim, verdict,
+                   resolved=not reason, open_ends=_open_ends(fit, param, scale))
 
 
 def plateau_finding(observable: str, fit: PowerFit, claim: str) -> Finding:
     """Finding for the constant ``c`` of ``fit``: a plateau when its interval
-    excludes zero."""
+    excludes zero; an estimate that is numerically zero (or outside its own
+    interval) is printed as "not resolved"."""
     est, ci = fit.estimate["c"], fit.ci["c"]
     verdict = ("plateau: the 95% interval of c excludes 0" if fit.plateau
                else "no plateau resolved: the 95% interval of c reaches 0")
-    return Finding(observable, "plateau c", est, ci, claim, verdict)
+    reason = fit.unresolved("c")
+    if reason:
+        verdict = f"{verdict}; c not resolved: {reason}"
+    return Finding(observable, "plateau c", est, ci, claim, verdict,
+                   resolved=not reason, open_ends=_open_ends(fit, "c"))
 
 
 def smallest_cell(per_seed: np.ndarray) -> tuple[float, tuple[float, float]]:
@@ -137,15 +174,43 @@ def reference_finding(observable: str, reference_error: float, measured: float,
     -------
     Finding
         The ratio reference / measured with the interval implied by
-        ``measured_ci``; "negligible" when its upper end is below 0.1.
+        ``measured_ci``; "negligible" when its upper end is below 0.1; "not
+        resolved" when ``measured`` lies outside ``measured_ci``.
     """
     lo_m, hi_m = measured_ci
     hi = reference_error / lo_m if lo_m > 0 else math.inf
     verdict = ("reference negligible (< 0.1)" if hi < 0.1
                else "reference error NOT negligible against the smallest measured value")
+    inside = lo_m <= measured <= hi_m
+    if not inside:  # no judgement from an interval that misses its estimate
+        verdict = (f"not resolved: the measured value {_fmt(measured)} lies outside its "
+                   f"own interval [{_fmt(lo_m)}, {_fmt(hi_m)}]")
     return Finding(observable, "reference / smallest measured",
                    float(reference_error / measured), (float(reference_error / hi_m), hi),
-                   "reference ≪ measured", verdict)
+                   "reference ≪ measured", verdict, resolved=inside)
+
+
+def _outside(f: Finding) -> bool:
+    """Whether the estimate of ``f`` lies outside its own interval."""
+    lo, hi = f.ci
+    slack = 1e-9 * max(abs(f.estimate), *(abs(x) for x in f.ci if math.isfinite(x)))
+    return not lo - slack <= f.estimate <= hi + slack
+
+
+def _row(f: Finding) -> str:
+    """The table row of ``f``: "not resolved" in place of an estimate that is no
+    measurement (flagged by its maker, or lying outside its own interval), and
+    the text of ``open_ends`` in place of interval ends at a search bound."""
+    verdict = f.verdict
+    resolved = f.resolved
+    if resolved and _outside(f):  # no judgement from an interval that misses its estimate
+        resolved = False
+        verdict = (f"not resolved: the estimate {_fmt(f.estimate)} lies outside its own 95% "
+                   "interval (biased bootstrap replicates or inconsistent inputs)")
+    estimate = _fmt(f.estimate) if resolved else "not resolved"
+    lo, hi = (text or _fmt(x) for text, x in zip(f.open_ends, f.ci))
+    return (f"| {f.observable} | {f.quantity} | {estimate} | [{lo}, {hi}] | {f.claim} | "
+            f"{verdict} |")
 
 
 def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | None]],
@@ -157,7 +222,9 @@ def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | No
     sections : sequence of (title, description, findings, figure)
         ``figure`` is a path relative to the report (or None). With ``findings``
         None the description is a section body written verbatim (a section kept
-        from an earlier report).
+        from an earlier report). A finding that is not resolved, or whose
+        estimate lies outside its own interval, shows "not resolved" in place of
+        its estimate.
     header : str
         Text under the title (run parameters).
     """
@@ -171,10 +238,7 @@ def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | No
         if findings:
             lines += ["| observable | quantity | estimate | 95% interval | paper's claim | verdict |",
                       "|---|---|---|---|---|---|"]
-            for f in findings:
-                lines.append(
-                    f"| {f.observable} | {f.quantity} | {_fmt(f.estimate)} | "
-                    f"[{_fmt(f.ci[0])}, {_fmt(f.ci[1])}] | {f.claim} | {f.verdict} |")
+            lines += [_row(f) for f in findings]
             lines.append("")
         if figure:
             lines += [f"![{title}]({Path(figure).as_posix()})", ""]
