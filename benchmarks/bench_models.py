@@ -6,7 +6,7 @@ Wᵀg, rank-B update g φᵀ — i.e. 6·S·L·B·n² flops, plus 4·S·B·n·d 
 reference is torch.matmul on the very same shapes, (S, B, n) @ (S, n, n) over the
 L layers, measured in the same run. Two figures are reported per configuration:
 
-* ``step``: ``ResNetEnsemble.sgd_step`` internals (forward + backward + update);
+* ``step``: ``ResNetEnsemble.forward_pass``, ``backward_pass``, ``apply_update``;
 * ``train``: a full ``train_resnet`` step per step (adds the per-step records
   ‖h_ℓ‖²/n, ‖g_ℓ‖²/n, f, loss and the non-finite check).
 
@@ -56,11 +56,11 @@ def bench(S: int, L: int, n: int, B: int, d: int, device, dtype, repeats: int,
     X = torch.randn(B, d, device=device, dtype=dtype, generator=gen)
     y = torch.randn(B, device=device, dtype=dtype, generator=gen)
     A = torch.randn(S, B, n, device=device, dtype=dtype, generator=gen)
-    Ws = [model._w["W"][l] for l in range(L)]
+    Ws = [model.W[:, l] for l in range(L)]
 
     def step():
-        f = model._forward(X, store=True)
-        model._backward(f - y, mode="update")
+        fp = model.forward_pass(X)
+        model.apply_update(model.backward_pass(fp, fp.f - y))
 
     def mm():  # torch.matmul on the same shapes: L products (S, B, n) @ (S, n, n)
         for Wl in Ws:

@@ -18,7 +18,7 @@ from nfd._exact import exact_covariance
 from validation import (
     ResNetEnsemble,
     init_increments,
-    memory_estimate,
+    network_memory_estimate,
     sphere_stream,
     synthetic_task,
     train_resnet,
@@ -438,9 +438,12 @@ def test_bad_data_raise_clear_errors():
 
 
 def test_memory_estimate_and_error_before_allocating():
-    base = memory_estimate(10, width=256, depth=8, seeds=2)
-    assert memory_estimate(10, width=512, depth=8, seeds=2) > 3.5 * base  # ∝ n²
-    assert memory_estimate(10, width=256, depth=8, seeds=2, backward="decoupled") > 1.8 * base
+    def total(**kw):
+        return network_memory_estimate(10, depth=8, seeds=2, **kw)["total"]
+
+    base = total(width=256)
+    assert total(width=512) > 3.5 * base  # ∝ n²
+    assert total(width=256, backward="decoupled") > 1.8 * base
     assert base > 2 * 8 * 256 * 256 * 4
     with pytest.raises(MemoryError, match="width"):
         train_resnet(X4, Y4, width=400_000, depth=64, seeds=8, eta_c=0.1, device="cpu")
@@ -450,6 +453,6 @@ def test_memory_estimate_and_error_before_allocating():
 
 def test_non_finite_values_raise_naming_step_and_layer():
     X, y = synthetic_task("tanh", 16, 12, seed=2)
-    with pytest.raises(FloatingPointError, match=r"SGD step \d+ .*layer \d+"):
+    with pytest.raises(FloatingPointError, match=r"SGD step \d+: .*layer \d+"):
         train_resnet(X, 100 * y, width=64, depth=4, eta_c=1e4, batch_size=4,
                      activation="relu", device="cpu")

@@ -1,8 +1,11 @@
-"""Online SGD of finite depth-μP ResNet ensembles, recorded in the schema of
-``nfd.simulate`` (plus a leading ``seed`` dimension).
+"""Online SGD of finite depth-μP ResNet ensembles (:func:`train_resnet`), recorded in
+the schema of ``nfd.simulate`` (plus a leading ``seed`` dimension), and the
+per-layer noise increments of a network at initialization (:func:`init_increments`).
 
 Stream convention: X has K·B rows consumed in order, B per step; the forward pass
 of step k uses the parameters after k updates (paper 002, §2 and appendix E).
+The parts of a run: :mod:`._train_checks` (arguments), :mod:`._train_record` (run
+state), :func:`sgd_step` here (one step), :mod:`._train_dataset` (the Dataset).
 """
 
 from __future__ import annotations
@@ -15,92 +18,17 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
-from nfd._activations import Activation
-from nfd._checks import (
-    check_choice,
-    check_int,
-    check_matrix,
-    check_positive_float,
-    check_targets,
-    resolve_device_dtype,
-)
-from nfd._losses import Loss, get_loss
-from nfd._results import base_attrs
+import nfd
+from nfd.schema import DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, DivergenceGuard, check_matrix
 
-from ._memory import _breakdown, check_memory as _check_memory
-from ._models import (
-    BACKWARDS,
-    BLOCKS,
-    FIRST_LAYER_LRS,
-    REGIMES,
-    SCALINGS,
-    STYLES,
-    ResNetEnsemble,
-    resolve_seeds,
-)
+from ._memory import ensure_network_fits, network_memory_estimate
+from ._models import ResNetEnsemble
+from ._net_step import mean_square
+from ._train_checks import TrainRun, check_train
+from ._train_dataset import as_numpy, to_dataset
+from ._train_record import EigenHistory, Records
 
-__all__ = ["train_resnet", "init_increments"]
-
-_DEFAULT_PROBE_STEPS = 33  # as nfd.simulate
-
-
-def _steps_arg(name: str, value, lo: int, hi: int) -> np.ndarray:
-    """Sorted unique int steps in [lo, hi]."""
-    if value is None:
-        return np.zeros(0, dtype=np.int64)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = [value]
-    try:
-        arr = np.asarray(list(value))
-    except TypeError:
-        raise TypeError(f"{name} must be a sequence of ints") from None
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must contain ints, got dtype {arr.dtype}")
-    arr = np.unique(arr.astype(np.int64))
-    if arr.size and (arr[0] < lo or arr[-1] > hi):
-        raise ValueError(f"{name} must lie in [{lo}, {hi}], got {arr.tolist()}")
-    return arr
-
-
-def _probes_arg(probes, d: int) -> tuple[np.ndarray, np.ndarray] | None:
-    if probes is None:
-        return None
-    if not isinstance(probes, (tuple, list)) or len(probes) != 2:
-        raise TypeError("probes must be a pair (X_probe, y_probe)")
-    Xp = check_matrix("probes[0]", probes[0], columns=d)
-    yp = check_targets("probes[1]", probes[1], Xp.shape[0])
-    return Xp, yp
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float64).numpy()
-
-
-def _min_eig(V: torch.Tensor, n: int) -> torch.Tensor:
-    """Smallest eigenvalue of the Gram matrices V Vᵀ/n over the last two axes."""
-    V = V.to(torch.float64)
-    return torch.linalg.eigvalsh(V @ V.mT / n)[..., 0]
-
-
-def _nonfinite_error(step: int, f, h2, g2, seeds: list[int]) -> FloatingPointError:
-    h_bad = ~torch.isfinite(h2).cpu()  # (L+1, S)
-    g_bad = ~torch.isfinite(g2).cpu()
-    if bool(h_bad.any()):
-        layer = int(h_bad.any(1).nonzero()[0, 0])
-        bad_seeds = [seeds[i] for i in h_bad[layer].nonzero()[:, 0].tolist()]
-        where = f"forward pass, layer {layer} (h_{layer})"
-    elif bool(g_bad.any()):
-        layer = int(g_bad.any(1).nonzero()[-1, 0])
-        bad_seeds = [seeds[i] for i in g_bad[layer].nonzero()[:, 0].tolist()]
-        where = f"backward pass, layer {layer} (g_{layer})"
-    else:
-        bad = (~torch.isfinite(f)).any(1).cpu()
-        bad_seeds = [seeds[i] for i in bad.nonzero()[:, 0].tolist()]
-        where = "the output f"
-    return FloatingPointError(
-        f"non-finite values at SGD step {step} in {where} for seeds {bad_seeds}; "
-        "lower eta_c (or T), or use dtype='float64'"
-    )
+__all__ = ["train_resnet", "init_increments", "sgd_step"]
 
 
 def train_resnet(
@@ -109,8 +37,8 @@ def train_resnet(
     *,
     width: int,
     depth: int,
-    activation: str | Activation | Callable = "relu",
-    loss: str | Loss | Callable = "mse",
+    activation: str | nfd.Activation | Callable = "relu",
+    loss: str | nfd.Loss | Callable = "mse",
     eta_c: float,
     T: float = 1.0,
     backward: str = "coupled",
@@ -128,8 +56,9 @@ def train_resnet(
     record_collapse: bool = True,
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
-    progress: bool = False,
+    progress: bool = DEFAULT_PROGRESS,
     check_memory: bool = True,
+    divergence: float | None = DEFAULT_DIVERGENCE,
 ) -> xr.Dataset:
     """Train an ensemble of finite depth-μP ResNets by online SGD (paper 002, §2, §4).
 
@@ -153,7 +82,8 @@ def train_resnet(
     width, depth : int
         n and L.
     activation, loss
-        Names or callables (see ``nfd._activations``, ``nfd._losses``).
+        Names or callables (see :func:`nfd.get_activation`, :func:`nfd.get_loss`);
+        ``loss="logistic"`` needs labels ±1.
     eta_c : float
         η_c ≥ 0 (required: stability needs roughly η_c < 2/K(x, x) with K the
         per-sample tangent kernel, e.g. η_c ≲ 0.4 for relu, mse, T = 1).
@@ -172,7 +102,8 @@ def train_resnet(
         Inputs evaluated forward-only with the parameters after each
         ``probe_step`` updates.
     probe_steps : sequence of int in [0, K], optional
-        Default (as ``nfd.simulate``): 33 evenly spaced steps including 0 and K
+        Default (as ``nfd.simulate``): ``nfd.schema.default_steps(K,
+        DEFAULT_PROBE_STEPS, True)``, 33 evenly spaced steps including 0 and K
         (every step when K ≤ 32).
     eig_steps : sequence of int in [0, K−1], optional
         Steps at which the smallest eigenvalues of the empirical Σ and Θ are
@@ -184,14 +115,21 @@ def train_resnet(
     device, dtype
         Default: CUDA when available, float32.
     progress : bool
-        Show a tqdm progress bar.
+        Show a tqdm progress bar (default ``nfd.schema.DEFAULT_PROGRESS``, as
+        ``nfd.simulate``).
+    divergence : float or None
+        Stop with ``FloatingPointError`` once ‖h_ℓ‖²/n or ‖g_ℓ‖²/n of a network
+        exceeds ``divergence`` times its largest value over ℓ at step 0, or f² the
+        product of both (:class:`nfd.schema.DivergenceGuard`); probe passes are held
+        to their first evaluation the same way. ``None``: stop on NaN/inf only.
     check_memory : bool
         Raise ``MemoryError`` before allocating more than is available.
 
     Returns
     -------
     xarray.Dataset
-        Dimensions ``seed, step, sample, time, probe, probe_step, eig_step,
+        Variables named and annotated (``long_name``, ``units``) as in
+        :data:`nfd.schema.VARIABLES` / ``EXTRA_VARIABLES``. Dimensions ``seed, step, sample, time, probe, probe_step, eig_step,
         block_time``. Variables:
 
         * ``f``, ``loss``, ``dloss`` (seed, step, sample): output on the step-k
@@ -215,237 +153,86 @@ def train_resnet(
         ``attrs`` hold every parameter (netCDF-serializable, the keys of
         ``nfd.simulate`` where shared; ``model="network"``).
 
+    Warns
+    -----
+    UserWarning
+        Once, when the inputs' mean |x|²/d is far from 1 (the sphere convention the
+        documented η_c ranges assume).
+
     Raises
     ------
     TypeError, ValueError
-        Bad arguments (naming the argument).
+        Bad arguments (naming the argument), e.g. labels other than ±1 with
+        ``loss="logistic"``.
     MemoryError
-        When the estimate of :func:`validation.memory_estimate` does not fit.
+        When the estimate of :func:`validation.network_memory_estimate` does not fit.
     FloatingPointError
-        Non-finite values, naming the step, layer and seeds.
+        A diverging or non-finite run, naming the step (or probe evaluation), the
+        layer, the quantity and the seeds.
     """
-    Xn = check_matrix("X", X)
-    total, d = Xn.shape
-    yn = check_targets("y", y, total)
-    width = check_int("width", width, 1)
-    depth = check_int("depth", depth, 1)
-    B = check_int("batch_size", batch_size, 1)
-    if n_steps is None:
-        if total % B:
-            raise ValueError(
-                f"len(X) = {total} is not a multiple of batch_size = {B}; pass n_steps"
-            )
-        K = total // B
-    else:
-        K = check_int("n_steps", n_steps, 1)
-        if K * B > total:
-            raise ValueError(
-                f"n_steps·batch_size = {K * B} exceeds the {total} rows of X"
-            )
-    if K < 1:
-        raise ValueError(f"X has {total} rows, fewer than batch_size = {B}")
-    for name, val, choices in [
-        ("backward", backward, BACKWARDS), ("style", style, STYLES),
-        ("block", block, BLOCKS), ("scaling", scaling, SCALINGS),
-        ("regime", regime, REGIMES), ("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
-    ]:
-        check_choice(name, val, choices)
-    T = check_positive_float("T", T)
-    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
-    seed_list = resolve_seeds(seeds)
-    S = len(seed_list)
-    loss_fn = get_loss(loss)
-    probe_data = _probes_arg(probes, d)
-    if probe_data is None:
-        if probe_steps is not None:
-            raise ValueError("probe_steps was given without probes")
-        psteps = np.zeros(0, dtype=np.int64)
-    elif probe_steps is None:
-        psteps = np.unique(np.linspace(0, K, min(_DEFAULT_PROBE_STEPS, K + 1)).round()
-                           .astype(np.int64))
-    else:
-        psteps = _steps_arg("probe_steps", probe_steps, 0, K)
-    esteps = _steps_arg("eig_steps", eig_steps, 0, K - 1)
-    dev, dt = resolve_device_dtype(device, dtype)
-    collapse = bool(record_collapse) and block == "two-layer"
-    P = 0 if probe_data is None else probe_data[0].shape[0]
-    M = int(esteps[-1] + 1) * B if esteps.size else 0
-    if check_memory:
-        parts = _breakdown(
-            d, width, depth, seeds=S, batch_size=B, n_steps=K, backward=backward,
-            block=block, style=style, record_collapse=collapse, n_probes=P,
-            n_probe_steps=len(psteps), eig_history=M, n_eig_steps=len(esteps),
-            itemsize=torch.empty((), dtype=dt).element_size(),
-        )
-        _check_memory(sum(parts.values()), dev, what="train_resnet", parts=parts)
-
-    model = ResNetEnsemble(
-        d, width=width, depth=depth, activation=activation, T=T, seeds=seed_list,
+    run = check_train(
+        X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c, T=T,
         backward=backward, style=style, block=block, scaling=scaling, regime=regime,
-        eta_c=eta_c, first_layer_lr=first_layer_lr, record_collapse=collapse,
-        device=dev, dtype=dt, check_memory=False,
-    )
-    n, L = width, depth
-    kw = dict(device=dev, dtype=dt)
-    Xd = torch.as_tensor(Xn[: K * B], **kw)
-    yd = torch.as_tensor(yn[: K * B], **kw).reshape(K, B)
-    rec_f = torch.empty((K, S, B), **kw)
-    rec_loss = torch.empty((K, S, B), **kw)
-    rec_dloss = torch.empty((K, S, B), **kw)
-    rec_h2 = torch.empty((K, L + 1, S), **kw)
-    rec_g2 = torch.empty((K, L + 1, S), **kw)
-    if collapse:
-        rec_int = torch.empty((K, L, S), **kw)
-        rec_res = torch.empty((K, L, S), **kw)
-    if probe_data is not None:
-        Xp = torch.as_tensor(probe_data[0], **kw)
-        yp = torch.as_tensor(probe_data[1], **kw)
-        rec_pf = torch.empty((len(psteps), S, P), **kw)
-        probe_index = {int(k): i for i, k in enumerate(psteps)}
-    else:
-        probe_index = {}
-    if M:
-        phi_first = style == "pre" and block == "one-layer"
-        hist_z = torch.empty((L, S, M, n), **kw)
-        hist_g = torch.empty((L + 1, S, M, n), **kw)
-        rec_sig = torch.full((len(esteps), L + 1, S), float("nan"), device=dev,
-                             dtype=torch.float64)
-        rec_the = torch.empty((len(esteps), L + 1, S), device=dev, dtype=torch.float64)
-        eig_index = {int(k): i for i, k in enumerate(esteps)}
-        last_eig = int(esteps[-1])
+        first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
+        n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
+        record_collapse=record_collapse, device=device, dtype=dtype, divergence=divergence)
+    if check_memory:
+        ensure_network_fits(_estimate(run), run.device, what="train_resnet")
+    net = ResNetEnsemble(run.d, seeds=run.seeds, device=run.device, dtype=run.dtype,
+                         check_memory=False, **run.net)
+    rec, eig = Records(run), EigenHistory(run)
+    _train(run, net, rec, eig, progress)
+    return to_dataset(run, net, rec, eig)
+
+
+def _estimate(run: TrainRun) -> dict[str, int]:
+    """:func:`network_memory_estimate` of the run."""
+    return network_memory_estimate(
+        run.d, width=run.net["width"], depth=run.net["depth"], seeds=len(run.seeds),
+        batch_size=run.B, n_steps=run.K, backward=run.net["backward"],
+        block=run.net["block"], style=run.net["style"], record_collapse=run.collapse,
+        n_probes=run.Q, n_probe_steps=len(run.probe_steps), eig_history=run.eig_history,
+        n_eig_steps=len(run.eig_steps), dtype=run.dtype)
+
+
+def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
+           progress: bool) -> None:
+    """K SGD steps on the stream, probes evaluated before step k (after k updates)
+    and after the last step; one divergence check per step and probe evaluation."""
+    kw = dict(device=run.device, dtype=run.dtype)
+    X = torch.as_tensor(run.X, **kw)
+    Y = torch.as_tensor(run.y, **kw).reshape(run.K, run.B)
+    Xp = None if run.probes is None else torch.as_tensor(run.probes[0], **kw)
+    guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds)
+    probe_guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds)
 
     def probe(k: int) -> None:
-        if k in probe_index:
-            pf = model._forward(Xp, store=False)
-            if not bool(torch.isfinite(pf).all()):
-                bad = [seed_list[i] for i in (~torch.isfinite(pf)).any(1).nonzero()[:, 0].tolist()]
-                raise FloatingPointError(
-                    f"non-finite probe outputs after SGD step {k} (parameters after {k} "
-                    f"updates) for seeds {bad}; lower eta_c (or T)"
-                )
-            rec_pf[probe_index[k]] = pf
+        if rec.probes_at(k):
+            pf, h2 = net.evaluate(Xp)
+            probe_guard.check(k, h2, None, pf, phase="probe evaluation at step")
+            rec.store_probe(k, pf)
 
     with torch.no_grad():
-        for k in tqdm(range(K), disable=not progress, desc="train_resnet"):
+        for k in tqdm(range(run.K), disable=not progress, desc="train_resnet"):
             probe(k)
-            xb, yb = Xd[k * B:(k + 1) * B], yd[k]
-            f = model._forward(xb, store=True)
-            ybe = yb.expand_as(f)
-            rec_f[k] = f
-            rec_loss[k] = loss_fn(f, ybe)
-            if collapse:
-                rec_int[k] = model._internal
-                rec_res[k] = model._residual
-            chi = loss_fn.grad(f, ybe)
-            rec_dloss[k] = chi
-            model._backward(chi, mode="update")
-            H, G = model._H, model._G
-            h2 = torch.linalg.vector_norm(H, dim=-1).square_().mean(-1).div_(n)
-            g2 = torch.linalg.vector_norm(G, dim=-1).square_().mean(-1).div_(n)
-            rec_h2[k] = h2
-            rec_g2[k] = g2
-            # one host sync per step (not per layer)
-            if not bool(torch.isfinite(f).all() & torch.isfinite(h2).all()
-                        & torch.isfinite(g2).all()):
-                raise _nonfinite_error(k, f, h2, g2, seed_list)
-            if M and k <= last_eig:
-                sl = slice(k * B, (k + 1) * B)
-                hist_z[:, :, sl] = model.act.phi(H[:L]) if phi_first else H[:L]
-                hist_g[:, :, sl] = G
-                if k in eig_index:
-                    m = (k + 1) * B
-                    rec_sig[eig_index[k], :L] = _min_eig(hist_z[:, :, :m], n)
-                    rec_the[eig_index[k]] = _min_eig(hist_g[:, :, :m], n)
-        probe(K)
-
-    times = np.arange(L + 1) * (T / L)
-    coords = {
-        "seed": np.asarray(seed_list, dtype=np.int64),
-        "step": np.arange(K),
-        "sample": np.arange(B),
-        "time": times,
-        "probe": np.arange(P),
-        "probe_step": psteps,
-        "eig_step": esteps,
-    }
-    ssb = ("seed", "step", "sample")
-    data_vars = {
-        "f": (ssb, _np(rec_f).transpose(1, 0, 2)),
-        "y": (("step", "sample"), yn[: K * B].reshape(K, B)),
-        "loss": (ssb, _np(rec_loss).transpose(1, 0, 2)),
-        "dloss": (ssb, _np(rec_dloss).transpose(1, 0, 2)),
-        "h2": (("seed", "step", "time"), _np(rec_h2).transpose(2, 0, 1)),
-        "g2": (("seed", "step", "time"), _np(rec_g2).transpose(2, 0, 1)),
-    }
-    if probe_data is not None:
-        pf = _np(rec_pf).transpose(1, 0, 2)
-        pl = _np(loss_fn(rec_pf, yp.expand_as(rec_pf))).transpose(1, 0, 2)
-        py = probe_data[1]
-    else:
-        pf = pl = np.zeros((S, 0, 0))
-        py = np.zeros(0)
-    data_vars["probe_f"] = (("seed", "probe_step", "probe"), pf)
-    data_vars["probe_loss"] = (("seed", "probe_step", "probe"), pl)
-    data_vars["probe_y"] = (("probe",), py)
-    if M:
-        sig, the = _np(rec_sig).transpose(2, 0, 1), _np(rec_the).transpose(2, 0, 1)
-    else:
-        sig = the = np.zeros((S, 0, L + 1))
-    data_vars["sigma_min_eig"] = (("seed", "eig_step", "time"), sig)
-    data_vars["theta_min_eig"] = (("seed", "eig_step", "time"), the)
-    if collapse:
-        coords["block_time"] = times[1:]
-        data_vars["internal_update"] = (("seed", "step", "block_time"),
-                                        _np(rec_int).transpose(2, 0, 1))
-        data_vars["residual_update"] = (("seed", "step", "block_time"),
-                                        _np(rec_res).transpose(2, 0, 1))
-    ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(model, loss_fn, B, K))
-    _describe(ds)
-    return ds
+            sgd_step(net, run.loss, X[k * run.B:(k + 1) * run.B], Y[k], k=k, rec=rec,
+                     eig=eig, guard=guard)
+        probe(run.K)
 
 
-def _attrs(model: ResNetEnsemble, loss_fn: Loss, B: int, K: int) -> dict:
-    # same keys as nfd.simulate where they mean the same thing (nfd._results.base_attrs)
-    feature = model.regime == "feature"
-    return base_attrs(
-        model="network", source="validation.train_resnet", backward=model.backward,
-        activation=model.act.name, loss=loss_fn.name, eta_c=model.eta_c, T=model.T,
-        steps=model.L, depth=model.L, width=model.n, batch_size=B, sgd_steps=K,
-        input_dim=model.d, seeds=[int(s) for s in model.seeds],
-        device=str(model.device), dtype=str(model.dtype).split(".")[-1],
-        alpha="1/sqrt(n)" if feature else "1", alpha_value=model.alpha,
-        learning_rate="eta_c*n" if feature else "eta_c", learning_rate_value=model.eta,
-        learning_rate_first_layer_value=model.eta * model.lr_mult_first,
-        style=model.style, block=model.block, scaling=model.scaling,
-        regime=model.regime, first_layer_lr=model.first_layer_lr,
-    )
-
-
-_DESCRIPTIONS = {
-    "f": "network output on the step-k batch, parameters after k updates",
-    "loss": "loss of f against y",
-    "dloss": "chi = dL/df(f, y), the factor of every SGD update",
-    "y": "training targets",
-    "h2": "|h_l|^2/n averaged over the batch, time t_l = l T/L",
-    "g2": "|g_l|^2/n, g_l = (sqrt(n)/alpha) df/dh_l, averaged over the batch",
-    "probe_f": "probe outputs with the parameters after probe_step updates",
-    "probe_loss": "probe losses",
-    "probe_y": "probe targets",
-    "sigma_min_eig": "smallest eigenvalue of <z_l^i, z_l^j>/n over the training samples "
-                     "of steps 0..eig_step (z = phi(h) pre-activation one-layer/MLP, "
-                     "z = h otherwise); NaN at l = L",
-    "theta_min_eig": "smallest eigenvalue of <g_l^i, g_l^j>/n over the training samples "
-                     "of steps 0..eig_step",
-    "internal_update": "eq. 27: |x_l - W1(0) h_(l-1)/sqrt(n)| / sqrt(n), batch mean",
-    "residual_update": "eq. 33-34: |(W2 - W2(0)) phi(x_l)| / (sqrt(tau n) sqrt(n)), "
-                       "batch mean",
-}
-
-
-def _describe(ds: xr.Dataset) -> None:
-    for name, text in _DESCRIPTIONS.items():
-        if name in ds:
-            ds[name].attrs["description"] = text
+def sgd_step(net: ResNetEnsemble, loss: nfd.Loss, xb: torch.Tensor, yb: torch.Tensor, *,
+             k: int, rec: Records, eig: EigenHistory, guard: DivergenceGuard) -> None:
+    """SGD step k of appendix E on the batch (xb, yb): forward, χ = ℒ'(f, y),
+    backward, update; then record and check it (one host synchronisation)."""
+    fp = net.forward_pass(xb)
+    yb = yb.expand_as(fp.f)
+    chi = loss.grad(fp.f, yb)
+    grads = net.backward_pass(fp, chi)
+    net.apply_update(grads)
+    h2, g2 = mean_square(fp.h), mean_square(grads.g)
+    rec.store_step(k, fp, loss(fp.f, yb), chi, h2, g2)
+    guard.check(k, h2, g2, fp.f)
+    eig.record(k, net, fp, grads)
 
 
 def init_increments(
@@ -453,7 +240,7 @@ def init_increments(
     *,
     width: int,
     depth: int,
-    activation: str | Activation | Callable = "relu",
+    activation: str | nfd.Activation | Callable = "relu",
     T: float = 1.0,
     seeds: int | Sequence[int] = 1,
     backward: str = "coupled",
@@ -515,13 +302,13 @@ def init_increments(
     times = np.arange(L + 1) * (model.T / L)
     ds = xr.Dataset(
         {
-            "h": (("seed", "time", "width"), _np(H)),
-            "g": (("seed", "time", "width"), _np(G)),
-            "xi": (("seed", "layer", "width"), _np(xi)),
-            "xi_tilde": (("seed", "layer", "width"), _np(xit)),
-            "sigma": (("seed", "layer"), _np(zn[..., 0]) / math.sqrt(n)),
-            "sigma_tilde": (("seed", "layer"), _np(gn[..., 0]) / math.sqrt(n)),
-            "f": (("seed",), _np(out["f"][:, 0])),
+            "h": (("seed", "time", "width"), as_numpy(H)),
+            "g": (("seed", "time", "width"), as_numpy(G)),
+            "xi": (("seed", "layer", "width"), as_numpy(xi)),
+            "xi_tilde": (("seed", "layer", "width"), as_numpy(xit)),
+            "sigma": (("seed", "layer"), as_numpy(zn[..., 0]) / math.sqrt(n)),
+            "sigma_tilde": (("seed", "layer"), as_numpy(gn[..., 0]) / math.sqrt(n)),
+            "f": (("seed",), as_numpy(out["f"][:, 0])),
         },
         coords={"seed": np.asarray(model.seeds, dtype=np.int64), "time": times,
                 "layer": np.arange(1, L + 1), "width": np.arange(n)},

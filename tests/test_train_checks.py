@@ -1,0 +1,151 @@
+"""train_resnet's argument checks, divergence guard and memory estimate, shared with
+nfd.simulate through nfd.schema (issues 11.1, 11.3, 12.2), and the per-step API of
+ResNetEnsemble (issue 12.3): options never change the training numbers."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import nfd
+from validation import ResNetEnsemble, network_memory_estimate, synthetic_task, train_resnet
+
+X16, Y16 = synthetic_task("tanh", 16, 12, seed=2)
+NET = dict(width=64, depth=4, batch_size=4, activation="relu", device="cpu", progress=False)
+
+
+# ------------------------------------------------------------------ labels
+def test_logistic_with_01_labels_is_refused_by_both_entry_points_alike():
+    X, y = synthetic_task("sign", 8, 3, seed=0)
+    y01 = (y > 0).astype(float)  # the y = 0 samples would get dL/df = -0: never trained
+    with pytest.raises(ValueError, match="must hold labels ±1") as net_err:
+        train_resnet(X, y01, loss="logistic", width=8, depth=2, eta_c=0.1, device="cpu",
+                     progress=False)
+    with pytest.raises(ValueError, match="must hold labels ±1") as lim_err:
+        nfd.simulate(X, y01, loss="logistic", eta_c=0.1, steps=2, particles=8,
+                     progress=False)
+    assert str(net_err.value) == str(lim_err.value)
+    assert str(net_err.value).startswith("y must hold labels ±1 for loss='logistic'")
+    # ±1 labels pass
+    train_resnet(X, 2 * y01 - 1, loss="logistic", width=8, depth=2, eta_c=0.1, device="cpu",
+                 progress=False)
+
+
+# -------------------------------------------------------------- divergence
+def test_divergence_guard_stops_a_diverging_run_naming_step_layer_and_quantity():
+    # eta_c = 3 with targets 4·y diverges while every number stays finite: without
+    # the guard the run returns E[h^2] ~ 1e29 as a result (see the next test)
+    with pytest.raises(FloatingPointError,
+                       match=r"^SGD step \d+: diverging (features E\[h\^2\]|gradients "
+                             r"E\[g\^2\]) at layer \d+ .*for seeds \[\d+\].*divergence="):
+        train_resnet(X16, 4 * Y16, eta_c=3.0, **NET)
+
+
+def test_divergence_none_only_stops_on_nan():
+    ds = train_resnet(X16, 4 * Y16, eta_c=3.0, divergence=None, **NET)
+    assert np.isfinite(ds.h2).all() and float(ds.h2.max()) > 1e10  # finite, diverged
+    with pytest.raises(FloatingPointError, match=r"^SGD step \d+: non-finite features "
+                                                 r"E\[h\^2\] at layer \d+"):
+        train_resnet(X16, 4 * Y16, eta_c=10.0, divergence=None, **NET)
+
+
+def test_divergence_guard_checks_probe_passes():
+    # one step: the training check sees the network before its update, the probe
+    # evaluation after it (with the parameters after 1 update) is the first to diverge
+    with pytest.raises(FloatingPointError,
+                       match=r"^probe evaluation at step 1: diverging features E\[h\^2\] "
+                             r"at layer \d+"):
+        train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, probes=(X16, Y16), **NET)
+    ds = train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, probes=(X16, Y16), divergence=None,
+                      **NET)
+    assert np.isfinite(ds.probe_f).all()
+
+
+def test_raw_scale_inputs_warn_once_and_are_named_in_the_divergence_message():
+    X = 8 * X16  # |x|^2/d = 64, like raw pixels
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(FloatingPointError, match="rescale the inputs: their mean "
+                                                     r"\|x\|\^2/d is 64"):
+            train_resnet(X, Y16, eta_c=0.5, **NET)
+    scale = [w for w in caught if "sphere convention" in str(w.message)]
+    assert len(scale) == 1 and "X has mean |x|^2/d = 64" in str(scale[0].message)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), "big"])
+def test_divergence_argument_is_checked(bad):
+    with pytest.raises((ValueError, TypeError), match="divergence"):
+        train_resnet(X16, Y16, eta_c=0.1, divergence=bad, **NET)
+
+
+# ------------------------------------------------------------------ memory
+COUNTS = ["input_dim", "width", "depth", "seeds", "batch_size", "n_steps", "n_probes",
+          "n_probe_steps", "eig_history", "n_eig_steps"]
+
+
+@pytest.mark.parametrize("name", COUNTS)
+def test_network_memory_estimate_refuses_negative_counts(name):
+    args = dict(input_dim=3, width=8, depth=2)
+    args[name] = -1
+    with pytest.raises(ValueError, match=f"^{name} must be >="):
+        network_memory_estimate(args.pop("input_dim"), **args)
+
+
+def test_network_memory_estimate_has_the_shape_of_nfds():
+    est = network_memory_estimate(10, width=64, depth=4, seeds=2, n_probes=5,
+                                  n_probe_steps=3, eig_history=8, n_eig_steps=2)
+    assert est["total"] == sum(v for k, v in est.items() if k != "total")
+    assert set(nfd.memory_estimate(n_train=4, input_dim=10, steps=4, particles=8)) >= {"total"}
+    # the weights: S·L·n² float32 entries
+    assert est["weights"] == 2 * 4 * 64 * 64 * 4
+    with pytest.raises(ValueError, match="backward"):
+        network_memory_estimate(3, width=8, depth=2, backward="gia")
+
+
+# ---------------------------------------------------- the per-step API
+@pytest.mark.parametrize("style,block,scaling", [("pre", "one-layer", "depth-mup"),
+                                                 ("post", "one-layer", "mlp"),
+                                                 ("pre", "two-layer", "mup")])
+def test_per_step_api_composes_to_sgd_step(style, block, scaling):
+    kw = dict(width=16, depth=3, seeds=[1, 2], eta_c=0.4, activation="tanh", style=style,
+              block=block, scaling=scaling, backward="decoupled", device="cpu",
+              dtype=torch.float64)
+    a, b = ResNetEnsemble(5, **kw), ResNetEnsemble(5, **kw)
+    assert type(a).__name__ == {"one-layer": {"pre": "PreActResNet", "post": "PostActResNet"},
+                                "two-layer": {"pre": "TwoLayerResNet"}}[block][style]
+    X, y = synthetic_task("tanh", 6, 5, seed=1)
+    loss = nfd.get_loss("mse")
+    for k in range(2):
+        xb, yb = torch.as_tensor(X[3 * k:3 * k + 3]), torch.as_tensor(y[3 * k:3 * k + 3])
+        fp = a.forward_pass(xb)
+        grads = a.backward_pass(fp, loss.grad(fp.f, yb.expand_as(fp.f)))
+        dense = grads.dense()
+        before = {n: p.clone() for n, p in a.parameters().items()}
+        a.apply_update(grads)
+        assert torch.equal(fp.f, b.sgd_step(xb, yb))
+        for name, p in a.parameters().items():
+            assert torch.equal(p, b.parameters()[name]), name
+            lr = a.eta * (a.lr_mult_first if name == "W1" else 1.0)
+            torch.testing.assert_close(p - before[name], -lr * dense[name], rtol=1e-9,
+                                       atol=1e-13)
+    f, h2 = a.evaluate(X)
+    assert torch.equal(f, a.forward(X))
+    out = a.propagate(X)
+    torch.testing.assert_close(h2, (out["h"] ** 2).mean((-1, -2)).T, rtol=1e-12, atol=0)
+
+
+def test_options_never_change_the_training_numbers():
+    # probes, eigenvalue records and the collapse observables only read the network
+    X, y = synthetic_task("tanh", 24, 6, seed=0)
+    kw = dict(width=32, depth=3, seeds=[0, 5], batch_size=4, eta_c=0.5, device="cpu",
+              dtype="float64", progress=False)
+    for block in ("one-layer", "two-layer"):
+        bare = train_resnet(X, y, block=block, record_collapse=False, **kw)
+        full = train_resnet(X, y, block=block, record_collapse=True, probes=(X[:5], y[:5]),
+                            eig_steps=[0, 3], **kw)
+        for name in ("f", "loss", "dloss", "h2", "g2"):
+            np.testing.assert_array_equal(bare[name].values, full[name].values,
+                                          err_msg=f"{block}: {name}")
