@@ -14,7 +14,7 @@ computed by tensor-product Gauss–Hermite quadrature for every other φ.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -41,27 +41,27 @@ class Activation:
         Element-wise torch functions for φ and φ′.
     closed_form : str or None
         Key of the exact Gaussian pair moments, or ``None`` for Gauss–Hermite.
-    phi_out, dphi_out : callable, optional
-        ``f(x, out)`` forms writing φ(x), φ′(x) into ``out`` and returning it. The
-        particle loop of :func:`nfd.simulate` uses them to avoid one allocation of
-        size P per layer, which costs page faults on the CPU; without them φ is
-        evaluated and copied.
+
+    The built-in activations also hold private ``f(x, out)`` forms writing φ(x),
+    φ′(x) into ``out``: the particle loop of :func:`nfd.simulate` uses them (through
+    :meth:`phi_into`, :meth:`dphi_into`) to avoid one allocation of size P per layer,
+    which costs page faults on the CPU; without them φ is evaluated and copied.
     """
 
     name: str
     phi: TensorFn
     dphi: TensorFn
     closed_form: str | None = None
-    phi_out: OutFn | None = None
-    dphi_out: OutFn | None = None
+    _phi_out: OutFn | None = field(default=None, repr=False, compare=False)
+    _dphi_out: OutFn | None = field(default=None, repr=False, compare=False)
 
     def phi_into(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """φ(x) written into ``out`` (allocation-free when ``phi_out`` is given)."""
-        return self.phi_out(x, out) if self.phi_out else out.copy_(self.phi(x))
+        """φ(x) written into ``out`` (allocation-free for the built-ins)."""
+        return self._phi_out(x, out) if self._phi_out else out.copy_(self.phi(x))
 
     def dphi_into(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """φ′(x) written into ``out`` (allocation-free when ``dphi_out`` is given)."""
-        return self.dphi_out(x, out) if self.dphi_out else out.copy_(self.dphi(x))
+        """φ′(x) written into ``out`` (allocation-free for the built-ins)."""
+        return self._dphi_out(x, out) if self._dphi_out else out.copy_(self.dphi(x))
 
     def pair_moments(
         self, c11: np.ndarray, c22: np.ndarray, c12: np.ndarray, *, nodes: int = 80
@@ -209,6 +209,48 @@ def _autograd_derivative(phi: TensorFn) -> TensorFn:
     return dphi
 
 
+#: numpy ufuncs that name a built-in activation (``np.abs`` is ``np.absolute``).
+_UFUNC_BUILTINS = {"tanh": "tanh", "erf": "erf", "absolute": "abs"}
+
+
+def _from_ufunc(ufunc: np.ufunc) -> Activation:
+    """A unary numpy (or scipy.special) ufunc as the matching torch activation: a
+    built-in where one has its name (np.tanh → ``"tanh"``), else ``torch.<name>``
+    with its autograd derivative; refused with a ``TypeError`` otherwise."""
+    name = ufunc.__name__
+    if ufunc.nin == 1 and ufunc.nout == 1:
+        if name in _UFUNC_BUILTINS:
+            return ACTIVATIONS[_UFUNC_BUILTINS[name]]
+        fn = getattr(torch, name, None)
+        if callable(fn):
+            return Activation(name, fn, _autograd_derivative(fn))
+    raise TypeError(
+        f"activation=numpy.{name} has no torch counterpart: φ must be an element-wise "
+        f"torch function (e.g. torch.tanh) or one of {sorted(ACTIVATIONS)}"
+    )
+
+
+def _check_callable(act: Activation) -> Activation:
+    """Evaluate φ and φ′ on a small tensor: a function that is not element-wise torch
+    (e.g. one calling numpy) is refused here with a ``TypeError`` that says what to
+    pass, not deep inside a run."""
+    x = torch.linspace(-2.0, 2.0, 5, dtype=torch.float64)
+    for what, fn in (("activation", act.phi), ("activation_derivative", act.dphi)):
+        try:
+            out = fn(x)
+        except Exception as err:  # noqa: BLE001 - any failure means the same advice
+            raise TypeError(
+                f"{what} {act.name!r} failed on a torch tensor ({type(err).__name__}: {err}); "
+                "pass an element-wise torch function (e.g. torch.tanh, not numpy.tanh)"
+            ) from err
+        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+            raise TypeError(
+                f"{what} {act.name!r} must map a torch tensor to a tensor of the same "
+                f"shape, got {type(out).__name__}; pass an element-wise torch function"
+            )
+    return act
+
+
 def get_activation(
     activation: str | Activation | TensorFn, derivative: TensorFn | None = None
 ) -> Activation:
@@ -218,7 +260,9 @@ def get_activation(
     ----------
     activation : str, Activation or callable
         One of ``relu, tanh, erf, gelu, softplus, abs, identity``, an
-        :class:`Activation`, or an element-wise torch function φ.
+        :class:`Activation`, an element-wise torch function φ, or a unary numpy
+        ufunc with a torch counterpart (``np.tanh`` is the built-in ``"tanh"``;
+        ``np.sin`` becomes ``torch.sin``).
     derivative : callable, optional
         φ′ for a callable φ; obtained by autograd when omitted.
 
@@ -230,6 +274,9 @@ def get_activation(
     ------
     ValueError
         For an unknown name or an object that is neither a name nor callable.
+    TypeError
+        For a numpy ufunc without a torch counterpart, or a callable that fails on
+        (or does not return) a torch tensor of its input's shape.
     """
     if isinstance(activation, Activation):
         return activation
@@ -241,11 +288,14 @@ def get_activation(
                 f"activation={activation!r} is not known; choose one of "
                 f"{sorted(ACTIVATIONS)} or pass a callable φ"
             ) from None
+    if isinstance(activation, np.ufunc) and derivative is None:
+        return _from_ufunc(activation)
     if callable(activation):
         if derivative is not None and not callable(derivative):
             raise ValueError("activation_derivative must be callable")
         name = getattr(activation, "__name__", "custom")
-        return Activation(name, activation, derivative or _autograd_derivative(activation))
+        return _check_callable(
+            Activation(name, activation, derivative or _autograd_derivative(activation)))
     raise ValueError(
         f"activation must be a name or a callable, got {type(activation).__name__}"
     )

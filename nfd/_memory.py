@@ -8,7 +8,7 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from ._checks import check_choice
+from ._checks import check_choice, check_int, resolve_device_dtype
 from ._sim_checks import BACKWARD_LIMITS
 
 __all__ = ["memory_estimate", "available_memory", "ensure_fits"]
@@ -62,19 +62,29 @@ def memory_estimate(
 
     Raises
     ------
-    ValueError
-        If ``backward`` is not ``"coupled"`` or ``"decoupled"``.
+    TypeError, ValueError
+        For a count that is not an integer of the range ``simulate`` accepts
+        (``n_train, input_dim, steps, batch_size`` ≥ 1, ``particles`` ≥ 2,
+        ``probes, paths`` ≥ 0), ``backward`` other than ``"coupled"`` or
+        ``"decoupled"``, or ``dtype`` other than float32 or float64.
     """
+    N = check_int("n_train", n_train, 1)
+    d = check_int("input_dim", input_dim, 1)
+    L = check_int("steps", steps, 1)
+    P = check_int("particles", particles, 2)
+    B = check_int("batch_size", batch_size, 1)
+    probes = check_int("probes", probes, 0)
+    paths = check_int("paths", paths, 0)
     check_choice("backward", backward, BACKWARD_LIMITS)
+    _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
-    P, L, N = particles, steps, n_train
-    width = max(batch_size, probes, 1)
+    width = max(B, probes, 1)
     est = {
         "phi_history": L * N * P * item,  # φ(h_ℓ) for ℓ < L
         "g_history": (L + 1) * N * P * item,  # g_ℓ for ℓ ≤ L
         "hL_history": N * P * item,
         "drivers": 2 * GrowingGaussianDriver.memory_bytes(L, P, N, item),
-        "particles": P * (input_dim + 1) * item,
+        "particles": P * (d + 1) * item,
         # the current step's path and per-layer temporaries of the batch / probes
         "workspace": (L + 1 + 8) * width * P * item
         # coupled: Stein moments, their solve (float64) and the drift weights

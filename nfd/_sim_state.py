@@ -94,8 +94,7 @@ def start(cfg: Config, input_scale: float) -> RunState:
     readout of each particle, paper 002 eq. 1), an empty history, the two growing
     drivers of z and z̃ and the record buffers."""
     _ensure_memory(cfg)
-    _g = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
-    gens = {r: _g for r in ROLES}
+    gens = streams(cfg.seed, cfg.device)
     kw = {"device": cfg.device, "dtype": cfg.dtype}
     u = torch.randn(cfg.P, cfg.d, generator=gens["parameters"], **kw)
     v = torch.randn(cfg.P, generator=gens["parameters"], **kw)

@@ -4,12 +4,27 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
 from ._sim_state import RunState
 
-__all__ = ["sgd_step", "evaluate_probes", "record_eigenvalues"]
+__all__ = ["sgd_step", "evaluate_probes", "record_eigenvalues", "warn_if_floors_matter",
+           "FLOOR_WARN_JITTER", "FLOOR_WARN_SHARE"]
+
+#: :func:`warn_if_floors_matter` warns when the drivers' eigenvalue floor
+#: ``rel_jitter`` is at least this large *and* at least ``FLOOR_WARN_SHARE`` of all
+#: driver components sat at it. Measured (float64, K = 64, L = 8, P = 2048, tanh and
+#: relu, both backward limits; inputs on the sphere in d = 16, 4, 2 and streams drawn
+#: from pools of 8 and 2 inputs; f compared with the same seed at rel_jitter = 1e-10,
+#: in units of its Monte Carlo s.e.): at rel_jitter = 1e-5 (the float32 default)
+#: floored shares from 0.3% to 89% moved f by at most 0.41 s.e. (rms ≤ 0.12), so the
+#: share alone never mattered; at 1e-3 shares of 2–92% moved it by up to 0.86 s.e.,
+#: at 1e-2 shares of 4–94% by 1.0–4.3 s.e. (coupled; decoupled ≤ 0.22 s.e.).
+FLOOR_WARN_JITTER = 1e-3
+#: See :data:`FLOOR_WARN_JITTER`.
+FLOOR_WARN_SHARE = 0.02
 
 
 def _mean_square(paths: torch.Tensor) -> torch.Tensor:
@@ -79,3 +94,24 @@ def record_eigenvalues(state: RunState, j: int) -> None:
     sig, th = state.model.min_eigenvalues()
     state.rec["sigma_min_eig"][j] = sig
     state.rec["theta_min_eig"][j] = th
+
+
+def warn_if_floors_matter(state: RunState) -> float:
+    """Warn (``RuntimeWarning``) when the drivers' eigenvalue floor was both high and
+    often active (:data:`FLOOR_WARN_JITTER`, :data:`FLOOR_WARN_SHARE`: the measurement
+    behind them); return the floored share of all K·B·L components of both drivers.
+    Singular covariances themselves (repeated inputs, dead units) are expected and,
+    at the default floor, harmless; ``sigma_floored`` / ``theta_floored`` say where.
+    One host synchronisation, at the end of the run."""
+    cfg, rec = state.cfg, state.rec
+    floored = int(rec["sigma_floored"].sum() + rec["theta_floored"].sum())
+    share = floored / (2 * cfg.N * cfg.L)
+    if cfg.rel_jitter >= FLOOR_WARN_JITTER and share >= FLOOR_WARN_SHARE:
+        warnings.warn(
+            f"{share:.1%} of the driver components sat at the eigenvalue floor "
+            f"rel_jitter={cfg.rel_jitter:g}; at rel_jitter >= {FLOOR_WARN_JITTER:g} such "
+            "floors move f by up to several Monte Carlo standard errors (measured); "
+            "lower rel_jitter (ds.sigma_floored / ds.theta_floored show where)",
+            RuntimeWarning, stacklevel=3)
+    return share
+

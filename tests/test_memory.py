@@ -26,3 +26,22 @@ def test_coupled_adds_only_a_small_workspace():
     assert 0 < extra <= 3 * SIZE["n_train"] * 8
     assert coupled["total"] - decoupled["total"] == extra
     assert coupled["total"] == sum(v for k, v in coupled.items() if k != "total")
+
+
+@pytest.mark.parametrize("name, bad, exc", [
+    ("particles", -1, ValueError), ("particles", 1, ValueError), ("n_train", 0, ValueError),
+    ("input_dim", 0, ValueError), ("steps", 0, ValueError), ("batch_size", 0, ValueError),
+    ("probes", -1, ValueError), ("paths", -2, ValueError), ("particles", 2.5, TypeError),
+    ("steps", True, TypeError), ("dtype", "int8", ValueError),
+])
+def test_every_argument_is_validated(name, bad, exc):
+    # a negative count used to return negative byte counts
+    with pytest.raises(exc, match=name if name != "dtype" else "dtype"):
+        nfd.memory_estimate(**(SIZE | {name: bad}))
+
+
+def test_estimate_is_positive_and_grows_with_each_size():
+    base = nfd.memory_estimate(**SIZE)
+    assert all(v > 0 for k, v in base.items() if k != "paths")
+    for name in ("n_train", "steps", "particles"):
+        assert nfd.memory_estimate(**(SIZE | {name: 2 * SIZE[name]}))["total"] > base["total"]
