@@ -131,7 +131,8 @@ _POINTS = [(1.0, 1.0, 0.3), (2.5, 0.4, -0.7), (0.8, 1.7, 1.1), (1.2, 1.2, -1.199
 
 @pytest.mark.parametrize("c11, c22, c12", _POINTS)
 def test_abs_pair_moments_closed_form(c11, c22, c12):
-    """E[|u||u'|] = (2/π)(√(c11c22 − c12²) + c12·arcsin ρ), E[sign u sign u'] = (2/π) arcsin ρ."""
+    """E[|u||u'|] = (2/π)(√(c11c22 − c12²) + c12·arcsin ρ) and
+    E[sign u sign u'] = (2/π) arcsin ρ, ρ = c12/√(c11c22)."""
     got = nfd.get_activation("abs").pair_moments(c11, c22, c12)
     np.testing.assert_allclose(got, _abs_pair(c11, c22, c12), rtol=1e-12, atol=1e-15)
 
