@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from validation._fit import PowerFit, fit_power_law
-from validation._report import Finding, exponent_finding, format_report, plateau_finding
+from validation._report import (Finding, exponent_finding, fit_finding, format_report,
+                                plateau_finding)
 
 
 def _row(finding: Finding) -> str:
@@ -162,3 +163,14 @@ def test_paired_bootstrap_covers_with_seed_correlated_cells():
     coverage = {k: c / R for k, c in covered.items()}
     assert coverage[True] >= band, coverage
     assert coverage[False] < band, coverage
+
+
+def test_fit_finding_of_a_numerically_zero_coefficient():
+    fit = PowerFit(model="err = a·n^-p", estimate={"a": 1e-30, "p": 1.0},
+                   ci={"a": (0.0, 0.2), "p": (0.8, 1.2)}, n_boot=50, plateau=False)
+    f = fit_finding("x", "constant a", fit, "a", "a > 0", "positive")
+    assert not f.resolved and "numerically zero" in f.verdict
+    assert f.open_ends == ("0 (bound)", "")
+    assert "| not resolved | [0 (bound), 0.2] |" in _row(f)
+    # the exponent of that term is not resolved either
+    assert "term is not resolved" in fit.unresolved("p")

@@ -21,6 +21,7 @@ from ._fit import PowerFit
 __all__ = [
     "Finding",
     "judge_exponent",
+    "fit_finding",
     "exponent_finding",
     "plateau_finding",
     "term_resolved",
@@ -113,24 +114,32 @@ def _open_ends(fit: PowerFit, param: str, scale: float = 1.0) -> tuple[str, str]
     return (texts[1], texts[0]) if scale < 0 else (texts[0], texts[1])
 
 
-def exponent_finding(observable: str, quantity: str, fit: PowerFit, param: str,
-                     claimed: float, claim: str, *, bound: bool = False,
-                     scale: float = 1.0) -> Finding:
-    """Finding for the exponent ``param`` (``"p"`` or ``"q"``) of ``fit``, times
-    ``scale`` (e.g. 0.5 for a mean-square fit, −1 for a growth exponent); see
-    :func:`judge_exponent` for ``bound``. An exponent that is not resolved
-    (:meth:`PowerFit.unresolved`: at a search bound, its term not resolved, or
-    outside its own interval) is reported as "not resolved" with the reason, not
-    judged."""
+def fit_finding(observable: str, quantity: str, fit: PowerFit, param: str, claim: str,
+                verdict: str, *, scale: float = 1.0) -> Finding:
+    """Finding for the parameter ``param`` of ``fit``, times ``scale`` (e.g. 0.5
+    for the exponent of a mean square, −1 for a growth exponent), with the
+    caller's ``verdict`` — replaced by "not resolved" and the reason when the
+    estimate is no measurement (:meth:`PowerFit.unresolved`: at a search bound,
+    its term not resolved, numerically zero, or outside its own interval).
+    Interval ends at a search bound are printed as such (:func:`_open_ends`)."""
     est = scale * fit.estimate[param]
     lo, hi = sorted(scale * x for x in fit.ci[param])
     reason = fit.unresolved(param)
     if reason:
         verdict = f"not resolved (undetermined): {reason}"
-    else:
-        verdict = judge_exponent(est, (lo, hi), claimed, bound=bound)
     return Finding(observable, quantity, est, (lo, hi), claim, verdict,
                    resolved=not reason, open_ends=_open_ends(fit, param, scale))
+
+
+def exponent_finding(observable: str, quantity: str, fit: PowerFit, param: str,
+                     claimed: float, claim: str, *, bound: bool = False,
+                     scale: float = 1.0) -> Finding:
+    """Finding for the exponent ``param`` (``"p"`` or ``"q"``) of ``fit``, times
+    ``scale``, judged against ``claimed`` (see :func:`judge_exponent` for
+    ``bound``) unless it is not resolved (see :func:`fit_finding`)."""
+    lo, hi = sorted(scale * x for x in fit.ci[param])
+    verdict = judge_exponent(scale * fit.estimate[param], (lo, hi), claimed, bound=bound)
+    return fit_finding(observable, quantity, fit, param, claim, verdict, scale=scale)
 
 
 def plateau_finding(observable: str, fit: PowerFit, claim: str) -> Finding:
