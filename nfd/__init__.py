@@ -10,16 +10,21 @@ from ._activations import ACTIVATIONS, Activation, get_activation
 from ._compare import compare
 from ._coupling import coarsen_innovations
 from ._data import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
+from ._exact import exact_covariance
 from ._init_sde import ForwardSDE, backward_sde, forward_sde
 from ._kernels import nngp_kernel
 from ._losses import LOSSES, Loss, get_loss
 from ._memory import memory_estimate
 from ._oracle import linear_limit
 from ._simulate import BACKWARD_LIMITS, simulate
+from . import plot, schema  # public submodules: nfd.plot.plot_run, nfd.schema.annotate
 
 __all__ = [
     "simulate",
+    "exact_covariance",
     "compare",
+    "plot",
+    "schema",
     "linear_limit",
     "coarsen_innovations",
     "forward_sde",

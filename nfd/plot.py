@@ -1,0 +1,23 @@
+"""Public figures of nfd (requires the ``plot`` extra: matplotlib): the training
+prediction of limits beside finite networks (:func:`plot_run`), their per-step
+errors (:func:`plot_comparison`), and the plotting basics every nfd and
+``validation`` figure uses (matplotlib guard, schema axis labels, readable log ticks).
+
+Every name is re-exported from a private module of :mod:`nfd`.
+"""
+
+from ._plot import axis_label, band, figure, log_ticks, pyplot, running_mean, save
+from ._plot_compare import plot_comparison
+from ._plot_run import plot_run
+
+__all__ = [
+    "plot_run",
+    "plot_comparison",
+    "pyplot",
+    "figure",
+    "save",
+    "axis_label",
+    "log_ticks",
+    "running_mean",
+    "band",
+]
