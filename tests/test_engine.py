@@ -82,11 +82,51 @@ def test_growing_driver_singular_covariance_is_regularised_once():
     assert torch.allclose(z0, z1, atol=6 * drv.rel_jitter**0.5)
     z2, piv2 = drv.append(0, torch.ones(2, 2), torch.tensor([[1.0, 1.0 + 1e-6], [1.0 + 1e-6, 1.0]]))
     assert torch.isfinite(z2).all() and float(piv2) < 0
+    # both components of the block have covariance 1 with z0: in its span, both floored
+    assert int(drv.last_floored) == 2
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         assert drv.finalize()
         assert drv.finalize()
     assert len(w) == 1 and "floored" in str(w[0].message)
+
+
+def test_growing_driver_counts_floored_components_per_append():
+    drv = sde.GrowingGaussianDriver(1, 64, 6, generator=torch.Generator().manual_seed(0),
+                                    dtype=torch.float64)
+    drv.append(0, torch.zeros(0, 1), torch.ones(1, 1))
+    assert int(drv.last_floored) == 0
+    drv.append(0, torch.ones(1, 1), torch.ones(1, 1))  # a copy: in the span
+    assert int(drv.last_floored) == 1
+    # a block of two copies of component 0 and one new direction: two floored
+    cross = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    block = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                         dtype=torch.float64)
+    drv.append(0, cross, block)
+    assert int(drv.last_floored) == 2
+
+
+def test_uncommitted_draws_from_their_own_generator_leave_committed_ones_unchanged():
+    # Probes must not shift training noise: with generator= the committed increments
+    # are bit-identical with and without interleaved uncommitted draws; from the
+    # driver's own generator (the old behaviour) they are not.
+    def run(probe_gen, with_probes):
+        drv = sde.GrowingGaussianDriver(1, 32, 4, generator=torch.Generator().manual_seed(3))
+        zs = []
+        for k in range(4):
+            cross, block = 0.5 * torch.ones(k, 1), torch.ones(1, 1)
+            if with_probes and k:
+                kw = {} if probe_gen is None else {"generator": probe_gen}
+                drv.append(0, 0.5 * torch.ones(k, 2), torch.eye(2), commit=False, **kw)
+            zs.append(drv.append(0, cross, block)[0])
+        return torch.cat(zs)
+
+    base = run(None, False)
+    assert torch.equal(base, run(torch.Generator().manual_seed(9), True))
+    assert not torch.equal(base, run(None, True))
+    drv = sde.GrowingGaussianDriver(1, 8, 2)
+    with pytest.raises(ValueError, match="uncommitted"):
+        drv.append(0, torch.zeros(0, 1), torch.ones(1, 1), generator=torch.Generator())
 
 
 def test_growing_driver_singular_block_keeps_its_cross_covariance():

@@ -310,3 +310,33 @@ def test_digits_divergence_names_the_step_layer_and_input_scale():
     Xs = (X[:, cols] - X[:, cols].mean(0)) / X[:, cols].std(0)
     with pytest.raises(FloatingPointError, match=r"step \d+: diverging .*lower eta_c or T"):
         nfd.simulate(Xs, y, **kw)
+
+
+def test_floored_components_are_recorded_and_warned_only_when_they_matter():
+    # A stream of two inputs repeated, without learning (η_c = 0): from step 2 on every
+    # new component repeats an earlier one at every layer, so it sits at the floor. At
+    # the default floor that is harmless (measured: f moves by <= 0.41 MC s.e.), so no
+    # warning, with or without learning; at rel_jitter = 1e-2 floors move f by several
+    # s.e., so it warns.
+    import warnings
+
+    rng = np.random.default_rng(2)
+    X = sphere(rng, 2, 4)[[0, 1] * 6]
+    y = np.tanh(X[:, 0])
+    kw = dict(eta_c=0.2, activation="tanh", steps=3, particles=256, progress=False,
+              device="cpu", eig_steps=[])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nfd.simulate(X, y, **kw)
+        ds = nfd.simulate(X, y, **(kw | dict(eta_c=0.0)))
+    sig, th = ds.sigma_floored.values, ds.theta_floored.values
+    assert sig.dtype.kind == "i" and sig.shape == (12, 4)
+    assert np.all(sig[:, -1] == 0) and np.all(th[:, 0] == 0)  # no driver acts there
+    # the repeats: Σ_0 rows are exact copies (h_0 = u·x/√d), g_L = v is the same for
+    # every input; deeper copies differ by the floor's √rel_jitter·ξ until those
+    # differences are themselves at the floor (from step 5 on here)
+    assert np.all(sig[:2] == 0) and np.all(sig[2:, 0] == 1) and np.all(th[1:, -1] == 1)
+    assert np.all(sig[5:, :-1] == 1) and np.all(th[5:, 1:] == 1)
+    assert ds.sigma_floored.attrs["units"] == "count"
+    with pytest.warns(RuntimeWarning, match="eigenvalue floor rel_jitter=0.01"):
+        nfd.simulate(X, y, rel_jitter=1e-2, **kw)
