@@ -69,7 +69,7 @@ class Model:
 
     def __init__(self, act: Activation, L: int, T: float, eta_c: float, u, v, hist,
                  fwd: GrowingGaussianDriver, bwd: GrowingGaussianDriver,
-                 coupled: bool, probe_gen: torch.Generator | None = None) -> None:
+                 coupled: bool, probe_gen: torch.Generator) -> None:
         self.act, self.L, self.tau, self.eta_c = act, L, T / L, eta_c
         self.sqrt_tau = math.sqrt(self.tau)
         self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
@@ -148,7 +148,7 @@ class Model:
             else:
                 phi = self.act.phi(h[l - 1])
             gram = _gram(hist.phi[l - 1], n, phi, commit) / P  # Σ_{ℓ−1}[:, new], (n+B, B)
-            extra = {} if commit or self.probe_gen is None else {"generator": self.probe_gen}
+            extra = {} if commit else {"generator": self.probe_gen}
             pivot = _draw(self.fwd, l - 1, gram, n, l - 1, "forward", commit=commit,
                           out=h[l], **extra)
             pivots.append(pivot)
