@@ -48,10 +48,10 @@ import xarray as xr
 from scipy import stats
 
 import nfd
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import figure, save
+from ._plotting import figure, fit_label, fit_resolved, legend_outside, log_ticks, log_x_at, save
 from ._report import Finding
 from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from ._train import train_resnet
@@ -222,7 +222,7 @@ def plot_assumption1(ds: xr.Dataset, path) -> None:
     width and the limit (seed means, log scale). Bottom: E|λ_n − λ_∞| at the last
     eig step against width (log-log) with the fitted a·n^(−p)."""
     fits = _fits(ds)
-    fig, axes = figure(2, 2)
+    fig, axes = figure(2, 2, size=4.4, aspect=0.8)
     k = ds["eig_step"].values
     n = ds["width"].values.astype(float)
     for col, (name, sym) in enumerate((("sigma", "Σ"), ("theta", "Θ"))):
@@ -232,26 +232,26 @@ def plot_assumption1(ds: xr.Dataset, path) -> None:
                     color=f"C{i}", ms=3, lw=1, label=f"n = {w}")
         lim = ds[f"limit_{name}_min_eig_tmin"]
         ax.errorbar(k, lim.mean("limit_seed"), yerr=2 * lim.std("limit_seed", ddof=1)
-                    / np.sqrt(lim.sizes["limit_seed"]), fmt="k-", lw=1.5, label="limit")
-        ax.set_yscale("log")
+                    / np.sqrt(lim.sizes["limit_seed"]), fmt="k-", lw=1.5, capsize=2,
+                    label="limit (±2 s.e. over seeds)")
+        log_ticks(ax, "y")
         ax.set_xlabel("SGD step k")
-        ax.set_title(f"min_t λ_min({sym}_t⁽ᵏ⁾)", fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_ylabel(f"min_t λ_min({sym}_t⁽ᵏ⁾) (seed mean)", fontsize=8)
+        ax.set_title(f"min_t λ_min({sym}_t⁽ᵏ⁾): networks beside the limit", fontsize=9)
+        legend_outside(ax, fontsize=6.5)
         ax = axes[1, col]
         fit = fits[name]
         dist = np.abs(ds[f"{name}_min_eig_tmin"].isel(eig_step=-1) - lim.isel(eig_step=-1)
                       .mean("limit_seed"))
         ax.errorbar(n, dist.mean("seed"), yerr=2 * dist.std("seed", ddof=1)
                     / np.sqrt(dist.sizes["seed"]), fmt="o", ms=4, color="C0",
-                    label="E|λ_n − λ_∞| (± 2 s.e.)")
-        ax.plot(n, fit.predict(n=n), "--", color="C0", lw=1,
-                label=f"p = {fit.estimate['p']:.2f} "
-                      f"[{fit.ci['p'][0]:.2f}, {fit.ci['p'][1]:.2f}]")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(n, [f"{int(x)}" for x in n])
-        ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+                    capsize=2, label="E|λ_n − λ_∞| (±2 s.e. over seeds)")
+        ax.plot(n, fit.predict(n=n), "--" if fit_resolved(fit) else "none", color="C0",
+                lw=1, label=fit_label(fit, width=30))
+        log_x_at(ax, n)
+        log_ticks(ax, "y")
         ax.set_xlabel("width n")
+        ax.set_ylabel("E|λ_n − λ_∞|", fontsize=8)
         ax.set_title(f"{sym}: distance to the limit, k = {int(k[-1])}", fontsize=9)
-        ax.legend(fontsize=6)
+        legend_outside(ax, fontsize=6.5)
     save(fig, path)

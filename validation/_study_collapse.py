@@ -36,10 +36,11 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import figure, save
+from ._plotting import (figure, fit_label, fit_resolved, legend_outside, log_ticks, log_x_at,
+                        save)
 from ._report import Finding, exponent_finding
 from ._sweep import by_cell, run_jobs, study_args
 from ._train import train_resnet
@@ -193,9 +194,10 @@ def summarize_collapse(ds: xr.Dataset) -> list[Finding]:
 def plot_collapse(ds: xr.Dataset, path) -> None:
     """Both observables (mean over steps) against depth (log-log), one panel per
     observable, a line per first-layer learning rate: seed means ± 2 standard
-    errors and the fits."""
+    errors over seeds and the fits (resolved exponents in the legend, which sits
+    outside the axes)."""
     fits = _fits(ds)
-    fig, axes = figure(1, len(_OBSERVABLES))
+    fig, axes = figure(1, len(_OBSERVABLES), size=4.4, aspect=0.9)
     L = ds["depth"].values.astype(float)
     for ax, name in zip(axes[0], _OBSERVABLES):
         for j, lr in enumerate(ds["first_layer_lr"].values.tolist()):
@@ -203,15 +205,15 @@ def plot_collapse(ds: xr.Dataset, path) -> None:
             mean = v.mean("seed").values
             se = v.std("seed", ddof=1).values / np.sqrt(v.sizes["seed"])
             fit = fits[(lr, name, "mean")]
-            ax.errorbar(L, mean, yerr=2 * se, fmt="o", color=f"C{j}", ms=4,
-                        label=f"{lr}: q = {fit.estimate['q']:.2f} "
-                              f"[{fit.ci['q'][0]:.2f}, {fit.ci['q'][1]:.2f}]")
-            ax.plot(L, fit.predict(L=L), "--", color=f"C{j}", lw=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(L, [f"{int(x)}" for x in L])
-        ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+            ax.errorbar(L, mean, yerr=2 * se, fmt="o", color=f"C{j}", ms=4, capsize=2,
+                        label=f"{lr} (±2 s.e. over seeds)\n{fit_label(fit)}")
+            if fit_resolved(fit):
+                ax.plot(L, fit.predict(L=L), "--", color=f"C{j}", lw=1)
+        log_x_at(ax, L)
+        log_ticks(ax, "y")
         ax.set_xlabel("depth L")
+        ax.set_ylabel(f"{_LABELS[name]},\nmean over SGD steps", fontsize=8)
         ax.set_title(_LABELS[name], fontsize=9)
-        ax.legend(fontsize=7)
+        legend_outside(ax, fontsize=7, title="first-layer learning rate (dashed: fit)",
+                       title_fontsize=7)
     save(fig, path)

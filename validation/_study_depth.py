@@ -32,10 +32,10 @@ import torch
 import xarray as xr
 
 import nfd
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 
-from ._fit import _EXP_BOUND, PowerFit, fit_power_law, stored_fit
-from ._plotting import figure, save
+from ._fit import PowerFit, fit_power_law, stored_fit
+from ._plotting import figure, legend_outside, log_ticks, log_x_at, save, shown_exponent
 from ._report import Finding, judge_exponent, term_resolved
 from ._study_training import MODES, task_stream
 from ._sweep import run_jobs, study_args
@@ -233,7 +233,7 @@ def plot_depth(ds: xr.Dataset, path) -> None:
     K = ds.sizes["step"]
     combos = [(a, e) for a in ds["activation"].values.tolist()
               for e in ds["eta_c"].values.tolist()]
-    fig, axes = figure(len(combos), 2)
+    fig, axes = figure(len(combos), 2, size=4.6, aspect=0.75)
     for row, (a, e) in zip(axes, combos):
         for j, b in enumerate(ds["backward"].values.tolist()):
             d = _differences(ds["f"].sel(activation=a, eta_c=e, backward=b))
@@ -243,12 +243,12 @@ def plot_depth(ds: xr.Dataset, path) -> None:
             hi = np.sqrt(np.maximum(ms + 2 * ms_se, 0))
             fit = fits[(a, e, b, "ms")]
             _draw(row[0], L, y, (y - lo, hi - y), np.sqrt(np.abs(fit.predict(L=L))), b, j,
-                  _shown_q(fit, 0.5))
+                  _shown_q(fit, 0.5), "±2 bootstrap s.e. over seeds")
             last = d[:, :, K - 1]
             m, se = last.mean(1), last.std(1, ddof=1) / math.sqrt(last.shape[1])
             fit = fits[(a, e, b, "last")]
             _draw(row[1], L, np.abs(m), 2 * se, np.abs(fit.predict(L=L)), b, j,
-                  _shown_q(fit, 1.0))
+                  _shown_q(fit, 1.0), "±2 s.e. over seeds")
         row[0].set_ylabel("√ mean_k (E[f_L − f_2L])²")
         row[1].set_ylabel(f"|E[f_L − f_2L]| at step {K - 1}")
         for ax, what in zip(row, ("rms over steps k ≥ 1", f"last step k = {K - 1}")):
@@ -257,26 +257,22 @@ def plot_depth(ds: xr.Dataset, path) -> None:
 
 
 def _shown_q(fit: PowerFit, scale: float) -> float | None:
-    """The fitted q (times ``scale``) to draw, or None when the power term is not
-    resolved or the exponent sits at the search bound: such a fit is no estimate."""
-    lo, hi = fit.ci["q"]
-    if not term_resolved(fit, "q") or max(abs(lo), abs(hi)) >= 0.999 * _EXP_BOUND:
-        return None
-    return scale * fit.estimate["q"]
+    """The fitted q (times ``scale``) to draw, or None when it is no estimate."""
+    return scale * fit.estimate["q"] if shown_exponent(fit, "q") else None
 
 
-def _draw(ax, L, y, err, pred, label, j, q: float | None) -> None:
-    """Log-log points with error bars (±2 SE, clipped at the axis) and the fit line
-    (omitted, and said so in the legend, when ``q`` is None)."""
+def _draw(ax, L, y, err, pred, label, j, q: float | None, bars: str) -> None:
+    """Log-log points with error bars (``bars``, clipped at the axis) and the fit
+    line (omitted, and said so in the legend, when ``q`` is None)."""
     lo = np.minimum(np.broadcast_to(err[0] if isinstance(err, tuple) else err, y.shape),
                     0.999 * y)
     hi = err[1] if isinstance(err, tuple) else err
     fit_text = "q not resolved" if q is None else f"fit q = {q:.2f}"
     ax.errorbar(L, y, (lo, hi), fmt="o", color=f"C{j}", ms=4, capsize=2,
-                label=f"{label} (±2 SE); {fit_text}")
+                label=f"{label}: {fit_text}\n({bars})")
     if q is not None:
         ax.plot(L, pred, "--", color=f"C{j}", lw=1)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_x_at(ax, L)
+    log_ticks(ax, "y")
     ax.set_xlabel("depth L (Euler steps)")
-    ax.legend(fontsize=7)
+    legend_outside(ax, fontsize=7)

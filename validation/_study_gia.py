@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import figure, save
+from ._plotting import figure, fit_resolved, log_x_at, save
 from ._report import Finding, exponent_finding, plateau_finding
 from ._study_depth import LIMITS, mean_square_seed_mean, run_limits
 from ._study_training import task_stream
@@ -329,7 +329,7 @@ def _limit_panel(ax, ds: xr.Dataset, i: int, fits: dict) -> None:
         y = np.sqrt(np.maximum(m, 0))
         lo, hi = np.sqrt(np.maximum(m - 2 * se, 0)), np.sqrt(np.maximum(m + 2 * se, 0))
         ax.errorbar(L, y, (y - lo, hi - y), fmt="o" if fit is None else "s", color=f"C{j}",
-                    ms=4, capsize=2, label=label + " (±2 SE)")
+                    ms=4, capsize=2, label=label + " (±2 s.e. over seeds)")
         if fit is not None:
             xx = np.geomspace(L.min(), L.max() * 4, 60)
             ax.plot(xx, np.sqrt(np.maximum(fit.predict(L=xx), 0)), "--", color=f"C{j}", lw=1)
@@ -341,41 +341,75 @@ def _limit_panel(ax, ds: xr.Dataset, i: int, fits: dict) -> None:
     ax.set_xlabel("depth L")
     ax.set_ylabel("√ mean_k≥1 (E[f_coupled − f_decoupled])²")
     ax.set_title(f"rms gap, η_c = {float(ds['eta_c'].values[i]):g}", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6.5, loc="lower right")  # the data sit in the upper part
+
+
+def _network_gap_panel(ax, ds: xr.Dataset, i: int, var: str, dim: str, fits: dict) -> None:
+    """The network gap E_seed[f_coupled − f_decoupled] at the reported steps k
+    against ``dim`` (±2 s.e. over seeds, signed fit), beside the limits' gap at the
+    same k (networks' activation; against depth: the limit of each depth L,
+    against width: the n = ∞ value at the fixed depth, a horizontal band)."""
+    K = ds.sizes["step"]
+    gap = (ds[f"{var}_coupled"] - ds[f"{var}_decoupled"]).isel(eta_c=i)
+    act = str(ds.attrs["activation"])
+    has_limit = act in ds["activation"].values.tolist()
+    if has_limit:
+        lim = _limit_gap(ds, act, i)  # (lim_depth, lim_seed, step)
+        lim_m = lim.mean(1)
+        lim_se = lim.std(1, ddof=1) / np.sqrt(lim.shape[1])
+    at_fixed = np.flatnonzero(ds["lim_depth"].values == int(ds.attrs["fixed_depth"]))
+    x = ds[dim].values.astype(float)
+    xx = np.geomspace(x.min(), x.max(), 50)
+    for j, k in enumerate(_report_steps(K)):
+        g = gap.isel(step=k)
+        m = g.mean("seed").values
+        se = g.std("seed", ddof=1).values / np.sqrt(g.sizes["seed"])
+        ax.errorbar(x, m, 2 * se, fmt="o", color=f"C{j}", ms=4, capsize=2,
+                    label=f"k = {k}: networks (±2 s.e. over seeds)")
+        fit = fits[f"e{i}_{dim}_k{k}"]
+        if fit_resolved(fit):
+            pred = fit.predict(L=xx) if dim == "depth" else fit.predict(n=xx)
+            ax.plot(xx, pred, "--", color=f"C{j}", lw=1)
+        if not has_limit:
+            continue
+        if dim == "depth":
+            Ll = ds["lim_depth"].values.astype(float)
+            keep = Ll <= x.max()
+            ax.plot(Ll[keep], lim_m[keep, k], "-", color=f"C{j}", lw=1.5,
+                    label=f"k = {k}: limit n = ∞ (±2 s.e. over seeds)")
+            ax.fill_between(Ll[keep], (lim_m - 2 * lim_se)[keep, k],
+                            (lim_m + 2 * lim_se)[keep, k], color=f"C{j}", alpha=0.15, lw=0)
+        elif at_fixed.size:
+            d = int(at_fixed[0])
+            ax.axhline(lim_m[d, k], color=f"C{j}", lw=1.5)
+            ax.axhspan(lim_m[d, k] - 2 * lim_se[d, k], lim_m[d, k] + 2 * lim_se[d, k],
+                       color=f"C{j}", alpha=0.15, lw=0)
+    ax.axhline(0, color="k", lw=0.5)
+    log_x_at(ax, x)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xlabel("depth L" if dim == "depth" else "width n")
+    ax.set_ylabel("E[f_coupled − f_decoupled] at step k", fontsize=8)
+    fixed = (f"n = {ds.attrs['fixed_width']}" if dim == "depth"
+             else f"L = {ds.attrs['fixed_depth']}")
+    ax.set_title(f"{ds.attrs['activation']} networks, {fixed}, "
+                 f"η_c = {float(ds['eta_c'][i]):g}", fontsize=9)
 
 
 def plot_gia(ds: xr.Dataset, path) -> None:
-    """Per η_c: the network gap against depth (per step k, ±2 SE bars and the
-    signed fit) and against width, and the rms gap of networks and limits against
-    depth with the limits' L → ∞ values."""
-    from matplotlib.ticker import NullFormatter
-
+    """Per η_c: the network gap against depth (per step k, ±2 s.e. bars and the
+    signed fit) and against width, each beside the limits' gap (solid lines and
+    bands), and the rms gap of networks and limits against depth with the limits'
+    L → ∞ values."""
     fits = _fits(ds)
-    K = ds.sizes["step"]
     etas = ds["eta_c"].values.tolist()
-    fig, axes = figure(len(etas), 3, size=4.2)
-    for i, (row, eta) in enumerate(zip(axes, etas)):
-        for ax, var, dim in ((row[0], "f", "depth"), (row[1], "wf", "width")):
-            gap = (ds[f"{var}_coupled"] - ds[f"{var}_decoupled"]).isel(eta_c=i)
-            x = ds[dim].values.astype(float)
-            xx = np.geomspace(x.min(), x.max(), 50)
-            for j, k in enumerate(_report_steps(K)):
-                g = gap.isel(step=k)
-                m, se = g.mean("seed").values, g.std("seed").values / np.sqrt(g.sizes["seed"])
-                ax.errorbar(x, m, 2 * se, fmt="o", color=f"C{j}", ms=4, capsize=2,
-                            label=f"k = {k} (±2 SE)")
-                fit = fits[f"e{i}_{dim}_k{k}"]
-                pred = fit.predict(L=xx) if dim == "depth" else fit.predict(n=xx)
-                ax.plot(xx, pred, "--", color=f"C{j}", lw=1)
-            ax.axhline(0, color="k", lw=0.5)
-            ax.set_xscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xticks(x, [f"{v:g}" for v in x])
-            ax.set_xlabel(dim)
-            ax.set_ylabel(f"E[f_coupled − f_decoupled] at step k")
-            fixed = (f"n = {ds.attrs['fixed_width']}" if dim == "depth"
-                     else f"L = {ds.attrs['fixed_depth']}")
-            ax.set_title(f"networks, {fixed}, η_c = {eta:g}", fontsize=9)
-            ax.legend(fontsize=7)
+    fig, axes = figure(len(etas), 3, size=4.6, aspect=0.8)
+    for i, row in enumerate(axes):
+        _network_gap_panel(row[0], ds, i, "f", "depth", fits)
+        _network_gap_panel(row[1], ds, i, "wf", "width", fits)
         _limit_panel(row[2], ds, i, fits)
-    save(fig, path)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="upper right", bbox_to_anchor=(1.0, 0.97),
+               title="left and middle columns\n(dashed: signed fit of the networks;\n"
+                     "middle: the limit at this L, n = ∞)", title_fontsize=8)
+    fig.tight_layout(rect=(0, 0, 0.79, 1))
+    save(fig, path, tight=False)

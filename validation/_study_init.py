@@ -13,7 +13,7 @@ to a grid of r = M/L substeps by a Brownian bridge (δw_j = √τ ξ/r + ε_j �
     dh_t = σ_t dw_t,   h_0 = (Ux)_i/√d,      dg_t = φ'(h_t) σ̃_t dw̃_t,   g_T = v_i,
 
 with the exact deterministic σ_t² = E[φ(h_t)²] and σ̃_t² = E[g_t²] of the
-covariance ODEs (``nfd._exact``). Because σ_t and σ̃_t are deterministic, the
+covariance ODEs (``nfd.exact_covariance``). Because σ_t and σ̃_t are deterministic, the
 reference is two cumulative sums. The measured error is E|h_{ℓ,i} − h_{t_ℓ}|²
 (mean over coordinates, one value per seed) and the same for g; the paper bounds
 both by C(L⁻¹ + n⁻¹). The reference's own discretization error is measured by
@@ -30,10 +30,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from nfd._activations import get_activation
-from nfd._checks import check_positive_float, resolve_device_dtype
-from nfd._exact import exact_covariance
-from nfd._results import base_attrs
+import nfd
+from nfd.schema import base_attrs, check_positive_float, resolve_device_dtype
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._plotting import loglog_panels
@@ -112,9 +110,9 @@ def _exact_sigmas(activation: str, T: float, M: int, d: int) -> tuple[np.ndarray
     """σ_t = √E φ(h_t)² and σ̃_t = √E g_t² on the grid t_j = jT/M from the exact
     covariance ODEs (one input on the sphere, so C_0 = 1); shared by every job of
     a sweep, hence cached."""
-    act = get_activation(activation)
+    act = nfd.get_activation(activation)
     x = sphere_stream(1, d, seed=12345)
-    _, C, Theta = exact_covariance(x, act, T, times=np.linspace(0.0, T, M + 1))
+    _, C, Theta = nfd.exact_covariance(x, act, T, times=np.linspace(0.0, T, M + 1))
     c = C[:, 0, 0]
     return np.sqrt(act.pair_moments(c, c, c)[0]), np.sqrt(Theta[:, 0, 0])
 
@@ -135,7 +133,7 @@ def _job(*, activation: str, width: int, depth: int, seeds: Sequence[int], T: fl
     of an older definition of the job are not reused.
     """
     dev, _ = resolve_device_dtype(device, None)
-    act = get_activation(activation)
+    act = nfd.get_activation(activation)
     x = sphere_stream(1, d, seed=12345)[0]
     L = depth
     r = fine_steps // L

@@ -49,12 +49,12 @@ import numpy as np
 import xarray as xr
 
 import nfd
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 from sde import fit_slope
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
-from ._plotting import figure, save
+from ._plotting import figure, fit_label, legend_outside, log_ticks, log_x_at, save
 from ._report import Finding, exponent_finding, plateau_finding
 from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from .data import sphere_stream
@@ -264,7 +264,7 @@ def plot_kernel(ds: xr.Dataset, path) -> None:
     """Kernel errors against width and depth (log-log, fitted lines), network
     against exact kernel entries, and the smallest eigenvalues of the increments."""
     fits = _fits(ds)
-    fig, axes = figure(2, 2)
+    fig, axes = figure(2, 2, size=4.6, aspect=0.8)
     n = ds["width"].values.astype(float)
     L = ds["depth"].values.astype(float)
     mean = ds["sq_err"].mean("seed")
@@ -276,20 +276,21 @@ def plot_kernel(ds: xr.Dataset, path) -> None:
     ax.plot(n, deep, "k^", ms=4, label=f"vs C^(L), L = {int(L[-1])}")
     ax.plot(n, fits[f"width_L{int(L[-1])}"].predict(n=n), "k:", lw=1)
     ax.set_xlabel("width n")
-    ax.set_title("‖K_T − C_T‖²/‖C_T‖² against width", fontsize=9)
+    ax.set_ylabel("‖K_T − C_T‖²/‖C_T‖² (seed mean)", fontsize=8)
+    ax.set_title("kernel error against width (dashed: joint fit)", fontsize=9)
     ax = axes[0, 1]
     for i, w in enumerate(n):
         ax.plot(L, mean.isel(width=i), "o", ms=4, color=f"C{i}", label=f"n = {int(w)}")
         ax.plot(L, fits["joint"].predict(n=w, L=L), "--", lw=1, color=f"C{i}")
     ax.plot(L, ds["exact_depth_sq_err"], "k-", lw=1, label="exact ‖C^(L) − C_T‖²")
     ax.set_xlabel("depth L")
-    ax.set_title("against depth", fontsize=9)
+    ax.set_ylabel("‖K_T − C_T‖²/‖C_T‖² (seed mean)", fontsize=8)
+    ax.set_title("kernel error against depth (dashed: joint fit)", fontsize=9)
     for ax, x in ((axes[0, 0], n), (axes[0, 1], L)):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(x, [f"{int(v)}" for v in x])
-        ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
-        ax.legend(fontsize=6)
+        ax.plot([], [], "--", color="0.3", lw=1, label=fit_label(fits["joint"], width=30))
+        log_x_at(ax, x)
+        log_ticks(ax, "y")
+        legend_outside(ax, fontsize=6.5)
     ax = axes[1, 0]
     kbar = ds["kernel"].isel(width=-1, time=-1).mean("seed")
     ref = ds["exact_kernel_depth"].isel(time=-1)
@@ -301,7 +302,7 @@ def plot_kernel(ds: xr.Dataset, path) -> None:
     ax.set_xlabel("exact C_T^(L)(x, x')")
     ax.set_ylabel("seed mean of K_T(x, x')")
     ax.set_title(f"kernel entries, n = {int(n[-1])}", fontsize=9)
-    ax.legend(fontsize=6)
+    legend_outside(ax, fontsize=6.5)
     ax = axes[1, 1]
     x = np.arange(ds.sizes["pair"])
     labels = [f"({float(a):g}, {float(b):g})" for a, b in zip(ds["t_from"], ds["t_to"])]
@@ -310,10 +311,12 @@ def plot_kernel(ds: xr.Dataset, path) -> None:
             label=f"exact C^(L), L = {int(L[-1])}")
     ax.errorbar(x + 0.1, ds["rkhs_min_eig"].isel(width=-1, depth=-1),
                 yerr=1.96 * ds["rkhs_min_eig_se"].isel(width=-1, depth=-1), fmt="o",
-                color="C3", label=f"networks n = {int(n[-1])}, L = {int(L[-1])}")
+                color="C3", label=f"networks n = {int(n[-1])}, L = {int(L[-1])}\n"
+                                  "(±1.96 s.e.)")
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xticks(x, labels)
     ax.set_xlabel("(t, t')")
-    ax.set_title("λ_min(C_t' − C_t) (Prop. 5)", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.set_ylabel("λ_min(C_t' − C_t)")
+    ax.set_title("λ_min(C_t' − C_t) (Prop. 5: ≥ 0)", fontsize=9)
+    legend_outside(ax, fontsize=6.5)
     save(fig, path)

@@ -40,12 +40,12 @@ import numpy as np
 import xarray as xr
 
 import nfd
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 from sde import fit_slope
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
-from ._plotting import figure, save
+from ._plotting import figure, fit_label, fit_resolved, legend_outside, log_ticks, log_x_at, save
 from ._report import Finding, exponent_finding, judge_exponent
 from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from .data import sphere_stream
@@ -237,7 +237,7 @@ def plot_postact(ds: xr.Dataset, path) -> None:
     recursion and the exact pre-act kernel."""
     fits = _fits(ds)
     L = ds["depth"].values.astype(float)
-    fig, axes = figure(1, 2)
+    fig, axes = figure(1, 2, size=4.4, aspect=0.95)
     for ax, var in zip(axes[0], ("mean_h", "h2")):
         for i, n in enumerate(ds["width"].values.tolist()):
             for style, marker in (("post", "o"), ("pre", "s")):
@@ -250,10 +250,12 @@ def plot_postact(ds: xr.Dataset, path) -> None:
                     ax.plot(L, np.abs(mean) + 2 * se, marker, mfc="none", color=color,
                             label=f"pre, n={n}: |E[h_L]| + 2 s.e.")
                     continue
-                ax.errorbar(L, mean, yerr=2 * se, fmt=marker, ms=4, color=color,
-                            label=f"{style}, n={n}")
                 fit = fits[f"{style}_{var}_n{n}"]
-                ax.plot(L, fit.predict(L=L), "--", lw=1, color=color)
+                ax.errorbar(L, mean, yerr=2 * se, fmt=marker, ms=4, color=color, capsize=2,
+                            label=f"{style}, n={n} (±2 s.e. over seeds)\n"
+                                  + fit_label(fit, width=44))
+                if fit_resolved(fit):
+                    ax.plot(L, fit.predict(L=L), "--", lw=1, color=color)
             if var == "mean_h":
                 ax.plot(L, ds["prop1_bound"].sel(width=n).values, ":", color=f"C{i}",
                         label=f"Prop. 1 bound, n={n}")
@@ -261,12 +263,11 @@ def plot_postact(ds: xr.Dataset, path) -> None:
         ax.plot(L, ds[ref].values, "k-", lw=1, label="post, n → ∞ recursion")
         if var == "h2":
             ax.plot(L, ds["exact_h2"].values, "k:", lw=1, label="pre, exact C^(L)(x,x)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(L, [f"{int(x)}" for x in L])
-        ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+        log_x_at(ax, L)
+        log_ticks(ax, "y")
         ax.set_xlabel("depth L")
-        ax.set_title("E[h_L] (mean coordinate)" if var == "mean_h" else "‖h_L‖²/n",
-                     fontsize=9)
-        ax.legend(fontsize=6)
+        what = "E[h_L] (mean coordinate)" if var == "mean_h" else "‖h_L‖²/n"
+        ax.set_ylabel(what)
+        ax.set_title(what, fontsize=9)
+        legend_outside(ax, fontsize=6)
     save(fig, path)

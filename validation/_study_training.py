@@ -28,10 +28,10 @@ import numpy as np
 import xarray as xr
 
 import nfd
-from nfd._results import base_attrs
+from nfd.schema import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
-from ._plotting import loglog_panels
+from ._plotting import legend_outside, loglog_panels
 from ._report import (Finding, exponent_finding, plateau_finding, reference_finding,
                       smallest_cell)
 from ._study_init import quarter_layers
@@ -317,20 +317,24 @@ def plot_training(ds: xr.Dataset, path) -> None:
 
 def _curves(row, ds: xr.Dataset) -> None:
     """f⁽ᵏ⁾ against the SGD step k at the widest width, at the shallowest and the
-    deepest depth: networks of both modes (seed mean ± 2 SE) beside the limit of
-    each mode, simulate(backward=mode, steps=L) (lines, ± 2 Monte Carlo SE band)."""
+    deepest depth: networks of both modes (seed mean ± 2 s.e. over seeds, from
+    :func:`nfd.compare`) beside the limit of each mode,
+    simulate(backward=mode, steps=L) (lines, ± 2 Monte Carlo s.e. band)."""
     n = int(ds["width"].values.max())
     for ax, L in zip(row, (int(ds["depth"].values.min()), int(ds["depth"].values.max()))):
         k = ds["step"].values
         for j, b in enumerate(ds["backward"].values.tolist()):
-            f = ds["f"].sel(backward=b, depth=L, width=n)
-            m, se = f.mean("seed").values, f.std("seed").values / np.sqrt(f.sizes["seed"])
-            ax.errorbar(k + (j - 0.5) * 0.15, m, 2 * se, fmt="o", ms=3, color=f"C{j}",
-                        capsize=2, label=f"{b} networks, n = {n} (±2 SE)")
-            ref, rse = (ds[v].sel(backward=b, depth=L).values for v in ("ref_f", "ref_f_se"))
-            ax.plot(k, ref, "-", color=f"C{j}", lw=1, label=f"{b} limit (n = ∞)")
-            ax.fill_between(k, ref - 2 * rse, ref + 2 * rse, color=f"C{j}", alpha=0.2, lw=0)
+            cell = ds.sel(backward=b, depth=L, width=n)
+            cmp = nfd.compare(xr.Dataset({"f": cell["f"]}),
+                              xr.Dataset({"f": cell["ref_f"], "f_se": cell["ref_f_se"]}))
+            ax.errorbar(k + (j - 0.5) * 0.15, cmp.network, 2 * cmp.network_se, fmt="o",
+                        ms=3, color=f"C{j}", capsize=2,
+                        label=f"{b} networks, n = {n}\n(±2 s.e. over seeds)")
+            ax.plot(k, cmp.limit, "-", color=f"C{j}", lw=1, label=f"{b} limit (n = ∞)")
+            ax.fill_between(k, cmp.limit - 2 * cmp.limit_se, cmp.limit + 2 * cmp.limit_se,
+                            color=f"C{j}", alpha=0.2, lw=0,
+                            label=f"{b} limit ±2 s.e. Monte Carlo")
         ax.set_xlabel("SGD step k")
-        ax.set_ylabel("f⁽ᵏ⁾ (network output on the step-k input)", fontsize=7)
+        ax.set_ylabel("output f on the step-k training input", fontsize=8)
         ax.set_title(f"networks beside their limits, L = {L}", fontsize=9)
-        ax.legend(fontsize=6)
+        legend_outside(ax, fontsize=6.5)
