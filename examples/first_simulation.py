@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import nfd
+import nfd.plot
 
 
 def main(argv=None) -> None:
@@ -45,29 +46,27 @@ def main(argv=None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed (pip install nfd[plot]); skipping the plot")
+        fig, axes = nfd.plot.figure(1, 2, size=5.0, aspect=0.8)
+    except ImportError as err:
+        print(f"{err}; skipping the plot")
         return
+    axes = axes[0]
     t = ds.time.values
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for a, b, label in [(0, 0, "E[h²]"), (0, 1, "C(x₀,x₁)"), (0, 2, "C(x₀,x₂)")]:
         line = axes[0].errorbar(t, ds.kernel[:, a, b], 2 * ds.kernel_se[:, a, b], fmt=".",
-                                ms=3, label=f"{label} particles")
+                                ms=3, label=f"{label} particles (±2 s.e. Monte Carlo)")
         axes[0].plot(t, exact.kernel[:, a, b], color=line[0].get_color(), label=f"{label} exact")
-    axes[0].set(xlabel="t", title="forward: kernel C_t")
+        axes[0].plot(euler.time, euler.kernel[:, a, b], ":", color="k", lw=1,
+                     label="exact law of the L-step scheme" if a == b == 0 else None)
+    axes[0].set(xlabel="depth time t", ylabel="kernel C_t(x, x')",
+                title="forward: NNGP kernel C_t")
     axes[1].errorbar(t, ds.theta[:, 0, 0], 2 * ds.theta_se[:, 0, 0], fmt=".", ms=3,
-                     label="E[g²] particles")
+                     label="E[g²] particles (±2 s.e. Monte Carlo)")
     axes[1].plot(t, exact.theta[:, 0, 0], label="E[g²] exact")
-    axes[1].set(xlabel="t", title="backward: E[g_t²]")
+    axes[1].set(xlabel="depth time t", ylabel="E[g_t²]", title="backward: E[g_t²]")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = args.out / "first_simulation.png"
-    fig.savefig(path, dpi=120)
+    path = nfd.plot.save(fig, args.out / "first_simulation.png", dpi=120)
     print(f"plot written to {path}")
 
 

@@ -2,7 +2,9 @@
 
 Inputs uniform on the sphere of radius √d, labels from a single-index tanh teacher,
 online SGD (one fresh sample per step). Writes ``runs/nfd_synthetic.nc`` and
-``runs/nfd_synthetic.png`` (f̊ and loss per step, probe loss, E[h²] over (step, time)).
+``runs/nfd_synthetic.png`` (:func:`nfd.plot.plot_run`: output and loss on the training
+stream as running means, probe output and loss with ±2 s.e. Monte Carlo bands,
+E[h_t²] and E[g_t²] over depth at a few steps).
 
     python examples/train_synthetic.py [--out DIR] [--steps L] [--particles P] [--sgd-steps K]
 """
@@ -13,8 +15,7 @@ import argparse
 from pathlib import Path
 
 import nfd
-from nfd._plot import plot_run
-from validation.data import synthetic_task
+import nfd.plot
 
 
 def main(argv=None) -> None:
@@ -26,8 +27,8 @@ def main(argv=None) -> None:
     parser.add_argument("--eta-c", type=float, default=0.2)
     args = parser.parse_args(argv)
     d = 16
-    X, y = synthetic_task("tanh", args.sgd_steps, d, seed=0)
-    probes = synthetic_task("tanh", 100, d, seed=1, teacher_seed=0)
+    X, y = nfd.synthetic_task("tanh", args.sgd_steps, d, seed=0)
+    probes = nfd.synthetic_task("tanh", 100, d, seed=1, teacher_seed=0)
     ds = nfd.simulate(X, y, eta_c=args.eta_c, activation="relu", steps=args.steps,
                       particles=args.particles, probes=probes, seed=0)
     test = ds.probe_loss.mean("probe")
@@ -35,7 +36,8 @@ def main(argv=None) -> None:
           f"{float(test[-1]):.4f}")
     args.out.mkdir(parents=True, exist_ok=True)
     ds.to_netcdf(args.out / "nfd_synthetic.nc")
-    print(f"wrote {args.out / 'nfd_synthetic.nc'} and {plot_run(ds, args.out / 'nfd_synthetic.png')}")
+    png = nfd.plot.plot_run(ds, path=args.out / "nfd_synthetic.png")
+    print(f"wrote {args.out / 'nfd_synthetic.nc'} and {png}")
 
 
 if __name__ == "__main__":
