@@ -143,8 +143,9 @@ def simulate(
         and thread count (``torch.get_num_threads()``). Across thread counts the
         reductions may be summed in another order, so runs agree to float rounding,
         at most K·(2L+1)·max(P, K·B)·u·max|f| with u the unit roundoff (tested in
-        tests/test_options.py); measured on CPU with torch 2.13: identical for 1 and
-        2 threads up to P = 8192, L = 32 (issue 11 reported 3.3e-5 in float32).
+        tests/test_options.py). Measured on CPU with torch 2.13, 1 vs 2 threads:
+        training f identical up to P = 8192, L = 32; probe_f 2.9e-6 apart on digits
+        (float32, P = 4096, L = 16); issue 11 reported 3.3e-5 in f.
     device, dtype :
         Default CUDA if available, float32.
     progress : bool
