@@ -90,3 +90,24 @@ def test_axis_label_from_schema():
     assert nfd.plot.axis_label("step") == "SGD step k"  # units 'step' already said
     ds = xr.Dataset({"q": ("x", [1.0], {"long_name": "charge", "units": "C"})})
     assert nfd.plot.axis_label("q", ds) == "charge [C]"
+
+
+_DECADES = [f"$\\mathdefault{{10^{{{k}}}}}$" for k in (-4, -2, 0)]
+
+
+@pytest.mark.parametrize("lo, hi, want", [(1e-4, 1.0, _DECADES),
+                                          (2e-3, 4e-2, ["0.002", "0.005", "0.01", "0.02"])])
+def test_log_ticks_label_decades_or_plain_numbers(lo, hi, want):
+    """The overlapping '3×10¹4×10¹6×10¹' labels of issue 12: minor ticks carry no
+    label, and a narrow range gets plain numbers at 1, 2, 5 × 10^k."""
+    fig, axes = nfd.plot.figure(1, 1)
+    ax = axes[0, 0]
+    ax.plot([0, 1], [lo, hi])
+    nfd.plot.log_ticks(ax, "y")
+    fig.canvas.draw()
+    lo_, hi_ = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels() if lo_ <= t.get_position()[1] <= hi_]
+    minor = [t.get_text() for t in ax.yaxis.get_minorticklabels() if t.get_text()]
+    assert not minor
+    assert all(w in shown for w in want), shown
+    nfd.plot.pyplot().close(fig)
