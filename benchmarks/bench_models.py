@@ -85,7 +85,7 @@ def bench(S: int, L: int, n: int, B: int, d: int, device, dtype, repeats: int,
     def run(k):
         return lambda: train_resnet(Xs[: k * B], ys[: k * B], width=n, depth=L, seeds=S,
                                     batch_size=B, eta_c=1e-3, backward=backward,
-                                    device=device, dtype=dtype)
+                                    device=device, dtype=dtype, progress=False)
 
     diffs, mms = [], []
     for _ in range(3):

@@ -116,9 +116,10 @@ class ResNetEnsemble(ABC):
     backward : {"coupled", "decoupled"}
         True gradient (eq. 3) or GIA-decoupled backward (Corollary 1).
     style : {"pre", "post"}
-        Pre-activation (eq. 1) or post-activation (eq. 9) residual stream.
+        Pre-activation (eq. 1, the default) or post-activation (eq. 9) residual
+        stream; an architecture class defaults to its own.
     block : {"one-layer", "two-layer"}
-        Eq. 1 or the two-layer residual block of eq. 6 (pre style only).
+        Eq. 1 (the default) or the two-layer residual block of eq. 6 (pre style only).
     scaling : {"depth-mup", "mup", "mlp"}
         Branch scale √(T/L) (depth-μP), √T (μP ResNet), or an MLP without skips.
     regime : {"feature", "kernel"}
@@ -163,9 +164,10 @@ class ResNetEnsemble(ABC):
         cls.style, cls.block = style, block
         ResNetEnsemble._ARCHITECTURES[(style, block)] = cls
 
-    def __new__(cls, *args, style: str = "pre", block: str = "one-layer",
+    def __new__(cls, *args, style: str | None = None, block: str | None = None,
                 scaling: str = "depth-mup", **kw):
         if cls is ResNetEnsemble:
+            style, block = style or "pre", block or "one-layer"
             check_architecture(style, block, scaling)
             cls = ResNetEnsemble._ARCHITECTURES[(style, block)]
         return super().__new__(cls)
@@ -180,8 +182,8 @@ class ResNetEnsemble(ABC):
         T: float = 1.0,
         seeds: int | Sequence[int] = 1,
         backward: str = "coupled",
-        style: str = "pre",
-        block: str = "one-layer",
+        style: str | None = None,
+        block: str | None = None,
         scaling: str = "depth-mup",
         regime: str = "feature",
         eta_c: float = 1.0,
@@ -192,6 +194,8 @@ class ResNetEnsemble(ABC):
         dtype: torch.dtype | str | None = None,
         check_memory: bool = True,
     ) -> None:
+        style = self.style if style is None else style
+        block = self.block if block is None else block
         if (style, block) != (self.style, self.block):
             raise ValueError(f"{type(self).__name__} is style={self.style!r}, "
                              f"block={self.block!r}; got style={style!r}, block={block!r}")

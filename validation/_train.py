@@ -28,7 +28,7 @@ from ._train_checks import TrainRun, check_train
 from ._train_dataset import as_numpy, to_dataset
 from ._train_record import EigenHistory, Records
 
-__all__ = ["train_resnet", "init_increments", "sgd_step"]
+__all__ = ["train_resnet", "init_increments"]
 
 
 def train_resnet(
