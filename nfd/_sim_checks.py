@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sde._drivers import default_jitter
+from sde import default_jitter
 
 from ._activations import Activation, get_activation
 from ._checks import (

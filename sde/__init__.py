@@ -8,7 +8,7 @@ adapter to torchsde's solvers; and convergence-slope diagnostics.
 
 from ._base import McKeanVlasovSDE
 from ._diagnostics import SlopeFit, fit_slope
-from ._drivers import GrowingGaussianDriver
+from ._drivers import GrowingGaussianDriver, default_jitter
 from ._euler import EulerMaruyamaResult, euler_maruyama
 from ._linalg import psd_factor
 from ._torchsde import TorchsdeAdapter
@@ -18,6 +18,7 @@ __all__ = [
     "euler_maruyama",
     "EulerMaruyamaResult",
     "GrowingGaussianDriver",
+    "default_jitter",
     "psd_factor",
     "TorchsdeAdapter",
     "fit_slope",
