@@ -26,7 +26,7 @@ import torch
 import xarray as xr
 from scipy import stats
 
-from nfd._exact import exact_covariance
+from nfd import exact_covariance
 from validation import (
     ResNetEnsemble,
     init_increments,
