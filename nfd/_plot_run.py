@@ -5,7 +5,6 @@ depth time."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -324,26 +324,8 @@ def fit_power_law(
         0, not as a rate); if ``n``/``L``/``n_boot``/``statistic`` are invalid; or
         if an unsigned fit meets a value ≤ 0.
     """
-    v = np.asarray(values, dtype=float)
-    if v.ndim < 2 or v.shape[1] < 2:
-        raise ValueError(f"values must have shape (cells, seeds >= 2, ...), got {v.shape}")
-    if not np.all(np.isfinite(v)):
-        raise ValueError("values must be finite: drop or fix the cells with NaN/inf")
-    if n is None and L is None:
-        raise ValueError("give n, L or both")
+    v, n_, L_ = _check_fit(values, n, L, n_boot)
     cells = v.shape[0]
-    axes = []
-    for name, arr in (("n", n), ("L", L)):
-        if arr is None:
-            axes.append(None)
-            continue
-        a = np.asarray(arr, dtype=float).reshape(-1)
-        if a.shape != (cells,) or np.any(a <= 0):
-            raise ValueError(f"{name} must be {cells} positive numbers, got {arr!r}")
-        axes.append(a)
-    n_, L_ = axes
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 20:
-        raise ValueError(f"n_boot must be an int >= 20, got {n_boot!r}")
     stat = _default_statistic if statistic is None else statistic
     model = _Model(n_, L_, plateau, signed)
     n_par = model.n_exp * 2 + plateau
@@ -356,14 +338,7 @@ def fit_power_law(
     if not np.any(y):
         raise ValueError("values: the statistic is 0 in every cell, so there is no power "
                          "law to fit; report the quantity as exactly 0 instead")
-    rng = np.random.default_rng(seed)
-    S = v.shape[1]
-    idx_shape = (cells, S) + (1,) * (v.ndim - 2)
-    boots = np.empty((n_boot, cells))
-    for b in range(n_boot):
-        idx = rng.integers(0, S, size=(1 if paired else cells, S))
-        idx = np.broadcast_to(idx, (cells, S)).reshape(idx_shape)
-        boots[b] = stat(np.take_along_axis(v, idx, axis=1))
+    boots = _bootstrap(v, stat, n_boot, paired, seed)
     se = boots.std(axis=0, ddof=1)
     if not signed and (np.any(y <= 0) or np.any(boots <= 0)):
         raise ValueError("an unsigned fit needs positive values; use signed=True")
@@ -376,22 +351,11 @@ def fit_power_law(
         starts = [np.array([g1, g2]) for g1 in grid for g2 in grid]
     e, coef = model.fit(y, w, starts)
 
-    def pack(e, coef) -> dict[str, float]:
-        out, ei, ci = {}, 0, 0
-        for ax, cn, en in ((n_, "a", "p"), (L_, "b", "q")):
-            if ax is not None:
-                out[cn], out[en] = float(coef[ci]), float(e[ei])
-                ci, ei = ci + 1, ei + 1
-        if plateau:
-            out["c"] = float(coef[ci])
-        return out
-
-    est = pack(e, coef)
+    est = _pack(e, coef, n_ is not None, L_ is not None, plateau)
     draws = {k: np.empty(n_boot) for k in est}
     for b in range(n_boot):
-        yb = boots[b]
-        eb, cb = model.fit(yb, w, [e])
-        for k, val in pack(eb, cb).items():
+        eb, cb = model.fit(boots[b], w, [e])
+        for k, val in _pack(eb, cb, n_ is not None, L_ is not None, plateau).items():
             draws[k][b] = val
     ci = {k: (float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)))
           for k, d in draws.items()}
@@ -403,6 +367,57 @@ def fit_power_law(
     return PowerFit(model=f"{name} = " + " + ".join(terms), estimate=est, ci=ci,
                     n_boot=n_boot, plateau=bool(has_plateau), resolution=resolution,
                     value=y, value_se=se)
+
+
+def _check_fit(values, n, L, n_boot) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The argument checks of :func:`fit_power_law`: values (cells, seeds ≥ 2, …)
+    finite, and n, L as positive vectors with one entry per cell."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim < 2 or v.shape[1] < 2:
+        raise ValueError(f"values must have shape (cells, seeds >= 2, ...), got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("values must be finite: drop or fix the cells with NaN/inf")
+    if n is None and L is None:
+        raise ValueError("give n, L or both")
+    axes = []
+    for name, arr in (("n", n), ("L", L)):
+        if arr is None:
+            axes.append(None)
+            continue
+        a = np.asarray(arr, dtype=float).reshape(-1)
+        if a.shape != (v.shape[0],) or np.any(a <= 0):
+            raise ValueError(f"{name} must be {v.shape[0]} positive numbers, got {arr!r}")
+        axes.append(a)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 20:
+        raise ValueError(f"n_boot must be an int >= 20, got {n_boot!r}")
+    return v, axes[0], axes[1]
+
+
+def _bootstrap(v: np.ndarray, stat, n_boot: int, paired: bool, seed) -> np.ndarray:
+    """``n_boot`` replicates (n_boot, cells) of ``stat`` over seeds resampled with
+    replacement — one draw of seed indices for every cell when ``paired`` (cells
+    that share seeds keep their correlation), one per cell otherwise."""
+    rng = np.random.default_rng(seed)
+    cells, S = v.shape[:2]
+    idx_shape = (cells, S) + (1,) * (v.ndim - 2)
+    boots = np.empty((n_boot, cells))
+    for b in range(n_boot):
+        idx = rng.integers(0, S, size=(1 if paired else cells, S))
+        idx = np.broadcast_to(idx, (cells, S)).reshape(idx_shape)
+        boots[b] = stat(np.take_along_axis(v, idx, axis=1))
+    return boots
+
+
+def _pack(e, coef, has_n: bool, has_L: bool, plateau: bool) -> dict[str, float]:
+    """Exponents and coefficients by name: a, p (width), b, q (depth), c."""
+    out, ei, ci = {}, 0, 0
+    for present, cn, en in ((has_n, "a", "p"), (has_L, "b", "q")):
+        if present:
+            out[cn], out[en] = float(coef[ci]), float(e[ei])
+            ci, ei = ci + 1, ei + 1
+    if plateau:
+        out["c"] = float(coef[ci])
+    return out
 
 
 def stored_fit(attrs: dict, prefix: str, compute: Callable[[], PowerFit]) -> PowerFit:

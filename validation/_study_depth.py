@@ -36,7 +36,7 @@ from nfd.schema import base_attrs
 
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._plotting import figure, legend_outside, log_ticks, log_x_at, save, shown_exponent
-from ._report import Finding, judge_exponent, term_resolved
+from ._report import Finding, exponent_finding
 from ._study_training import MODES, task_stream
 from ._sweep import run_jobs, study_args
 
@@ -191,13 +191,10 @@ def _fits(ds: xr.Dataset) -> dict[tuple, PowerFit]:
 
 def _q_finding(what: str, fit: PowerFit, halve: bool) -> Finding:
     """q (halved for a mean-square fit) judged against Euler's weak order 1, or
-    undetermined when the power term is not resolved."""
-    s = 0.5 if halve else 1.0
-    est, ci = s * fit.estimate["q"], (s * fit.ci["q"][0], s * fit.ci["q"][1])
-    verdict = (judge_exponent(est, ci, 1.0) if term_resolved(fit, "q") else
-               "term not resolved (its coefficient's interval reaches 0): undetermined")
-    return Finding(what, "depth exponent q", est, ci,
-                   "Euler–Maruyama weak order 1: q = 1", verdict)
+    "not resolved" when the fit measures nothing (:func:`fit_finding`)."""
+    return exponent_finding(what, "depth exponent q", fit, "q", 1.0,
+                            "Euler–Maruyama weak order 1: q = 1",
+                            scale=0.5 if halve else 1.0)
 
 
 def summarize_depth(ds: xr.Dataset) -> list[Finding]:

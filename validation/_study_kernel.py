@@ -55,7 +55,7 @@ from sde import fit_slope
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
 from ._plotting import figure, fit_label, legend_outside, log_ticks, log_x_at, save
-from ._report import Finding, exponent_finding, plateau_finding
+from ._report import Finding, exponent_finding, fit_finding, plateau_finding
 from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from .data import sphere_stream
 
@@ -234,12 +234,12 @@ def summarize_kernel(ds: xr.Dataset) -> list[Finding]:
     for depth in (shallow, deepest):
         fit = fits[f"width_L{depth}"]
         lo, hi = fit.ci["a"]
-        out.append(Finding(f"{what}, L = {depth}", "variance constant a_L", fit.estimate["a"],
-                           (lo, hi), "a independent of L (the additive joint model)",
-                           "reference depth" if depth == shallow else
-                           f"depends on L: disjoint from the L = {shallow} interval"
-                           if lo > hi_s or hi < lo_s else
-                           f"consistent with L = {shallow}"))
+        out.append(fit_finding(f"{what}, L = {depth}", "variance constant a_L", fit, "a",
+                               "a independent of L (the additive joint model)",
+                               "reference depth" if depth == shallow else
+                               f"depends on L: disjoint from the L = {shallow} interval"
+                               if lo > hi_s or hi < lo_s else
+                               f"consistent with L = {shallow}"))
     n_max = int(ds["width"][-1])
     for k in range(ds.sizes["pair"]):
         t0, t1 = float(ds["t_from"][k]), float(ds["t_to"][k])

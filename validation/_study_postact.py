@@ -46,7 +46,7 @@ from sde import fit_slope
 from ._fit import PowerFit, fit_power_law, stored_fit
 from ._models import ResNetEnsemble
 from ._plotting import figure, fit_label, fit_resolved, legend_outside, log_ticks, log_x_at, save
-from ._report import Finding, exponent_finding, judge_exponent
+from ._report import Finding, exponent_finding, fit_finding, judge_exponent
 from ._sweep import by_cell, run_jobs, seed_blocks, study_args
 from .data import sphere_stream
 
@@ -177,10 +177,10 @@ def _fits(ds: xr.Dataset) -> dict[str, PowerFit]:
 
 def _growth(observable: str, fit: PowerFit, claim: str) -> Finding:
     """Growth exponent −q with its interval; growth is resolved when it excludes 0."""
-    est, (lo, hi) = -fit.estimate["q"], fit.ci["q"]
-    verdict = ("growth: the 95% interval excludes 0" if -hi > 0
+    verdict = ("growth: the 95% interval excludes 0" if -fit.ci["q"][1] > 0
                else "no growth resolved: the 95% interval reaches 0")
-    return Finding(observable, "depth growth exponent −q", est, (-hi, -lo), claim, verdict)
+    return fit_finding(observable, "depth growth exponent −q", fit, "q", claim, verdict,
+                       scale=-1.0)
 
 
 def _mean_ci(v: np.ndarray) -> tuple[float, tuple[float, float]]:

@@ -262,32 +262,7 @@ def run_jobs(
         The first exception raised by a job, with a note naming the job; jobs
         finished before it are already in ``store``.
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
-        raise TypeError(f"jobs must be a sequence of mappings, got {type(jobs).__name__}")
-    canon = [_canonical(job) for job in jobs]
-    if len(set(canon)) < len(canon):
-        repeated = sorted({c for c in canon if canon.count(c) > 1})
-        raise ValueError(f"jobs contains duplicates: {', '.join(repeated)}")
-    if isinstance(store, (str, os.PathLike)):
-        store = ResultsStore(store)
-    elif store is not None and not isinstance(store, ResultsStore):
-        raise TypeError(
-            f"store must be a ResultsStore, a path or None, got {type(store).__name__}"
-        )
-    if scheduler is not None and not isinstance(scheduler, str):
-        raise TypeError(f"scheduler must be a string or None, got {type(scheduler).__name__}")
-    scheduler = "serial" if scheduler is None else scheduler
-    if "://" in scheduler:
-        kind = "dask"
-    elif scheduler == "serial" or re.fullmatch(r"processes(:[1-9][0-9]*)?", scheduler):
-        kind, _, workers = scheduler.partition(":")
-    else:
-        raise ValueError(
-            f"scheduler={scheduler!r} is not 'serial', 'processes', 'processes:N' (N >= 1) "
-            "or a dask.distributed address such as 'tcp://host:port'"
-        )
+    canon, store, kind, workers = _check_run(fn, jobs, store, scheduler)
     _check_study(study)
     # stored results carry the code version; so do fresh ones (equal either way)
     stamp = {} if store is None else {"code_version": json.dumps(code_version(fn),
@@ -315,30 +290,71 @@ def run_jobs(
         bar.update()
 
     with bar:
-        if kind == "serial":
-            for i in todo:
-                finish(i, functools.partial(fn, **jobs[i]))
-        elif todo and kind == "processes":
-            cpus = os.cpu_count() or 1
-            n = min(int(workers or cpus), len(todo))
-            spawn = multiprocessing.get_context("spawn")  # torch is not fork-safe
-            threads = (max(1, cpus // n),)
-            with cf.ProcessPoolExecutor(n, spawn, torch.set_num_threads, threads) as pool:
-                submitted = {pool.submit(fn, **jobs[i]): i for i in todo}
-                _collect(submitted, cf.as_completed, finish)
-        elif todo:
-            try:
-                import distributed
-            except ImportError as exc:
-                raise ImportError(
-                    f"scheduler={scheduler!r} needs dask.distributed: pip install nfd[dask]"
-                ) from exc
-            with distributed.Client(scheduler) as client:
-                # a partial, so that job keys such as "key" or "workers" reach fn
-                calls = {i: functools.partial(fn, **jobs[i]) for i in todo}
-                submitted = {client.submit(call, pure=False): i for i, call in calls.items()}
-                _collect(submitted, distributed.as_completed, finish)
+        _dispatch(fn, jobs, todo, finish, kind, workers, scheduler)
     return results
+
+
+def _check_run(fn, jobs, store, scheduler) -> tuple[list[str], ResultsStore | None, str, str]:
+    """The argument checks of :func:`run_jobs`: canonical job keys, the store, and
+    the scheduler's kind (``serial``, ``processes`` or ``dask``) and worker count."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+        raise TypeError(f"jobs must be a sequence of mappings, got {type(jobs).__name__}")
+    canon = [_canonical(job) for job in jobs]
+    if len(set(canon)) < len(canon):
+        repeated = sorted({c for c in canon if canon.count(c) > 1})
+        raise ValueError(f"jobs contains duplicates: {', '.join(repeated)}")
+    if isinstance(store, (str, os.PathLike)):
+        store = ResultsStore(store)
+    elif store is not None and not isinstance(store, ResultsStore):
+        raise TypeError(
+            f"store must be a ResultsStore, a path or None, got {type(store).__name__}"
+        )
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise TypeError(f"scheduler must be a string or None, got {type(scheduler).__name__}")
+    scheduler = "serial" if scheduler is None else scheduler
+    if "://" in scheduler:
+        kind = "dask"
+    elif scheduler == "serial" or re.fullmatch(r"processes(:[1-9][0-9]*)?", scheduler):
+        kind, _, workers = scheduler.partition(":")
+    else:
+        raise ValueError(
+            f"scheduler={scheduler!r} is not 'serial', 'processes', 'processes:N' (N >= 1) "
+            "or a dask.distributed address such as 'tcp://host:port'"
+        )
+    if kind == "dask":
+        workers = ""
+    return canon, store, kind, workers
+
+
+def _dispatch(fn, jobs, todo: list[int], finish, kind: str, workers: str,
+              scheduler: str) -> None:
+    """Run the jobs ``todo`` serially, in spawned local processes or on a dask
+    cluster, calling ``finish(i, compute)`` for each as it completes."""
+    if kind == "serial":
+        for i in todo:
+            finish(i, functools.partial(fn, **jobs[i]))
+    elif todo and kind == "processes":
+        cpus = os.cpu_count() or 1
+        n = min(int(workers or cpus), len(todo))
+        spawn = multiprocessing.get_context("spawn")  # torch is not fork-safe
+        threads = (max(1, cpus // n),)
+        with cf.ProcessPoolExecutor(n, spawn, torch.set_num_threads, threads) as pool:
+            submitted = {pool.submit(fn, **jobs[i]): i for i in todo}
+            _collect(submitted, cf.as_completed, finish)
+    elif todo:
+        try:
+            import distributed
+        except ImportError as exc:
+            raise ImportError(
+                f"scheduler={scheduler!r} needs dask.distributed: pip install nfd[dask]"
+            ) from exc
+        with distributed.Client(scheduler) as client:
+            # a partial, so that job keys such as "key" or "workers" reach fn
+            calls = {i: functools.partial(fn, **jobs[i]) for i in todo}
+            submitted = {client.submit(call, pure=False): i for i, call in calls.items()}
+            _collect(submitted, distributed.as_completed, finish)
 
 
 def seed_blocks(seeds: Sequence[int], bytes_per_seed: int,
