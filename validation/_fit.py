@@ -110,8 +110,10 @@ class PowerFit:
             return lo > _ZERO_REL * hi
         return hi < 0
 
-    def unresolved(self, param: str) -> str:
-        """Why the estimate of ``param`` is no measurement ("" when it is one).
+    def unresolved(self, param: str, scale: float = 1.0) -> str:
+        """Why the estimate of ``param`` is no measurement ("" when it is one); the
+        numbers in the reason are multiplied by ``scale``, as the caller reports
+        the parameter (e.g. 0.5 for the exponent of a mean square).
 
         In order: an exponent whose estimate sits at a bound of the search (the
         data do not pin it down within [bound, bound]); an exponent whose term is
@@ -124,7 +126,7 @@ class PowerFit:
         bound = self.pinned(param, est)
         if param in ("p", "q"):
             if bound is not None:
-                return f"{param} sits at the bound {bound:g} of the search"
+                return f"{param} sits at the bound {scale * bound:g} of the search"
             if not self.term_resolved(param):
                 coef = {"p": "a", "q": "b"}[param]
                 return f"its term is not resolved (the 95% interval of {coef} reaches 0)"
@@ -133,7 +135,8 @@ class PowerFit:
         lo, hi = self.ci[param]
         slack = 1e-9 * max(abs(lo), abs(hi), abs(est))
         if not lo - slack <= est <= hi + slack:
-            return (f"the estimate {est:.3g} lies outside its own 95% percentile "
+            lo, hi = sorted((scale * lo, scale * hi))
+            return (f"the estimate {scale * est:.3g} lies outside its own 95% percentile "
                     f"interval [{lo:.3g}, {hi:.3g}]: the bootstrap replicates are biased "
                     "against the data")
         return ""

@@ -124,7 +124,7 @@ def fit_finding(observable: str, quantity: str, fit: PowerFit, param: str, claim
     Interval ends at a search bound are printed as such (:func:`_open_ends`)."""
     est = scale * fit.estimate[param]
     lo, hi = sorted(scale * x for x in fit.ci[param])
-    reason = fit.unresolved(param)
+    reason = fit.unresolved(param, scale)
     if reason:
         verdict = f"not resolved (undetermined): {reason}"
     return Finding(observable, quantity, est, (lo, hi), claim, verdict,

@@ -1,4 +1,4 @@
-"""The validation studies and the driver behind ``nfd validate``.
+"""The validation studies and the driver behind ``nfd-validate`` (``python -m validation``).
 
 Each :class:`Study` bundles a ``run`` function (→ xarray.Dataset, jobs kept in a
 resumable :class:`validation.ResultsStore`), ``summarize`` (→ findings computed
