@@ -24,6 +24,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 from ._checks import check_choice, check_int, check_positive_float
 from ._data import TEACHERS, synthetic_task
+from ._plot import pyplot
+from ._results import netcdf_engine
 from ._simulate import BACKWARD_LIMITS, simulate
 
 __all__ = ["main", "load_config", "load_data", "EXAMPLE_CONFIG"]
@@ -232,13 +234,19 @@ def main(argv: list[str] | None = None) -> int:
         X, y, probes = load_data(cfg["data"], args.config.parent)
     except ValueError as exc:
         p_sim.error(f"{args.config}: {_one_line(exc)}")
+    try:  # the missing extras fail before the run, not after it
+        engine = netcdf_engine()
+        if args.plot:
+            pyplot()
+    except ImportError as exc:
+        p_sim.error(str(exc))
     try:
         ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])
     except (TypeError, ValueError) as exc:  # simulate's argument checks name the key
         p_sim.error(f"{args.config}: rejected by nfd.simulate: {_one_line(exc)}")
     ds.attrs["config"] = args.config.read_text()
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    ds.to_netcdf(args.output)
+    ds.to_netcdf(args.output, engine=engine)
     print(f"wrote {args.output}")
     if args.plot:
         from .plot import plot_run

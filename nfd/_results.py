@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
 
-__all__ = ["base_attrs", "PAPER", "package_version"]
+__all__ = ["base_attrs", "PAPER", "package_version", "netcdf_engine"]
 
 PAPER = (
     "Yao, Wu & Gao, Understanding Scaling Laws in Deep Neural Networks via Feature "
@@ -33,3 +34,21 @@ def base_attrs(**params) -> dict:
             value = list(value)
         attrs[key] = value
     return attrs
+
+
+def netcdf_engine() -> str:
+    """The xarray engine every file the package writes uses: ``"netcdf4"`` (the
+    ``io`` extra).
+
+    Raises
+    ------
+    ImportError
+        Naming the extra, when netCDF4 is missing: xarray's fallback (scipy,
+        netCDF3) silently stores int64 as int32 and writes Datasets with an empty
+        dimension (no probes, no eigenvalue steps) into files it cannot read back.
+    """
+    if find_spec("netCDF4") is None:
+        raise ImportError("writing netCDF needs the netCDF4 package: pip install 'nfd[io]' "
+                          "(the scipy fallback cannot read back Datasets with an empty "
+                          "dimension and stores int64 as int32)")
+    return "netcdf4"

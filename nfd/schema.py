@@ -21,7 +21,7 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
-from ._results import PAPER, base_attrs, package_version
+from ._results import PAPER, base_attrs, netcdf_engine, package_version
 from ._schema import (
     COORDS,
     DEFAULT_EIG_STEPS,
@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_PROGRESS",
     "base_attrs",
     "package_version",
+    "netcdf_engine",
     "PAPER",
     "check_int",
     "check_positive_float",

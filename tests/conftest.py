@@ -1,3 +1,5 @@
+from importlib.util import find_spec
+
 import numpy as np
 import pytest
 import torch
@@ -29,3 +31,12 @@ def widened(estimate: float, ci: tuple[float, float], n_claims: int) -> tuple[fl
     w = norm.ppf(1 - 0.05 / (2 * n_claims)) / norm.ppf(0.975)
     lo, hi = ci
     return estimate - w * (estimate - lo), estimate + w * (hi - estimate)
+
+
+def needs(*modules: str):
+    """Skip a test whose code path needs an optional extra (matplotlib: ``plot``,
+    netCDF4: ``io``) when it is not installed: the fast suite runs with the ``test``
+    extra alone."""
+    missing = [m for m in modules if find_spec(m) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
+                              "(an optional extra)")

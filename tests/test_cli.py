@@ -15,12 +15,15 @@ import xarray as xr
 from nfd._cli import EXAMPLE_CONFIG, load_config, main
 from validation._cli import main as validate_main
 
+from conftest import needs
+
 
 def _small(text):
     return (text.replace("train = 256", "train = 12").replace("probes = 64", "probes = 4")
             .replace("particles = 8192", "particles = 256").replace("steps = 32", "steps = 4"))
 
 
+@needs('netCDF4', 'matplotlib')
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
 def test_simulate_writes_dataset_and_plot(tmp_path, capsys, backward):
     cfg = tmp_path / "run.toml"
@@ -37,6 +40,7 @@ def test_simulate_writes_dataset_and_plot(tmp_path, capsys, backward):
     assert (tmp_path / "run.png").stat().st_size > 10_000
 
 
+@needs('netCDF4')
 def test_backward_key_selects_the_limit(tmp_path):
     # same seeds and data: the two limits differ after the first update
     out = {}
@@ -179,6 +183,7 @@ def test_validate_list_and_usage_errors(tmp_path, capsys):
     assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
+@needs('netCDF4', 'matplotlib')
 def test_validate_quick_study_writes_report(tmp_path, capsys):
     # the smallest study end to end through python -m validation: netCDF, figure,
     # REPORT.md, resumable job store
@@ -221,3 +226,21 @@ def test_console_scripts_resolve():
     for target in scripts.values():
         module, _, attr = target.partition(":")
         assert callable(getattr(importlib.import_module(module), attr))
+
+
+def test_missing_io_extra_is_a_one_line_usage_error_before_the_run(tmp_path, capsys,
+                                                                   monkeypatch):
+    # without netCDF4 xarray would fall back to scipy, whose files with an empty
+    # dimension cannot be read back: refuse before integrating anything
+    import nfd._results
+
+    real = nfd._results.find_spec
+    monkeypatch.setattr(nfd._results, "find_spec",
+                        lambda name: None if name == "netCDF4" else real(name))
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(_small(EXAMPLE_CONFIG))
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", str(cfg), "-o", str(tmp_path / "run.nc"), "--no-progress"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "nfd[io]" in err[-1] and not (tmp_path / "run.nc").exists()

@@ -12,6 +12,7 @@ from nfd.schema import base_attrs
 from validation._sweep import ResultsStore, code_version, run_jobs
 
 from _sweep_jobs import line, line_twin, not_a_dataset
+from conftest import needs
 
 
 def _log(path):
@@ -67,6 +68,7 @@ def test_bad_study_names(tmp_path, study):
 # --- store ------------------------------------------------------------------------
 
 
+@needs('netCDF4')
 def test_save_load_round_trip(tmp_path):
     store = ResultsStore(tmp_path / "new" / "root")
     assert store.root.is_dir()
@@ -93,6 +95,7 @@ def test_save_load_round_trip(tmp_path):
     assert back["count"].dtype == ds["count"].dtype
 
 
+@needs('netCDF4')
 def test_failed_save_leaves_nothing(tmp_path):
     store = ResultsStore(tmp_path)
     bad = xr.Dataset({"y": ("i", [1.0])}, attrs={"nested": {"a": 1}})  # not for netCDF
@@ -118,6 +121,7 @@ VALUE = %s
 '''
 
 
+@needs('netCDF4')
 def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
     """The rule: a stored job is reused iff its arguments, the job function's name,
     the source of the module defining it and the nfd version are all unchanged.
@@ -145,6 +149,7 @@ def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
     assert _log(log) == [1, 2, 1, 1, 2, 1, 2]
 
 
+@needs('netCDF4')
 def test_edited_study_source_is_recomputed(tmp_path, monkeypatch):
     """An edit to the job function's module recomputes its jobs even though the
     nfd version did not change; the result is the new code's."""
@@ -184,6 +189,7 @@ def test_job_function_without_source_is_refused(tmp_path):
 # --- run_jobs ---------------------------------------------------------------------
 
 
+@needs('netCDF4')
 def test_resume_does_not_recompute(tmp_path):
     log = tmp_path / "log"
     jobs = [{"x": x, "log": str(log)} for x in (1, 2, 3)]
@@ -203,6 +209,7 @@ def test_resume_does_not_recompute(tmp_path):
     assert _log(log) == [1, 2, 3, 4] and len(more) == 4
 
 
+@needs('netCDF4')
 def test_interrupted_sweep_resumes(tmp_path):
     log, flag = tmp_path / "log", tmp_path / "flag"
     flag.touch()
@@ -227,6 +234,7 @@ def test_in_memory_results_carry_the_job():
     assert run_jobs(line, [], study="mem") == []
 
 
+@needs('netCDF4')
 def test_processes_match_serial_and_keep_finished_jobs(tmp_path):
     flag = tmp_path / "flag"
     flag.touch()
@@ -246,6 +254,7 @@ def test_processes_match_serial_and_keep_finished_jobs(tmp_path):
     assert len(list((tmp_path / "p").glob("*.nc"))) == 5
 
 
+@needs('netCDF4')
 def test_dask_scheduler(tmp_path):
     distributed = pytest.importorskip("distributed")
     jobs = [{"x": x, "key": "k", "workers": 1} for x in range(3)]  # Client.submit's names

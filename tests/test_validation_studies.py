@@ -17,7 +17,7 @@ from validation._study_gia import run_gia, summarize_gia
 from validation._study_init import run_init, summarize_init
 from validation._study_training import run_training, summarize_training
 from validation._fit import stored_fit
-from conftest import widened
+from conftest import needs, widened
 from validation._report import (
     Finding,
     exponent_finding,
@@ -338,6 +338,7 @@ def test_study8_quick_weak_order_one(depth_study, mode):
 
 # --- the report ---------------------------------------------------------------
 
+@needs('netCDF4', 'matplotlib')
 def test_report_keeps_earlier_sections_and_rebuilds_identically(tmp_path, gia_study):
     ds, _ = gia_study
     ds.to_netcdf(tmp_path / "gia.nc")
@@ -358,6 +359,7 @@ def test_report_keeps_earlier_sections_and_rebuilds_identically(tmp_path, gia_st
     assert again.count("Not regenerated") == 1
 
 
+@needs('netCDF4', 'matplotlib')
 def test_quick_figures(tmp_path, training_study, gia_study, depth_study):
     plot_depth, plot_gia, plot_training = (STUDIES[n].plot for n in ("depth", "gia", "training"))
 

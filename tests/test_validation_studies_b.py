@@ -20,7 +20,7 @@ import pytest
 import torch
 import xarray as xr
 
-from conftest import widened
+from conftest import needs, widened
 from sde import fit_slope
 
 from validation._report import Finding
@@ -141,6 +141,7 @@ def test_postact_references(postact):
                                c1 * (1 + c1 * np.sqrt(T / (L * n))) ** L, rtol=1e-12)
 
 
+@needs('netCDF4', 'matplotlib')
 # ------------------------------------------------------- studies 4 and 7 (cheap)
 def test_assumption1_quick(one_thread, tmp_path):
     ds = run_assumption1(quick=True)
@@ -166,6 +167,7 @@ def test_assumption1_quick(one_thread, tmp_path):
     assert (tmp_path / "a1.png").stat().st_size > 0
 
 
+@needs('netCDF4', 'matplotlib')
 def test_kernel_quick(one_thread, tmp_path):
     ds = run_kernel(quick=True)
     assert ds["kernel"].dims == ("width", "depth", "seed", "time", "input", "input2")
@@ -188,6 +190,7 @@ def test_kernel_quick(one_thread, tmp_path):
     assert (tmp_path / "k.png").stat().st_size > 0
 
 
+@needs('netCDF4', 'matplotlib')
 def test_plots_and_netcdf(collapse, postact, tmp_path):
     for ds, plot, name in ((collapse, plot_collapse, "c"), (postact, plot_postact, "p")):
         ds.to_netcdf(tmp_path / f"{name}.nc")

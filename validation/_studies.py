@@ -18,7 +18,8 @@ from typing import Callable, Sequence
 import torch
 import xarray as xr
 
-from nfd.schema import PAPER, package_version
+from nfd.plot import pyplot
+from nfd.schema import PAPER, netcdf_engine, package_version
 
 from ._report import Finding, format_report
 from ._study_assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
@@ -167,6 +168,7 @@ def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
     unknown = [s for s in names if s not in STUDIES]
     if unknown:
         raise ValueError(f"studies: unknown {unknown}; choose from {list(STUDIES)}")
+    netcdf_engine(), pyplot()  # a missing extra fails now, not after hours of sweeps
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     store = ResultsStore(out / "jobs" / ("quick" if quick else "full"))
@@ -177,7 +179,7 @@ def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
                        device=device)
         ds.attrs["wall_time_s"] = time.perf_counter() - t0
         ds.attrs["run_info"] = _run_info(quick, scheduler, device)
-        ds.to_netcdf(out / f"{name}.nc")
+        ds.to_netcdf(out / f"{name}.nc", engine=netcdf_engine())
         study.plot(ds, out / f"{name}.png")
     return write_report(out, header=_header(quick, scheduler, device))
 
@@ -208,7 +210,7 @@ def _study_section(out: Path, name: str, study: Study, refit: bool) -> tuple:
                     if not any(k.startswith(p + "_") for p in prefixes)}
     findings = study.summarize(ds)  # (re)fits missing fits, keeping them in attrs
     if refit:
-        ds.to_netcdf(path)
+        ds.to_netcdf(path, engine=netcdf_engine())
         study.plot(ds, out / f"{name}.png")
     wall = float(ds.attrs.get("wall_time_s", float("nan")))
     mode = "quick" if int(ds.attrs.get("quick", 0)) else "full"

@@ -31,7 +31,7 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
-from nfd.schema import check_int, package_version, resolve_device_dtype
+from nfd.schema import check_int, netcdf_engine, package_version, resolve_device_dtype
 
 __all__ = ["ResultsStore", "code_version", "run_jobs", "seed_blocks", "by_cell",
            "study_args"]
@@ -185,7 +185,8 @@ class ResultsStore:
         tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")  # usual permissions
         code = json.dumps(code_version(fn), sort_keys=True)
         try:
-            ds.assign_attrs(job=_canonical(job), code_version=code).to_netcdf(tmp)
+            ds.assign_attrs(job=_canonical(job), code_version=code).to_netcdf(
+                tmp, engine=netcdf_engine())
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)
