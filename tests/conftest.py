@@ -4,10 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-# Kept: the suite targets 2 cores, and nfd.simulate is bit-reproducible only at a fixed
-# thread count (tests/test_options.py), so every test sees the same one; the test that
-# compares thread counts sets its own and restores this one in a finally.
-torch.set_num_threads(2)
+# One fixed thread count: nfd.simulate is bit-reproducible only at a fixed count
+# (tests/test_options.py; the test that compares counts sets its own and restores this
+# one in a finally). One thread, not two: the tests' tensors are small, and with two
+# threads on two cores any other process turns torch's thread barriers into waits —
+# test_coupled.py + test_options.py took 27 s with 2 threads and 9 s with 1 beside one
+# busy process, and single tests ran up to 100x slower.
+torch.set_num_threads(1)
 
 
 @pytest.fixture
