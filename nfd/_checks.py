@@ -135,15 +135,16 @@ def check_steps(name: str, value, lo: int, hi: int) -> list[int]:
     return out
 
 
-def check_probes(probes, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+def check_probes(probes, d: int, loss_name: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Return ``probes`` as checked arrays ``(X_probe (Q, d), y_probe (Q,))``, or
-    ``None``."""
+    ``None``; the probe targets must suit the loss as the training targets do."""
     if probes is None:
         return None
     if not isinstance(probes, (tuple, list)) or len(probes) != 2:
         raise TypeError("probes must be a pair (X_probe, y_probe)")
     Xp = check_matrix("probes[0]", probes[0], columns=d)
-    yp = check_targets("probes[1]", probes[1], Xp.shape[0])
+    yp = check_labels("probes[1]", check_targets("probes[1]", probes[1], Xp.shape[0]),
+                      loss_name)
     return Xp, yp
 
 
@@ -152,8 +153,10 @@ def check_labels(name: str, y: np.ndarray, loss_name: str) -> np.ndarray:
     (with 0/1 labels the y = 0 samples get dℒ/df = 0 and never train)."""
     if loss_name == "logistic" and not np.all(np.isin(y, (-1.0, 1.0))):
         found = np.unique(y)[:5].tolist()
+        advice = ("map 0/1 labels with y = 2*y - 1" if np.all(np.isin(y, (0.0, 1.0)))
+                  else "use binary targets, e.g. sign(y) (teacher = 'sign' in a config)")
         raise ValueError(f"{name} must hold labels ±1 for loss='logistic', found values "
-                         f"{found}; map 0/1 labels with y = 2*y - 1")
+                         f"{found}; {advice}")
     return y
 
 

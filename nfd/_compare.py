@@ -13,7 +13,8 @@ __all__ = ["compare"]
 #: ``attrs`` that must agree for two Datasets to describe the same training run.
 #: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
 SAME_RUN = ("activation", "loss", "eta_c", "T", "depth", "batch_size", "sgd_steps",
-            "input_dim")
+            "input_dim", "style", "block", "scaling", "regime", "X_sha256",
+            "X_probe_sha256")
 
 
 def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Dataset:
@@ -48,7 +49,10 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
     ValueError
         When the two are not the same run: another ``var`` layout, other step or
         sample coordinates, other targets ``y``, or different attrs among
-        ``activation, loss, eta_c, T, depth, batch_size, sgd_steps, input_dim``.
+        ``activation, loss, eta_c, T, depth, batch_size, sgd_steps, input_dim``, the
+        architecture (``style, block, scaling, regime``: a limit is the one of eq. 1)
+        and the fingerprints of the training and probe inputs (``X_sha256``,
+        ``X_probe_sha256``). An attr missing from either side is not compared.
     TypeError
         When an argument is not an ``xarray.Dataset``.
     """

@@ -30,7 +30,7 @@ import torch
 import xarray as xr
 from scipy.linalg import solve_triangular
 
-from ._results import base_attrs
+from ._results import base_attrs, data_attrs
 from ._sim_checks import check_stream
 
 __all__ = ["linear_limit"]
@@ -215,7 +215,9 @@ def linear_limit(
     data["probe_y"] = (("probe",), yp)
     attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
                        loss=lossf.name, eta_c=eta_c, T=T, steps=L, depth=L, particles="inf",
-                       batch_size=B, sgd_steps=K, input_dim=d)
+                       batch_size=B, sgd_steps=K, input_dim=d,
+                       style="pre", block="one-layer", scaling="depth-mup", regime="feature",
+                       **data_attrs(Xn, Xp))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
+import hashlib
 
-__all__ = ["base_attrs", "PAPER", "package_version", "netcdf_engine"]
+import numpy as np
+
+__all__ = ["base_attrs", "PAPER", "package_version", "netcdf_engine", "fingerprint",
+           "data_attrs"]
 
 PAPER = (
     "Yao, Wu & Gao, Understanding Scaling Laws in Deep Neural Networks via Feature "
@@ -52,3 +56,18 @@ def netcdf_engine() -> str:
                           "(the scipy fallback cannot read back Datasets with an empty "
                           "dimension and stores int64 as int32)")
     return "netcdf4"
+
+
+def fingerprint(array) -> str:
+    """First 16 hex digits of the SHA-256 of ``array`` as contiguous float64: equal
+    for the same numbers whatever their container, so two runs can be checked to have
+    seen the same inputs (:func:`nfd.compare`)."""
+    data = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
+    return hashlib.sha256(repr(data.shape).encode() + data.tobytes()).hexdigest()[:16]
+
+
+def data_attrs(X, X_probe=None) -> dict:
+    """``attrs`` naming the data a run saw: fingerprints of its training inputs and
+    of its probe inputs (``"none"`` without probes)."""
+    return {"X_sha256": fingerprint(X),
+            "X_probe_sha256": "none" if X_probe is None else fingerprint(X_probe)}

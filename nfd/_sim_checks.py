@@ -105,7 +105,7 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
         raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
     lossf = get_loss(loss)
     check_labels("y", yn, lossf.name)
-    probes = check_probes(probes, d)
+    probes = check_probes(probes, d, lossf.name)
     if probes is None:
         return Xn, yn, eta_c, T, L, B, lossf, None, None, []
     Xp, yp = probes

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ._results import base_attrs
+from ._results import base_attrs, data_attrs
 from ._schema import EXTRA_VARIABLES, VARIABLES, annotate
 from ._sim_checks import Config
 
@@ -36,6 +36,9 @@ def _attrs(cfg: Config) -> dict:
         rel_jitter=cfg.rel_jitter,
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)", learning_rate="eta_c*n",
+        # the network whose limit this is (eq. 1), as train_resnet records it
+        style="pre", block="one-layer", scaling="depth-mup", regime="feature",
+        **data_attrs(cfg.X, cfg.Xp),
     )
 
 

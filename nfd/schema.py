@@ -21,7 +21,14 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
-from ._results import PAPER, base_attrs, netcdf_engine, package_version
+from ._results import (
+    PAPER,
+    base_attrs,
+    data_attrs,
+    fingerprint,
+    netcdf_engine,
+    package_version,
+)
 from ._schema import (
     COORDS,
     DEFAULT_EIG_STEPS,
@@ -47,6 +54,8 @@ __all__ = [
     "base_attrs",
     "package_version",
     "netcdf_engine",
+    "fingerprint",
+    "data_attrs",
     "PAPER",
     "check_int",
     "check_positive_float",

@@ -81,3 +81,27 @@ def nfd_task():
     X = rng.standard_normal((6, 3))
     X *= np.sqrt(3) / np.linalg.norm(X, axis=1, keepdims=True)
     return X, np.tanh(X.sum(1))
+
+
+@pytest.mark.parametrize("variant, match", [
+    (dict(style="post"), "style"),
+    (dict(scaling="mup"), "scaling"),
+    (dict(regime="kernel"), "regime"),
+    (dict(block="two-layer"), "block"),
+    (dict(scale=1.5), "X_sha256"),
+    (dict(other_probes=True), "X_probe_sha256"),
+])
+def test_another_network_or_other_data_is_refused(variant, match):
+    # the limit is the one of eq. 1 on these inputs: a post-activation, μP, kernel-regime
+    # or two-layer network, or the same labels on other inputs, is another run
+    X, y = nfd_task()
+    Xp, yp = X[:3], y[:3]
+    lim = nfd.simulate(X, y, eta_c=0.02, steps=3, particles=64, probes=(Xp, yp),
+                       progress=False)
+    scale = variant.pop("scale", 1.0)
+    if variant.pop("other_probes", False):
+        Xp = Xp[::-1].copy()
+    nets = train_resnet(scale * X, y, eta_c=0.02, width=16, depth=3, seeds=2,
+                        probes=(Xp, yp), progress=False, **variant)
+    with pytest.raises(ValueError, match=match):
+        nfd.compare(nets, lim, var="probe_f")

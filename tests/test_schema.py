@@ -10,7 +10,8 @@ from nfd.schema import COORDS, VARIABLES
 from validation import train_resnet
 
 RUN_ATTRS = ("activation", "loss", "eta_c", "T", "steps", "depth", "batch_size",
-             "sgd_steps", "input_dim", "backward", "reference")
+             "sgd_steps", "input_dim", "backward", "reference", "style", "block",
+             "scaling", "regime", "X_sha256", "X_probe_sha256")
 
 
 @pytest.fixture(scope="module")

@@ -149,3 +149,13 @@ def test_options_never_change_the_training_numbers():
         for name in ("f", "loss", "dloss", "h2", "g2"):
             np.testing.assert_array_equal(bare[name].values, full[name].values,
                                           err_msg=f"{block}: {name}")
+
+
+def test_logistic_probe_labels_are_checked_like_training_labels():
+    # 0/1 probe labels would make probe_loss log 2 for every y = 0 probe, silently
+    X, y = synthetic_task("sign", 8, 4, seed=0)
+    for run in (lambda **kw: nfd.simulate(X, y, steps=2, particles=16, **kw),
+                lambda **kw: train_resnet(X, y, width=8, depth=2, device="cpu", **kw)):
+        with pytest.raises(ValueError, match=r"probes\[1\] must hold labels ±1"):
+            run(loss="logistic", eta_c=0.1, probes=(X[:4], (y[:4] + 1) / 2),
+                progress=False)

@@ -113,7 +113,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
         scaling=scaling, regime=check_choice("regime", regime, REGIMES),
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
         record_collapse=bool(record_collapse) and block == "two-layer")
-    probe_data = check_probes(probes, Xn.shape[1])
+    probe_data = check_probes(probes, Xn.shape[1], lossf.name)
     if probe_data is None and probe_steps is not None:
         raise ValueError("probe_steps was given without probes")
     if probe_data is not None:

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from nfd.schema import annotate, base_attrs
+from nfd.schema import annotate, base_attrs, data_attrs
 
 from ._net_base import ResNetEnsemble
 from ._train_checks import TrainRun
@@ -83,4 +83,5 @@ def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
         learning_rate_first_layer_value=net.eta * net.lr_mult_first,
         style=net.style, block=net.block, scaling=net.scaling,
         regime=net.regime, first_layer_lr=net.first_layer_lr, divergence=run.divergence,
+        **data_attrs(run.X, None if run.probes is None else run.probes[0]),
     )
