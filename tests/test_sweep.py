@@ -124,7 +124,8 @@ VALUE = %s
 @needs('netCDF4')
 def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
     """The rule: a stored job is reused iff its arguments, the job function's name,
-    the source of the module defining it and the nfd version are all unchanged.
+    the source of the module defining it, the sources of the sde, nfd and validation
+    packages and the nfd version are all unchanged.
     Calls are counted in a log file; each change below must add calls."""
     log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
     jobs = [{"x": x, "log": str(log)} for x in (1, 2)]
@@ -147,6 +148,10 @@ def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
     monkeypatch.undo()
     run_jobs(line, jobs, study="v", store=store)  # the old version's files are still there
     assert _log(log) == [1, 2, 1, 1, 2, 1, 2]
+    # an edit anywhere in sde, nfd or validation (the limit, the networks)
+    monkeypatch.setattr("validation._sweep.package_source", lambda: "0" * 16)
+    run_jobs(line, jobs, study="v", store=store)
+    assert _log(log) == [1, 2, 1, 1, 2, 1, 2, 1, 2]
 
 
 @needs('netCDF4')
@@ -175,6 +180,7 @@ def test_code_version_names_its_parts(monkeypatch):
     assert version["function"] == "_sweep_jobs.line"
     assert re.fullmatch(r"[0-9a-f]{16}", version["source"])
     assert code_version(line_twin)["source"] == version["source"]  # same module
+    assert re.fullmatch(r"[0-9a-f]{16}", version["packages"])
     monkeypatch.setattr("validation._sweep.package_version", lambda: "999.0")
     assert code_version(line)["nfd"] == "999.0"
 

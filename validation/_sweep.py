@@ -31,6 +31,8 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
+import nfd
+import sde
 from nfd.schema import check_int, netcdf_engine, package_version, resolve_device_dtype
 
 __all__ = ["ResultsStore", "code_version", "run_jobs", "seed_blocks", "by_cell",
@@ -73,11 +75,12 @@ def code_version(fn: Callable[..., Any]) -> dict[str, str]:
         ``nfd``: the installed package version (:func:`nfd.schema.package_version`);
         ``function``: ``fn``'s module and qualified name; ``source``: the first 16
         hex digits of the SHA-256 of the source file of the module that defines
-        ``fn``. The source hash makes an edited study recompute its jobs even when
-        the version number did not change (an editable install keeps its version
-        across edits). Edits to *other* modules that ``fn`` calls (the models, the
-        limit) are not seen by the hash: they are covered by the package version,
-        so bump it (or use a fresh store) after changing them.
+        ``fn``; ``packages``: the same digest over every ``.py`` file of the
+        installed ``sde``, ``nfd`` and ``validation`` packages (:func:`package_source`).
+        An editable install keeps its version number across edits, so the hashes
+        are what make an edited study, limit or network recompute its jobs instead
+        of reusing results of the old code. A job function living outside those
+        packages is covered by ``source`` only.
 
     Raises
     ------
@@ -97,7 +100,22 @@ def code_version(fn: Callable[..., Any]) -> dict[str, str]:
             "define the job function in a module (a .py file)"
         )
     digest = hashlib.sha256(pathlib.Path(source).read_bytes()).hexdigest()[:16]
-    return {"nfd": package_version(), "function": name, "source": digest}
+    return {"nfd": package_version(), "function": name, "source": digest,
+            "packages": package_source()}
+
+
+@functools.lru_cache(maxsize=None)
+def package_source() -> str:
+    """First 16 hex digits of the SHA-256 over the relative paths and contents of
+    every ``.py`` file of the ``sde``, ``nfd`` and ``validation`` packages (read once
+    per process: a sweep runs one version of the code)."""
+    digest = hashlib.sha256()
+    for root in (pathlib.Path(sde.__file__).parent, pathlib.Path(nfd.__file__).parent,
+                 pathlib.Path(__file__).parent):
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root.parent)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _label(value: Any) -> str:
