@@ -24,6 +24,7 @@ __all__ = [
     "check_labels",
     "input_scale",
     "check_input_scale",
+    "check_divergence",
 ]
 
 #: |x|²/d outside [1/INPUT_SCALE_FACTOR, INPUT_SCALE_FACTOR] is "far from the sphere
@@ -176,3 +177,16 @@ def check_input_scale(name: str, X: np.ndarray) -> float:
             "inputs (e.g. standardize features, or x * sqrt(d)/|x|)",
             UserWarning, stacklevel=3)
     return scale
+
+
+def check_divergence(value) -> float | None:
+    """Return the divergence bound: ``None`` (stop on NaN/inf only) or a growth factor
+    over the step-0 scale, which must exceed 1 (a bound at or below the starting
+    scale would stop healthy runs at their first step)."""
+    if value is None:
+        return None
+    value = check_positive_float("divergence", value)
+    if value <= 1:
+        raise ValueError(f"divergence must be > 1 (a growth factor over the step-0 scale) "
+                         f"or None, got {value}")
+    return value

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import INPUT_SCALE_FACTOR, check_positive_float
+from ._checks import INPUT_SCALE_FACTOR, check_divergence
 
 __all__ = ["DivergenceGuard", "DEFAULT_DIVERGENCE"]
 
 #: Default bound: a run stops once E[h_t²] (or E[g_t²]) exceeds this many times its
 #: largest value over t at step 0, or f² exceeds it times E[h_T²]E[g_T²] at step 0
-#: (|f| ≤ √(E[h_T²]E[g_T²]) by Cauchy–Schwarz). Stable feature-learning runs of the
-#: validation studies stay below 10² (relu, tanh; η_c ≤ 0.4, T = 1).
+#: (|f| ≤ √(E[h_T²]E[g_T²]) by Cauchy–Schwarz). Healthy runs stay far below it: the
+#: largest growth in 36 stable runs (relu, tanh; mse, logistic; η_c ≤ 0.4, T = 1,
+#: 200 SGD steps) was 327, a logistic run whose margins grow.
 DEFAULT_DIVERGENCE = 1e4
 
 
@@ -37,8 +38,7 @@ class DivergenceGuard:
 
     def __init__(self, divergence: float | None, input_scale: float,
                  seeds: list[int] | None = None) -> None:
-        if divergence is not None:
-            divergence = check_positive_float("divergence", divergence)
+        divergence = check_divergence(divergence)
         self.bound = float("inf") if divergence is None else divergence
         self.input_scale = input_scale
         self.seeds = seeds

@@ -13,6 +13,7 @@ from sde import default_jitter
 from ._activations import Activation, get_activation
 from ._checks import (
     check_choice,
+    check_divergence,
     check_int,
     check_labels,
     check_matrix,
@@ -128,8 +129,7 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     seed = check_int("seed", seed, 0)
     if rel_jitter is not None:
         rel_jitter = check_positive_float("rel_jitter", rel_jitter)
-    if divergence is not None:
-        divergence = check_positive_float("divergence", divergence)
+    divergence = check_divergence(divergence)
     if paths > P:
         raise ValueError(f"paths={paths} exceeds particles={P}")
     act = get_activation(activation)

@@ -8,6 +8,7 @@ Every name is re-exported from a private module of :mod:`nfd`.
 from ._checks import (
     INPUT_SCALE_FACTOR,
     check_choice,
+    check_divergence,
     check_input_scale,
     check_int,
     check_labels,
@@ -62,6 +63,7 @@ __all__ = [
     "check_matrix",
     "check_targets",
     "check_choice",
+    "check_divergence",
     "check_steps",
     "check_probes",
     "check_labels",

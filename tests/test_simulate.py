@@ -293,6 +293,18 @@ def test_activation_buffers_are_private():
     assert act.phi_into(x, out) is out and torch.equal(out, torch.relu(x))
 
 
+def test_probe_pass_is_checked_for_divergence():
+    # probes at every step see the parameters after k updates before training step k
+    # does, so a diverging run is caught by the probe pass first — and only there when
+    # that check is missing, the run would go on to return the blown-up probe outputs
+    X, y = nfd.synthetic_task("tanh", 64, 8, seed=0)
+    with pytest.raises(FloatingPointError,
+                       match=r"^probe evaluation at step 3: diverging features E\[h\^2\] "
+                             r"at layer 1 \(forward pass\)"):
+        nfd.simulate(X, 3 * y, eta_c=1.0, steps=4, particles=256, probes=(X[:8], y[:8]),
+                     probe_steps=range(65), progress=False)
+
+
 def test_digits_divergence_names_the_step_layer_and_input_scale():
     # issue 11: standardized digits 3 vs 8 at eta_c = 0.5 used to return max|f| ~ 5e3
     # without error; raw pixels (|x|^2/d ~ 61) failed with "lower eta_c or T" only.

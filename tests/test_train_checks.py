@@ -75,7 +75,7 @@ def test_raw_scale_inputs_warn_once_and_are_named_in_the_divergence_message():
     assert len(scale) == 1 and "X has mean |x|^2/d = 64" in str(scale[0].message)
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), "big"])
+@pytest.mark.parametrize("bad", [0.0, -1.0, 0.5, 1.0, float("nan"), "big"])
 def test_divergence_argument_is_checked(bad):
     with pytest.raises((ValueError, TypeError), match="divergence"):
         train_resnet(X16, Y16, eta_c=0.1, divergence=bad, **NET)
@@ -159,3 +159,10 @@ def test_logistic_probe_labels_are_checked_like_training_labels():
         with pytest.raises(ValueError, match=r"probes\[1\] must hold labels ±1"):
             run(loss="logistic", eta_c=0.1, probes=(X[:4], (y[:4] + 1) / 2),
                 progress=False)
+
+
+@pytest.mark.parametrize("bad", [0.5, 1.0])
+def test_divergence_at_or_below_the_start_is_refused_by_simulate(bad):
+    X, y = synthetic_task("tanh", 4, 3, seed=0)
+    with pytest.raises(ValueError, match=r"divergence must be > 1"):
+        nfd.simulate(X, y, eta_c=0.1, steps=2, particles=16, divergence=bad, progress=False)

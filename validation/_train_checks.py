@@ -12,6 +12,7 @@ import nfd
 from nfd.schema import (
     DEFAULT_PROBE_STEPS,
     check_choice,
+    check_divergence,
     check_input_scale,
     check_int,
     check_labels,
@@ -120,8 +121,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
         probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
                        else check_steps("probe_steps", probe_steps, 0, K))
     eig_steps = [] if eig_steps is None else check_steps("eig_steps", eig_steps, 0, K - 1)
-    if divergence is not None:
-        divergence = check_positive_float("divergence", divergence)
+    divergence = check_divergence(divergence)
     dev, dt = resolve_device_dtype(device, dtype)
     scale = check_input_scale("X", Xn[: K * B])
     return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
