@@ -108,7 +108,11 @@ def resolve_device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
     except (TypeError, RuntimeError):
         raise ValueError(f"device={device!r} is not a torch device") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but CUDA is not available")
+        raise ValueError(f"device={str(device)!r} was requested but CUDA is not available; "
+                         "use device='cpu'")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device={str(device)!r} does not exist: this machine has "
+                         f"{torch.cuda.device_count()} CUDA device(s)")
     if dtype is None:
         dtype = torch.float32
     if isinstance(dtype, str):

@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])
     except (TypeError, ValueError) as exc:  # simulate's argument checks name the key
         p_sim.error(f"{args.config}: rejected by nfd.simulate: {_one_line(exc)}")
+    except (MemoryError, FloatingPointError) as exc:  # too large, or a diverging run
+        p_sim.error(f"{args.config}: {type(exc).__name__}: {_one_line(exc)}")
     ds.attrs["config"] = args.config.read_text()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     ds.to_netcdf(args.output, engine=engine)

@@ -127,7 +127,7 @@ def simulate(
         backward response functions A_ℓ, B_ℓ of Bordelon, Noci, Li, Hanin &
         Pehlevan, "Depthwise hyperparameter transfer in residual networks: dynamics
         and scaling limit", ICLR 2024 (paper 000, eq. 38, App. E), estimated from
-        the particles by Stein's lemma (see :class:`_Model`). ``"decoupled"``: the
+        the particles by Stein's lemma (module docstring). ``"decoupled"``: the
         backward pass uses an independent weight copy receiving the same updates
         (gradient independence); its limit is Definition 1 of paper 002. The two
         differ by O(1) at every depth (docs/validation/REPORT.md). The coupled
@@ -157,7 +157,8 @@ def simulate(
         1e-10 in float64. At the default, floors never moved f by more than 0.41
         Monte Carlo s.e. in our measurements, at any floored share; a
         ``RuntimeWarning`` is issued only for rel_jitter ≥ 1e-3 with ≥ 2% of the
-        components floored (``nfd._sim_step.FLOOR_WARN_JITTER``: the measurement).
+        components floored (measured at K = 64, L = 8, P = 2048 against rel_jitter
+        = 1e-10: up to 0.86 s.e. at 1e-3 and 4.3 s.e. at 1e-2).
     divergence : float or None
         Stop with ``FloatingPointError`` once E[h_t²] or E[g_t²] exceeds this many
         times its largest value at step 0, or f² this many times E[h²]E[g²] at step

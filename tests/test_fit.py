@@ -75,8 +75,9 @@ def test_pinned_estimates_are_not_resolved():
     assert "[≤ 0.25 (search bound), ≥ 6 (search bound)]" in row
     row = _row(plateau_finding("err", _PINNED, "none"))
     assert "6.2e-34" not in row and "1.00e-40" not in row
-    assert "| not resolved | [0 (bound), 2.00e-04] |" in row
-    assert "numerically zero" in row
+    # c numerically zero is a measured "no plateau": printed as 0, never as 6.2e-34
+    assert "| 0 | [0 (bound), 2.00e-04] |" in row
+    assert "no plateau: c is 0 to within the fit's resolution" in row
 
 
 def test_scaled_exponent_keeps_its_bounds():

@@ -144,11 +144,15 @@ def exponent_finding(observable: str, quantity: str, fit: PowerFit, param: str,
 
 def plateau_finding(observable: str, fit: PowerFit, claim: str) -> Finding:
     """Finding for the constant ``c`` of ``fit``: a plateau when its interval
-    excludes zero; an estimate that is numerically zero (or outside its own
-    interval) is printed as "not resolved"."""
+    excludes zero; "no plateau" with c = 0 when c is numerically zero (at its
+    bound 0); an estimate outside its own interval is printed as "not resolved"."""
     est, ci = fit.estimate["c"], fit.ci["c"]
     verdict = ("plateau: the 95% interval of c excludes 0" if fit.plateau
                else "no plateau resolved: the 95% interval of c reaches 0")
+    if fit.pinned("c", est) is not None:  # c = 0 at the bound: a measured "no plateau"
+        return Finding(observable, "plateau c", 0.0, ci, claim,
+                       "no plateau: c is 0 to within the fit's resolution",
+                       open_ends=_open_ends(fit, "c"))
     reason = fit.unresolved("c")
     if reason:
         verdict = f"{verdict}; c not resolved: {reason}"
