@@ -26,7 +26,10 @@ def _error_panel(ax, cmp: xr.Dataset, lines: int) -> None:
     x = cmp[step].values
     for j in range(min(lines, err.shape[1])):
         color = _LINE_COLORS[j % len(_LINE_COLORS)]
-        label = f"{other[0]} {j}" if other else None
+        label = None
+        if other:  # name the entry by its coordinate value (t = 0.25, probe 3, ...)
+            value = cmp[other[0]].values.reshape(-1)[j] if other[0] in cmp.coords else j
+            label = f"{other[0]} {value:.3g}" if other[0] == "time" else f"{other[0]} {j}"
         ax.plot(x, err[:, j], color=color, lw=1.6, marker="o", ms=2.5, label=label)
         ax.fill_between(x, err[:, j] - 2 * se[:, j], err[:, j] + 2 * se[:, j],
                         color=color, alpha=0.15, lw=0)
@@ -80,20 +83,22 @@ def plot_comparison(networks, limits, path: str | Path | None = None, *,
         raise ValueError(f"plot_comparison: no run name is in both networks {list(nets)} "
                          f"and limits {list(lims)}")
     fig, axes = figure(1, len(pairs), size=5.6, aspect=0.75)
+    exact = True  # whether every limit came without a Monte Carlo s.e. of ``var``
     for ax, (net, lim, _) in zip(axes[0], pairs):
         _error_panel(ax, compare(net, lim, var=var), lines)
-    axes[0, 0].set_ylabel(axis_label(var, lim).split("\n")[0].split(" [")[0]
-                          + "\nseed mean − limit", fontsize=9)
+        exact &= f"{var}_se" not in lim
+    axes[0, 0].set_ylabel(f"{var}: seed mean − limit", fontsize=9)
     from matplotlib.patches import Patch
 
     handles, labels = axes[0, -1].get_legend_handles_labels()
     handles.append(Patch(color="0.3", alpha=0.2))
-    labels.append("±2 s.e. (seeds and Monte Carlo)")
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
+    labels.append("±2 s.e. over seeds (limit s.e. not recorded)" if exact
+                  else "±2 s.e. (seeds and Monte Carlo)")
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), fontsize=8,
                frameon=False)
     S = pairs[0][0].sizes["seed"]
     width = pairs[0][0].attrs.get("width", "?")
     fig.suptitle(title or f"{var}: seed mean of networks (n = {width}, {S} seeds) "
                  "minus the limit", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.07 if len(labels) <= 3 else 0.13, 1, 1))
     return fig if path is None else save(fig, path, tight=False)
