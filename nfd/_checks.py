@@ -170,16 +170,18 @@ def input_scale(X: np.ndarray) -> float:
     return float(np.mean(np.sum(np.square(X), axis=1)) / X.shape[1])
 
 
-def check_input_scale(name: str, X: np.ndarray) -> float:
+def check_input_scale(name: str, X: np.ndarray, stacklevel: int = 3) -> float:
     """Warn once (``UserWarning``) when the inputs are far from the sphere
-    convention, and return their scale :func:`input_scale`."""
+    convention, and return their scale :func:`input_scale`. ``stacklevel`` counts
+    frames as :func:`warnings.warn` does, from the caller of this function (3: the
+    caller's caller, the user's line when an entry point calls this directly)."""
     scale = input_scale(X)
     if not 1 / INPUT_SCALE_FACTOR <= scale <= INPUT_SCALE_FACTOR:
         warnings.warn(
             f"{name} has mean |x|^2/d = {scale:.3g}, far from the sphere convention "
             "|x|^2/d = 1 that the documented eta_c and T ranges assume; rescale the "
             "inputs (e.g. standardize features, or x * sqrt(d)/|x|)",
-            UserWarning, stacklevel=3)
+            UserWarning, stacklevel=stacklevel)
     return scale
 
 

@@ -80,7 +80,8 @@ def check_batches(total: int, batch_size, n_steps) -> tuple[int, int]:
     if n_steps is None:
         if total % B:
             raise ValueError(
-                f"len(X) = {total} is not a multiple of batch_size = {B}; pass n_steps")
+                f"batch_size={B} does not divide the {total} training rows of X; pass "
+                "n_steps to train on the first n_steps·batch_size rows")
         K = total // B
     else:
         K = check_int("n_steps", n_steps, 1)
@@ -123,6 +124,6 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     eig_steps = [] if eig_steps is None else check_steps("eig_steps", eig_steps, 0, K - 1)
     divergence = check_divergence(divergence)
     dev, dt = resolve_device_dtype(device, dtype)
-    scale = check_input_scale("X", Xn[: K * B])
+    scale = check_input_scale("X", Xn[: K * B], stacklevel=4)  # user → train_resnet → here
     return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
                     probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale)
