@@ -1,5 +1,5 @@
 """Quickstart: predict the training of a deep ResNet with both NFD limits and check
-the prediction against finite networks (about a minute on 2 CPU cores).
+the prediction against finite networks (10 s on 2 idle CPU cores).
 
 A depth-μP pre-activation ResNet (eq. 1 of paper 002: α = 1/√n, η = η_c·n,
 depth L) is trained by online SGD on a synthetic single-index task (inputs on the
