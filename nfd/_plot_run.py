@@ -44,10 +44,11 @@ def _stream(ds: xr.DataArray, window: int) -> np.ndarray:
 
 def _panel_train_f(ax, limits, networks, names, window: int) -> None:
     """Output on the training stream: faint raw batch means, bold running means."""
-    for name, ds in limits.items():
+    for i, (name, ds) in enumerate(limits.items()):
         c = run_color(names, name)
         k = ds.step.values
-        ax.plot(k, ds.f.mean("sample"), ".", color=c, ms=2, alpha=0.25)
+        ax.plot(k, ds.f.mean("sample"), ".", color=c, ms=2, alpha=0.25,
+                label=None if i else "limit on each step's sample (faint dots)")
         se = _stream(ds.f_se, window) if "f_se" in ds else None
         band(ax, k, _stream(ds.f, window), se, c, _lim_label(name, se is not None))
     for name, ds in networks.items():
