@@ -334,7 +334,7 @@ def _check_run(fn, jobs, store, scheduler) -> tuple[list[str], ResultsStore | No
         raise TypeError(f"scheduler must be a string or None, got {type(scheduler).__name__}")
     scheduler = "serial" if scheduler is None else scheduler
     if "://" in scheduler:
-        kind = "dask"
+        kind, workers = "dask", ""
     elif scheduler == "serial" or re.fullmatch(r"processes(:[1-9][0-9]*)?", scheduler):
         kind, _, workers = scheduler.partition(":")
     else:
@@ -342,8 +342,6 @@ def _check_run(fn, jobs, store, scheduler) -> tuple[list[str], ResultsStore | No
             f"scheduler={scheduler!r} is not 'serial', 'processes', 'processes:N' (N >= 1) "
             "or a dask.distributed address such as 'tcp://host:port'"
         )
-    if kind == "dask":
-        workers = ""
     return canon, store, kind, workers
 
 
