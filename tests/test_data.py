@@ -236,3 +236,92 @@ def test_malicious_cifar_batch_is_refused_and_not_run(tmp_path, payload):
         with pytest.raises(pickle.UnpicklingError, match="test_batch.*refusing"):
             load_cifar10_pair(root, (0, 1), split="test", standardize=False)
         assert not marker.exists()
+
+
+# --- scikit-learn's bundled digits ------------------------------------------------------
+
+
+def test_digits_pair_on_the_sphere_with_constant_pixels_dropped():
+    datasets = pytest.importorskip("sklearn.datasets")
+    from validation.data import load_digits
+
+    raw = datasets.load_digits()
+    mask = np.isin(raw.target, (3, 8))
+    pixels = raw.data[mask]
+    varying = pixels.std(0) > 0
+    X, y = load_digits((3, 8), shuffle_seed=None)
+    d = int(varying.sum())
+    assert X.shape == (mask.sum(), d) and d < 64  # some border pixels are always 0
+    np.testing.assert_allclose((X ** 2).sum(1), d, rtol=1e-12)
+    np.testing.assert_array_equal(y, np.where(raw.target[mask] == 3, 1.0, -1.0))
+    # the exact pipeline: standardize the varying pixels, then project on the sphere
+    Z = (pixels[:, varying] - pixels[:, varying].mean(0)) / pixels[:, varying].std(0)
+    np.testing.assert_allclose(X, Z * np.sqrt(d) / np.linalg.norm(Z, axis=1, keepdims=True),
+                               rtol=1e-12)
+    raw_rows, _ = load_digits((3, 8), standardize=False, shuffle_seed=None)
+    P = pixels[:, varying]
+    np.testing.assert_allclose(raw_rows, P * np.sqrt(d) / np.linalg.norm(P, axis=1,
+                                                                        keepdims=True))
+    # the second class gets -1; shuffling permutes rows and labels together
+    _, y83 = load_digits((8, 3), shuffle_seed=None)
+    np.testing.assert_array_equal(y83, -y)
+    Xs, ys = load_digits((3, 8), shuffle_seed=5)
+    order = np.random.default_rng(5).permutation(len(y))
+    np.testing.assert_array_equal(Xs, X[order])
+    np.testing.assert_array_equal(ys, y[order])
+    X10, y10 = load_digits((3, 8), shuffle_seed=5, n_samples=10)
+    np.testing.assert_array_equal(X10, Xs[:10])
+    np.testing.assert_array_equal(y10, ys[:10])
+
+
+def test_digits_regression_target():
+    datasets = pytest.importorskip("sklearn.datasets")
+    from validation.data import load_digits
+
+    raw = datasets.load_digits()
+    X, y = load_digits(None, target="value", shuffle_seed=None)
+    assert X.shape[0] == 1797
+    t = raw.target.astype(float)
+    np.testing.assert_allclose(y, (t - t.mean()) / t.std(), rtol=1e-12)
+    assert abs(y.mean()) < 1e-12 and abs(y.std() - 1) < 1e-12
+    _, y3 = load_digits((1, 4, 7), target="value", shuffle_seed=None)
+    kept = raw.target[np.isin(raw.target, (1, 4, 7))].astype(float)
+    np.testing.assert_allclose(y3, (kept - kept.mean()) / kept.std(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(classes=(3, 3)), ValueError, "different"),
+    (dict(classes=(3, 10)), ValueError, "classes"),
+    (dict(classes=(3, 8, 1)), ValueError, "target='sign' needs a pair"),
+    (dict(classes=(3,), target="value"), ValueError, "at least two"),
+    (dict(classes="38"), TypeError, "classes"),
+    (dict(classes=(3.0, 8)), ValueError, "classes"),
+    (dict(target="label"), ValueError, "target"),
+    (dict(standardize=1), TypeError, "standardize"),
+    (dict(n_samples=0), ValueError, "n_samples"),
+    (dict(n_samples=10_000), ValueError, "n_samples=10000 exceeds"),
+    (dict(shuffle_seed=-1), ValueError, "shuffle_seed"),
+])
+def test_digits_errors_name_the_argument(kwargs, error, match):
+    pytest.importorskip("sklearn")
+    from validation.data import load_digits
+
+    with pytest.raises(error, match=match):
+        load_digits(**kwargs)
+
+
+def test_digits_without_scikit_learn_says_what_to_install(monkeypatch):
+    import builtins
+
+    from validation.data import load_digits
+
+    real = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.startswith("sklearn"):
+            raise ImportError("No module named 'sklearn'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    with pytest.raises(ImportError, match=r"pip install nfd\[data\]"):
+        load_digits()

@@ -15,18 +15,20 @@ its ``run``, ``summarize`` and ``plot``; :func:`run_validation`,
 :func:`init_increments`, :func:`network_memory_estimate`), the data
 (:mod:`validation.data`; its synthetic streams are nfd's) and the fitting and
 sweep tools (:func:`fit_power_law`, :class:`PowerFit`, :class:`Finding`,
-:class:`ResultsStore`, :func:`run_jobs`).
+:class:`ResultsStore`, :func:`run_jobs`, :func:`sweep_grid`: a parameter grid of
+``nfd.simulate`` or :func:`train_resnet` as one Dataset).
 """
 
 from . import data
 from ._fit import PowerFit, fit_power_law
+from ._grid import sweep_grid
 from ._memory import network_memory_estimate
 from ._models import ResNetEnsemble
 from ._report import Finding
 from ._studies import STUDIES, Study, run_validation, write_report
 from ._sweep import ResultsStore, run_jobs
 from ._train import init_increments, train_resnet
-from .data import load_cifar10_pair, sphere_stream, synthetic_task, teacher
+from .data import load_cifar10_pair, load_digits, sphere_stream, synthetic_task, teacher
 
 __all__ = [
     "STUDIES",
@@ -39,6 +41,7 @@ __all__ = [
     "network_memory_estimate",
     "data",
     "load_cifar10_pair",
+    "load_digits",
     "sphere_stream",
     "teacher",
     "synthetic_task",
@@ -47,4 +50,5 @@ __all__ = [
     "Finding",
     "ResultsStore",
     "run_jobs",
+    "sweep_grid",
 ]

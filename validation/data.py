@@ -1,9 +1,10 @@
-"""Data for the validation suite: the synthetic teachers of :mod:`nfd` and local CIFAR-10.
+"""Data for the validation suite: nfd's synthetic teachers, scikit-learn's digits, local CIFAR-10.
 
 Inputs are scaled so that ‖x‖² ≈ d, which makes h_0 = Ux/√d of eq. 1 (paper 002)
 have Θ(1) coordinates with variance ‖x‖²/d (the C_0 = XXᵀ/d of Prop. 3).
 The synthetic streams are nfd's public ones (:func:`nfd.sphere_stream`,
-:func:`nfd.teacher`, :func:`nfd.synthetic_task`), re-exported here. The CIFAR-10
+:func:`nfd.teacher`, :func:`nfd.synthetic_task`), re-exported here. The digits (1 797 8×8 images) come
+bundled with scikit-learn (the optional ``data`` extra). The CIFAR-10
 batches are read with a restricted unpickler that builds only dicts, lists, bytes,
 numbers and numpy arrays. Nothing here downloads anything.
 """
@@ -27,12 +28,118 @@ __all__ = [
     "synthetic_task",
     "load_cifar10_pair",
     "CIFAR10_CLASSES",
+    "load_digits",
+    "DIGITS_TARGETS",
 ]
 
 CIFAR10_CLASSES = (
     "airplane", "automobile", "bird", "cat", "deer",
     "dog", "frog", "horse", "ship", "truck",
 )
+
+
+#: ``target`` of :func:`load_digits`: ±1 labels of a class pair, or the digit value.
+DIGITS_TARGETS = ("sign", "value")
+
+
+def _digit_classes(classes, target: str) -> tuple[int, ...]:
+    """``classes`` of :func:`load_digits` checked: distinct ints 0..9, a pair for
+    ``target="sign"``, at least two otherwise."""
+    if classes is None:
+        classes = tuple(range(10))
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, (tuple, list)):
+        raise TypeError(f"classes must be a tuple of digits 0..9, got {classes!r}")
+    for c in classes:
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c <= 9:
+            raise ValueError(f"classes must hold digits 0..9 (ints), got {classes!r}")
+    out = tuple(int(c) for c in classes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"classes must be different digits, got {classes!r}")
+    if target == "sign" and len(out) != 2:
+        raise ValueError(f"target='sign' needs a pair of classes (+1, -1), got {classes!r}; "
+                         "use target='value' for more")
+    if len(out) < 2:
+        raise ValueError(f"classes must hold at least two digits, got {classes!r}")
+    return out
+
+
+def load_digits(
+    classes: tuple | None = (3, 8),
+    *,
+    target: str = "sign",
+    standardize: bool = True,
+    n_samples: int | None = None,
+    shuffle_seed: int | None = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits (8×8 images, 16 grey levels) as a stream on
+    the sphere of radius √d (nothing is downloaded).
+
+    Pixels that are constant over the selected images are dropped (d of the 64
+    remain); with ``standardize`` every remaining pixel is centred and scaled to
+    unit variance over the selected images; then every row is scaled to
+    ‖x‖² = d, the convention under which h_0 = Ux/√d of eq. 1 (paper 002) has
+    unit-variance coordinates.
+
+    Parameters
+    ----------
+    classes : tuple of int, optional
+        Digits to keep. ``target="sign"``: a pair, the first labelled +1, the
+        second −1. ``target="value"``: two or more; ``None``: all ten.
+    target : {"sign", "value"}
+        ±1 labels of a class pair (binary classification), or the digit's value
+        centred and scaled to unit variance over the selected images (regression).
+    standardize : bool
+        Centre and scale each pixel before the rows are put on the sphere.
+    n_samples : int, optional
+        Keep the first ``n_samples`` (after shuffling).
+    shuffle_seed : int or None
+        Permute the images with this seed (``None``: scikit-learn's order).
+
+    Returns
+    -------
+    X : ndarray (m, d), float64, every row with ‖x‖² = d
+    y : ndarray (m,), float64
+
+    Raises
+    ------
+    ImportError
+        Without scikit-learn (``pip install nfd[data]``).
+    TypeError, ValueError
+        Bad arguments, naming the argument.
+    """
+    check_choice("target", target, DIGITS_TARGETS)
+    keep = _digit_classes(classes, target)
+    if not isinstance(standardize, bool):
+        raise TypeError(f"standardize must be a bool, got {type(standardize).__name__}")
+    try:
+        from sklearn.datasets import load_digits as _sklearn_digits
+    except ImportError as exc:
+        raise ImportError("load_digits needs scikit-learn, which bundles the digits: "
+                          "pip install nfd[data] (or scikit-learn)") from exc
+    bunch = _sklearn_digits()
+    mask = np.isin(bunch.target, keep)
+    X, digit = bunch.data[mask].astype(np.float64), bunch.target[mask]
+    X = X[:, X.std(0) > 0]
+    if standardize:
+        X = (X - X.mean(0)) / X.std(0)
+    norm = np.linalg.norm(X, axis=1, keepdims=True)
+    if not (norm > 0).all():
+        raise ValueError("an image is constant after standardization; use standardize=False")
+    X = X * np.sqrt(X.shape[1]) / norm
+    if target == "sign":
+        y = np.where(digit == keep[0], 1.0, -1.0)
+    else:
+        y = (digit - digit.mean()) / digit.std()
+    if shuffle_seed is not None:
+        perm = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0)).permutation(len(y))
+        X, y = X[perm], y[perm]
+    if n_samples is not None:
+        n_samples = check_int("n_samples", n_samples, 1)
+        if n_samples > len(y):
+            raise ValueError(f"n_samples={n_samples} exceeds the {len(y)} images of "
+                             f"classes {keep}")
+        X, y = X[:n_samples], y[:n_samples]
+    return X, y
 
 
 def _class_index(name: str, c) -> int:
