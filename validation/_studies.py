@@ -30,6 +30,9 @@ from ._study_init import plot_init, run_init, summarize_init
 from ._study_kernel import plot_kernel, run_kernel, summarize_kernel
 from ._study_postact import plot_postact, run_postact, summarize_postact
 from ._study_training import plot_training, run_training, summarize_training
+from ._study_transfer import run_transfer
+from ._study_transfer_plot import plot_transfer
+from ._study_transfer_report import conclude_transfer, summarize_transfer
 from ._sweep import ResultsStore
 
 __all__ = ["Study", "STUDIES", "run_validation", "write_report"]
@@ -122,6 +125,23 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "f_L − f_2L ∝ L^-q give the weak-error exponent of E f_L − E f_∞ without f_∞. "
           "Euler–Maruyama has weak order 1 for smooth coefficients.",
           run_depth, summarize_depth, plot_depth),
+    Study("transfer", 9, "Learning-rate transfer across depth on real data: networks "
+          "beside the limits (eq. 1, eq. 6/8, Figs. 2, 5)",
+          "Online SGD (batch 1, mse, relu) on scikit-learn's digits 3 vs 8 (|x|² = d) and "
+          "on the synthetic tanh teacher. One-layer blocks (eq. 1) with ordinary backprop "
+          "over depths × two widths × a log-spaced η_c grid up to divergence × seeds; "
+          "beside them both limits, nfd.simulate(backward=\"coupled\" | \"decoupled\"), "
+          "on the same η_c grid at several L, extrapolated to L = ∞ by a fit a + b/L per "
+          "η_c. Observables: the running-mean train loss (online loss of the last K/4 "
+          "steps) and the probe loss after K steps. The optimal η_c is the vertex of the "
+          "parabola through the grid minimum and its neighbours in log η_c, with a 95% "
+          "bootstrap interval over seeds (limits: over the 1/L-fit residuals, or the Monte "
+          "Carlo bound at one L). Two-layer blocks (eq. 6) under depth-μP and the "
+          "depth-aware η₁ = η_c n√L (eq. 8): the spread and drift of the optimum across "
+          "depths (paper 002, Fig. 5). The horizon T at one η_c: networks at one depth "
+          "beside the coupled limit (Fig. 2). Papers 000/001 derive depth-μP so that the "
+          "optimum transfers across depth.",
+          run_transfer, summarize_transfer, plot_transfer, conclude_transfer),
 )}
 
 

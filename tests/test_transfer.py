@@ -1,0 +1,123 @@
+"""Tests of study 9 (transfer): the optimum of a parabola and the 1/L extrapolation against
+closed forms, the bootstrap's behaviour at the grid's end, and a tiny run of the whole
+study whose metrics equal direct calls of train_resnet and nfd.simulate bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import nfd
+from validation import STUDIES, train_resnet
+from validation._study_transfer import CONFIG, _window, run_transfer, task_data
+from validation._study_transfer_fit import (Optimum, drift, extrapolate, seed_optimum,
+                                            spread, vertex)
+
+from conftest import needs
+
+X = np.log(np.array([0.01, 0.02, 0.04, 0.08, 0.16, 0.32]))
+
+
+@pytest.mark.parametrize("x_star", [-3.0, -2.6, -2.2])
+def test_vertex_of_a_parabola_is_exact(x_star):
+    m = 0.1 + 0.7 * (X - x_star) ** 2
+    assert vertex(X, m) == pytest.approx(x_star, abs=1e-12)
+    # with a cubic term the vertex is that of the parabola through the minimum and
+    # its neighbours (numpy's exact quadratic interpolation of the three points)
+    cubic = m + 0.1 * (X - x_star) ** 3
+    i = int(np.argmin(cubic))
+    assert 0 < i < len(X) - 1
+    p = np.polyfit(X[i - 1:i + 2], cubic[i - 1:i + 2], 2)
+    assert vertex(X, cubic) == pytest.approx(-p[1] / (2 * p[0]), abs=1e-12)
+
+
+def test_vertex_needs_an_interior_minimum():
+    assert math.isnan(vertex(X, X))  # minimum at the first point
+    assert math.isnan(vertex(X, -X))  # at the last
+    m = (X + 3.5) ** 2
+    m[1] = np.nan  # a diverged neighbour of the minimum at index 2
+    assert math.isnan(vertex(X, m))
+    assert math.isnan(vertex(X, np.full(6, np.nan)))
+
+
+def test_seed_bootstrap_and_combinations():
+    rng = np.random.default_rng(1)
+    per_seed = 0.2 + (X - (-3.3)) ** 2 + 0.0 * rng.standard_normal((5, 6))
+    opt = seed_optimum(X, per_seed, n_boot=50)
+    # identical seeds: every replicate is the estimate, the interval a point
+    assert opt.estimate == pytest.approx(-3.3, abs=1e-12)
+    assert opt.ci() == pytest.approx((-3.3, -3.3), abs=1e-12)
+    noisy = per_seed + 0.05 * rng.standard_normal((5, 6))
+    lo, hi = seed_optimum(X, noisy, n_boot=200).ci()
+    assert lo < hi
+    # minima at the grid's end in many replicates: the interval is open
+    edge = np.stack([X - X[0], X[-1] - X] * 3)[:5] * 1.0
+    assert seed_optimum(X, edge, n_boot=200).ci() == (-math.inf, math.inf)
+    a = Optimum(1.0, np.array([1.0, 2.0, 3.0]))
+    b = Optimum(0.5, np.array([0.0, 1.0, 4.0]))
+    s = spread([a, b])
+    assert s.estimate == 0.5 and list(s.replicates) == [1.0, 1.0, 1.0]
+    d = drift(np.array([2.0, 3.0]), [b, a])  # log η* up by 0.5 (natural log) per doubling
+    assert d.estimate == pytest.approx(0.5 / math.log(2))
+
+
+def test_extrapolation_in_one_over_L_is_exact_and_has_residual_errors():
+    L = np.array([8.0, 16.0, 32.0, 64.0])
+    a, b = np.array([0.1, 0.2, 0.3]), np.array([1.0, -2.0, 0.5])
+    values = a[None] + b[None] / L[:, None]
+    est, se = extrapolate(1 / L, values)
+    np.testing.assert_allclose(est, a, rtol=1e-12)
+    np.testing.assert_allclose(se, 0, atol=1e-12)
+    bumped = values.copy()
+    bumped[0, 0] += 0.01
+    est, se = extrapolate(1 / L, bumped)
+    assert se[0] > 0 and se[1] == pytest.approx(0, abs=1e-12)
+    assert math.isnan(extrapolate(1 / L, np.where(L[:, None] == 8, np.nan, values))[0][0])
+
+
+TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[8, 16],
+            seeds=2, lim_steps=[2, 4, 8], particles=128, teacher_modes=["coupled"],
+            teacher_widths=[16], two_width=8, two_depths=[2, 4], horizons=[0.5, 1.0, 2.0],
+            T_eta=0.1, T_depth=2, T_width=8, T_lim_steps=[2, 4], check_particles=256,
+            check_steps=2, check_eta=0.1)
+
+
+@needs("matplotlib")
+def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
+    monkeypatch.setitem(CONFIG, True, TINY)
+    ds = run_transfer(quick=True)
+    K, W = TINY["K"], _window(TINY["K"])
+    (Xt, yt), probes = task_data("digits", K, TINY["n_probe"])
+    common = dict(activation="relu", loss="mse", probe_steps=[K], progress=False)
+    net = train_resnet(Xt, yt, width=16, depth=4, eta_c=0.1, seeds=[0, 1], probes=probes,
+                       record_collapse=False, **common)
+    want = net["loss"].values[:, K - W:, 0].mean(1)
+    np.testing.assert_array_equal(
+        ds["net_train"].sel(dataset="digits", width=16, depth=4, eta_c=0.1).values, want)
+    np.testing.assert_array_equal(
+        ds["net_probe"].sel(dataset="digits", width=16, depth=4, eta_c=0.1).values,
+        net["probe_loss"].values[:, -1].mean(-1))
+    lim = nfd.simulate(Xt, yt, eta_c=0.2, steps=4, particles=128, seed=1_000_003,
+                       backward="decoupled", probes=probes, eig_steps=[], **common)
+    assert ds["lim_train"].sel(dataset="digits", backward="decoupled", steps=4,
+                               eta_c=0.2).item() == lim["loss"].values[K - W:, 0].mean()
+    # η_c = 60 diverges everywhere: NaN and flagged; the teacher ran one width only
+    assert ds["net_diverged"].sel(dataset="digits", eta_c=60.0).all() and ds["lim_diverged"].sel(
+        dataset="digits", eta_c=60.0).all()
+    assert np.isnan(ds["net_train"].sel(eta_c=60.0)).all()
+    assert np.isnan(ds["net_train"].sel(dataset="teacher", width=8)).all()
+    assert np.isnan(ds["lim_train"].sel(dataset="teacher", backward="decoupled")).all()
+    two = train_resnet(Xt, yt, width=8, depth=2, eta_c=0.05, seeds=[0, 1], probes=probes,
+                       block="two-layer", first_layer_lr="depth-aware",
+                       record_collapse=False, **common)
+    np.testing.assert_array_equal(
+        ds["two_train"].sel(first_layer_lr="depth-aware", depth=2, eta_c=0.05).values,
+        two["loss"].values[:, K - W:, 0].mean(1))
+    study = STUDIES["transfer"]
+    findings = study.summarize(ds)
+    assert findings and all(f.claim and f.verdict for f in findings)
+    assert "η*" in study.conclude(ds)
+    study.plot(ds, tmp_path / "transfer.png")
+    assert (tmp_path / "transfer.png").stat().st_size > 10_000

@@ -1,0 +1,139 @@
+"""Optimal learning rates of the transfer study: local quadratic fits in log η_c, seed
+bootstraps, the limit's extrapolation in 1/L, and spreads and drifts across depth.
+
+An optimum is the vertex of the parabola through the grid minimum of a loss curve
+and its two neighbours, in x = log η_c (or log T); a minimum at the end of the grid
+(or next to a diverged point) is no optimum and gives NaN. Finite networks are
+bootstrapped over seeds; the limit, which has no seeds, over the residuals of its
+fit loss(L) = a + b/L (Euler–Maruyama weak order 1) across its depths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Optimum", "vertex", "seed_optimum", "limit_optimum", "extrapolate",
+           "compare_optima", "spread", "drift", "N_BOOT", "pinned_share"]
+
+N_BOOT = 1000  # bootstrap replicates of every optimum
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """log of an optimal parameter: estimate and bootstrap replicates (NaN where a
+    replicate's minimum sits at the end of the grid)."""
+
+    estimate: float
+    replicates: np.ndarray
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Percentile interval of the replicates; an end that NaN replicates could
+        move (more than (1 − level)/2 of them at the grid's end) is infinite."""
+        r = self.replicates
+        tail = (1 - level) / 2
+        finite = r[np.isfinite(r)]
+        if not np.isfinite(self.estimate) or finite.size < 2:
+            return (-np.inf, np.inf)
+        lo, hi = np.quantile(finite, [tail, 1 - tail])
+        # NaN replicates: the minimum left the grid; their side is unknown, so the
+        # interval is open wherever they could lie
+        if pinned_share(r) > tail:
+            return (-np.inf, np.inf)
+        return float(lo), float(hi)
+
+
+def pinned_share(replicates: np.ndarray) -> float:
+    """Share of bootstrap replicates without an optimum inside the grid."""
+    return float(np.mean(~np.isfinite(replicates)))
+
+
+def vertex(x: np.ndarray, m: np.ndarray) -> float:
+    """Vertex of the parabola through the minimum of ``m`` (NaN = diverged or not
+    run) and its two neighbours on the grid ``x``; NaN when the minimum is at the
+    grid's end or beside a NaN (no interior minimum)."""
+    m = np.asarray(m, float)
+    if not np.isfinite(m).any():
+        return np.nan
+    i = int(np.nanargmin(m))
+    if i == 0 or i == len(m) - 1 or not np.isfinite(m[i - 1:i + 2]).all():
+        return np.nan
+    (x0, x1, x2), (y0, y1, y2) = x[i - 1:i + 2], m[i - 1:i + 2]
+    # vertex of the interpolating parabola (divided differences)
+    d01, d12 = (y1 - y0) / (x1 - x0), (y2 - y1) / (x2 - x1)
+    curv = (d12 - d01) / (x2 - x0)
+    if curv <= 0:  # flat: the minimum point itself
+        return float(x1)
+    return float((x0 + x1) / 2 - d01 / (2 * curv))
+
+
+def seed_optimum(x: np.ndarray, per_seed: np.ndarray, *, n_boot: int = N_BOOT,
+                 seed: int = 0) -> Optimum:
+    """Optimum of the seed-mean curve of ``per_seed`` (seed, grid), replicates from
+    seeds resampled with replacement. A grid point where any seed diverged (NaN)
+    counts as diverged."""
+    per_seed = np.asarray(per_seed, float)
+    S = per_seed.shape[0]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, S, (n_boot, S))
+    boot = np.array([vertex(x, per_seed[i].mean(0)) for i in idx])
+    return Optimum(vertex(x, per_seed.mean(0)), boot)
+
+
+def extrapolate(inv_L: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares fit values = a + b/L per column of ``values`` (depth, grid):
+    the intercept a (the L → ∞ value) and its standard error from the residuals
+    (NaN where a depth is missing or there are no residual degrees of freedom)."""
+    A = np.stack([np.ones_like(inv_L), inv_L], 1)
+    a, se = np.full(values.shape[1], np.nan), np.full(values.shape[1], np.nan)
+    for j in range(values.shape[1]):
+        v = values[:, j]
+        if not np.isfinite(v).all():
+            continue
+        coef, *_ = np.linalg.lstsq(A, v, rcond=None)
+        a[j] = coef[0]
+        dof = len(v) - 2
+        if dof > 0:
+            resid = v - A @ coef
+            cov = np.linalg.inv(A.T @ A) * (resid @ resid) / dof
+            se[j] = np.sqrt(cov[0, 0])
+    return a, se
+
+
+def limit_optimum(x: np.ndarray, a: np.ndarray, se: np.ndarray, *, n_boot: int = N_BOOT,
+                  seed: int = 0) -> Optimum:
+    """Optimum of the extrapolated limit curve ``a`` (grid,) with replicates
+    a + se·N(0, 1), drawn independently per grid point (parametric bootstrap of the
+    1/L fit, whose residuals hold the Monte Carlo error of the four runs and any
+    misfit of the model). A missing se counts as zero."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal((n_boot, len(a))) * np.nan_to_num(se)
+    return Optimum(vertex(x, a), np.array([vertex(x, a + e) for e in noise]))
+
+
+def compare_optima(a: Optimum, b: Optimum) -> Optimum:
+    """a − b (log ratio of the optima), replicates paired by index (independent
+    bootstraps)."""
+    return Optimum(a.estimate - b.estimate, a.replicates - b.replicates)
+
+
+def spread(optima: list[Optimum]) -> Optimum:
+    """max − min over depths of the log optima (the log of the ratio of the largest
+    to the smallest optimal η_c), replicates combined by index."""
+    est = np.array([o.estimate for o in optima])
+    reps = np.stack([o.replicates for o in optima])
+    return Optimum(float(est.max() - est.min()), reps.max(0) - reps.min(0))
+
+
+def drift(log2_L: np.ndarray, optima: list[Optimum]) -> Optimum:
+    """Least-squares slope of log₂ η* against log₂ L: the change of the optimum per
+    doubling of depth (0 under perfect transfer), replicates combined by index."""
+    est = np.array([o.estimate for o in optima]) / np.log(2)
+    reps = np.stack([o.replicates for o in optima]) / np.log(2)
+    xc = log2_L - log2_L.mean()
+
+    def slope(v: np.ndarray) -> np.ndarray:
+        return (xc @ (v - v.mean(0))) / (xc @ xc)
+
+    return Optimum(float(slope(est)), slope(reps))
