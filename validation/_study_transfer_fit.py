@@ -101,14 +101,17 @@ def extrapolate(inv_L: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     return a, se
 
 
-def limit_optimum(x: np.ndarray, a: np.ndarray, se: np.ndarray, *, n_boot: int = N_BOOT,
-                  seed: int = 0) -> Optimum:
-    """Optimum of the extrapolated limit curve ``a`` (grid,) with replicates
-    a + se·N(0, 1), drawn independently per grid point (parametric bootstrap of the
-    1/L fit, whose residuals hold the Monte Carlo error of the four runs and any
-    misfit of the model). A missing se counts as zero."""
+def limit_optimum(x: np.ndarray, a: np.ndarray, se: np.ndarray, *, dof: int | None = None,
+                  n_boot: int = N_BOOT, seed: int = 0) -> Optimum:
+    """Optimum of a limit's curve ``a`` (grid,) with replicates a + se·ε, ε drawn
+    independently per grid point: Student-t with ``dof`` degrees of freedom for an
+    intercept of the 1/L fit (whose residuals hold the Monte Carlo error of the
+    runs and any misfit of the model), standard normal when ``dof`` is None (a
+    Monte Carlo s.e.). A missing se counts as zero."""
     rng = np.random.default_rng(seed)
-    noise = rng.standard_normal((n_boot, len(a))) * np.nan_to_num(se)
+    shape = (n_boot, len(a))
+    eps = rng.standard_normal(shape) if dof is None else rng.standard_t(dof, shape)
+    noise = eps * np.nan_to_num(se)
     return Optimum(vertex(x, a), np.array([vertex(x, a + e) for e in noise]))
 
 

@@ -53,14 +53,15 @@ def limit_at(ds: xr.Dataset, dataset: str, backward: str, metric: str,
 
 def limit_inf(ds: xr.Dataset, dataset: str, backward: str, metric: str
               ) -> tuple[Optimum, np.ndarray, np.ndarray] | None:
-    """Optimum of the limit extrapolated to L → ∞ (fit a + b/L over every L run),
-    with the extrapolated curve a and its s.e.; None when that limit was not run."""
+    """Optimum of the limit extrapolated to L → ∞ (fit a + b/L over every L run;
+    replicates Student-t with the fit's residual degrees of freedom), with the
+    extrapolated curve a and its s.e.; None when that limit was not run."""
     da = ds[f"lim_{metric}"].sel(dataset=dataset, backward=backward)
     if not present(da):
         return None
     L = ds["steps"].values.astype(float)
     a, se = extrapolate(1.0 / L, da.transpose("steps", "eta_c").values)
-    return limit_optimum(log_eta(ds), a, se), a, se
+    return limit_optimum(log_eta(ds), a, se, dof=len(L) - 2), a, se
 
 
 def two_optima(ds: xr.Dataset, rule: str, metric: str) -> dict[int, Optimum]:

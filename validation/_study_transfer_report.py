@@ -110,7 +110,7 @@ def _limit_findings(ds: xr.Dataset, dataset: str, metric: str) -> tuple[list, Op
         out.append(_exp_finding(
             f"{dataset}, limit backward={b!r}, {_METRICS[metric]}, a + b/L fit over L = {Ls}",
             "optimal η_c at L = ∞", opt, "the limit predicts the networks' η* (n, L → ∞)",
-            "interval from the residuals of the 1/L fit (parametric bootstrap)"))
+            "interval from the residuals of the 1/L fit (parametric bootstrap, Student-t)"))
     return out, coupled
 
 
