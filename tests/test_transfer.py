@@ -34,11 +34,15 @@ def test_vertex_of_a_parabola_is_exact(x_star):
 
 
 def test_vertex_needs_an_interior_minimum():
-    assert math.isnan(vertex(X, X))  # minimum at the first point
-    assert math.isnan(vertex(X, -X))  # at the last
+    # a minimum at an end of the grid: the optimum lies beyond it, on that side
+    assert vertex(X, X) == -math.inf
+    assert vertex(X, -X) == math.inf
+    m = (X + 2.0) ** 2  # minimum at index 4 (η = 0.16)
+    m[5] = np.nan  # the next η_c diverged: the optimum may lie above
+    assert vertex(X, m) == math.inf
     m = (X + 3.5) ** 2
-    m[1] = np.nan  # a diverged neighbour of the minimum at index 2
-    assert math.isnan(vertex(X, m))
+    m[1] = np.nan  # a missing point below the minimum at index 2
+    assert vertex(X, m) == -math.inf
     assert math.isnan(vertex(X, np.full(6, np.nan)))
 
 
@@ -52,9 +56,16 @@ def test_seed_bootstrap_and_combinations():
     noisy = per_seed + 0.05 * rng.standard_normal((5, 6))
     lo, hi = seed_optimum(X, noisy, n_boot=200).ci()
     assert lo < hi
-    # minima at the grid's end in many replicates: the interval is open
-    edge = np.stack([X - X[0], X[-1] - X] * 3)[:5] * 1.0
-    assert seed_optimum(X, edge, n_boot=200).ci() == (-math.inf, math.inf)
+    # minima at the grid's low end: the optimum and its interval lie below the grid
+    low = seed_optimum(X, X - X[0] + 0.01 * rng.standard_normal((5, 6)), n_boot=200)
+    assert low.estimate == -math.inf and low.ci() == (-math.inf, -math.inf)
+    # an interval bounded on one side: 2% of the replicates beyond the high end
+    reps = np.r_[np.linspace(-3, -2, 98), math.inf, math.inf]
+    assert Optimum(-2.5, reps).ci() == (pytest.approx(-2.98, abs=0.011), -2.0)
+    reps = np.r_[np.linspace(-3, -2, 95), [math.inf] * 5]
+    assert Optimum(-2.5, reps).ci()[1] == math.inf
+    # more than 2.5% unknown (NaN): open on both sides
+    assert Optimum(-2.5, np.r_[reps[:95], [np.nan] * 5]).ci() == (-math.inf, math.inf)
     a = Optimum(1.0, np.array([1.0, 2.0, 3.0]))
     b = Optimum(0.5, np.array([0.0, 1.0, 4.0]))
     s = spread([a, b])

@@ -39,7 +39,7 @@ MODES = ("coupled", "decoupled")
 _TASK = dict(activation="relu", loss="mse")
 _VERSION = 1  # of the job definitions (enters the store keys through the grids' data)
 CONFIG = {
-    True: dict(K=64, n_probe=64, etas=(0.025 * 2.0 ** (np.arange(9) / 2)).tolist(),
+    True: dict(K=64, n_probe=64, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
                depths=[4, 8, 16], widths=[32, 64], seeds=4, lim_steps=[4, 8, 16],
                particles=2048, teacher_modes=["coupled"], teacher_widths=[64],
                two_width=32, two_depths=[4, 8, 16], horizons=[0.5, 1.0, 2.0, 4.0],
@@ -155,8 +155,8 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
     Parameters
     ----------
     quick : bool
-        K = 64 steps, depths 4–16, widths 32 and 64, 9 values of η_c
-        (0.025–0.4), 4 seeds (3 on the teacher), limits with 2048 particles at
+        K = 64 steps, depths 4–16, widths 32 and 64, the η_c grid of the full
+        version, 4 seeds (3 on the teacher), limits with 2048 particles at
         L = 4, 8, 16 (about a minute on one thread),
         instead of K = 200, depths 4–64, widths 128 and 512, 11 values of η_c
         (0.0125–0.4, ratio √2), 6 seeds (4 on the teacher), limits with 8192

@@ -3,7 +3,8 @@ bootstraps, the limit's extrapolation in 1/L, and spreads and drifts across dept
 
 An optimum is the vertex of the parabola through the grid minimum of a loss curve
 and its two neighbours, in x = log η_c (or log T); a minimum at the end of the grid
-(or next to a diverged point) is no optimum and gives NaN. Finite networks are
+(or next to a diverged point) is no optimum: −inf or +inf, the side it lies beyond,
+so that a bootstrap interval can still be bounded on the other side. Finite networks are
 bootstrapped over seeds; the limit, which has no seeds, over the residuals of its
 fit loss(L) = a + b/L (Euler–Maruyama weak order 1) across its depths.
 """
@@ -15,50 +16,45 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Optimum", "vertex", "seed_optimum", "limit_optimum", "extrapolate",
-           "compare_optima", "spread", "drift", "N_BOOT", "pinned_share"]
+           "compare_optima", "spread", "drift", "N_BOOT"]
 
 N_BOOT = 1000  # bootstrap replicates of every optimum
 
 
 @dataclass(frozen=True)
 class Optimum:
-    """log of an optimal parameter: estimate and bootstrap replicates (NaN where a
-    replicate's minimum sits at the end of the grid)."""
+    """log of an optimal parameter: estimate and bootstrap replicates, each −inf or
+    +inf when its minimum sits at the low or high end of the grid (the optimum
+    lies beyond it), NaN when unknown."""
 
     estimate: float
     replicates: np.ndarray
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Percentile interval of the replicates; an end that NaN replicates could
-        move (more than (1 − level)/2 of them at the grid's end) is infinite."""
+        """Percentile interval of the replicates (an end beyond the grid is ±inf);
+        (−inf, inf) when more than (1 − level)/2 of them are unknown (NaN)."""
         r = self.replicates
         tail = (1 - level) / 2
-        finite = r[np.isfinite(r)]
-        if not np.isfinite(self.estimate) or finite.size < 2:
+        known = r[~np.isnan(r)]
+        if known.size < 2 or 1 - known.size / r.size > tail:
             return (-np.inf, np.inf)
-        lo, hi = np.quantile(finite, [tail, 1 - tail])
-        # NaN replicates: the minimum left the grid; their side is unknown, so the
-        # interval is open wherever they could lie
-        if pinned_share(r) > tail:
-            return (-np.inf, np.inf)
-        return float(lo), float(hi)
-
-
-def pinned_share(replicates: np.ndarray) -> float:
-    """Share of bootstrap replicates without an optimum inside the grid."""
-    return float(np.mean(~np.isfinite(replicates)))
+        return (float(np.quantile(known, tail, method="lower")),
+                float(np.quantile(known, 1 - tail, method="higher")))
 
 
 def vertex(x: np.ndarray, m: np.ndarray) -> float:
     """Vertex of the parabola through the minimum of ``m`` (NaN = diverged or not
-    run) and its two neighbours on the grid ``x``; NaN when the minimum is at the
-    grid's end or beside a NaN (no interior minimum)."""
+    run) and its two neighbours on the grid ``x``. A minimum at the grid's low end
+    (or beside a missing point below it) gives −inf, at the high end (or beside a
+    diverged point above it) +inf; NaN when nothing is finite."""
     m = np.asarray(m, float)
     if not np.isfinite(m).any():
         return np.nan
     i = int(np.nanargmin(m))
-    if i == 0 or i == len(m) - 1 or not np.isfinite(m[i - 1:i + 2]).all():
-        return np.nan
+    if i == 0 or not np.isfinite(m[i - 1]):
+        return -np.inf
+    if i == len(m) - 1 or not np.isfinite(m[i + 1]):
+        return np.inf
     (x0, x1, x2), (y0, y1, y2) = x[i - 1:i + 2], m[i - 1:i + 2]
     # vertex of the interpolating parabola (divided differences)
     d01, d12 = (y1 - y0) / (x1 - x0), (y2 - y1) / (x2 - x1)
@@ -117,8 +113,9 @@ def limit_optimum(x: np.ndarray, a: np.ndarray, se: np.ndarray, *, dof: int | No
 
 def compare_optima(a: Optimum, b: Optimum) -> Optimum:
     """a − b (log ratio of the optima), replicates paired by index (independent
-    bootstraps)."""
-    return Optimum(a.estimate - b.estimate, a.replicates - b.replicates)
+    bootstraps); a difference of two optima beyond the same grid end is NaN."""
+    with np.errstate(invalid="ignore"):
+        return Optimum(a.estimate - b.estimate, a.replicates - b.replicates)
 
 
 def spread(optima: list[Optimum]) -> Optimum:
@@ -126,7 +123,8 @@ def spread(optima: list[Optimum]) -> Optimum:
     to the smallest optimal η_c), replicates combined by index."""
     est = np.array([o.estimate for o in optima])
     reps = np.stack([o.replicates for o in optima])
-    return Optimum(float(est.max() - est.min()), reps.max(0) - reps.min(0))
+    with np.errstate(invalid="ignore"):  # every optimum beyond one end: NaN
+        return Optimum(float(est.max() - est.min()), reps.max(0) - reps.min(0))
 
 
 def drift(log2_L: np.ndarray, optima: list[Optimum]) -> Optimum:
@@ -137,6 +135,7 @@ def drift(log2_L: np.ndarray, optima: list[Optimum]) -> Optimum:
     xc = log2_L - log2_L.mean()
 
     def slope(v: np.ndarray) -> np.ndarray:
-        return (xc @ (v - v.mean(0))) / (xc @ xc)
+        with np.errstate(invalid="ignore"):  # an optimum beyond the grid: NaN
+            return (xc @ (v - v.mean(0))) / (xc @ xc)
 
     return Optimum(float(slope(est)), slope(reps))

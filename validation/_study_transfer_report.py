@@ -25,22 +25,31 @@ _TRANSFER = "one η* at every depth (depth-μP transfer; papers 000, 001)"
 _OPEN = "open (grid end)"
 
 
+def _ends(ci: tuple[float, float]) -> tuple[str, str]:
+    """Text for interval ends beyond the grid (infinite in log)."""
+    return tuple(_OPEN if not math.isfinite(x) else "" for x in ci)
+
+
 def _exp_finding(observable: str, quantity: str, opt: Optimum, claim: str,
                  verdict: str) -> Finding:
-    """A finding for exp(optimum) (an η_c or a T), open interval ends named."""
+    """A finding for exp(optimum) (an η_c or a T), open interval ends named; an
+    optimum beyond the grid is not resolved, and the verdict says on which side."""
     lo, hi = opt.ci()
-    ends = tuple(_OPEN if not math.isfinite(x) else "" for x in (lo, hi))
     resolved = math.isfinite(opt.estimate)
     if not resolved:
-        verdict = "not resolved: the minimum lies at the end of the grid"
+        side = "low" if opt.estimate < 0 else "high"
+        verdict = (f"not resolved: the minimum lies at the {side} end of the grid"
+                   if not math.isnan(opt.estimate) else "not resolved: no finite loss")
     return Finding(observable, quantity, math.exp(opt.estimate) if resolved else math.nan,
                    (math.exp(lo), math.exp(hi)), claim, verdict, resolved=resolved,
-                   open_ends=ends)
+                   open_ends=_ends((lo, hi)))
 
 
 def _overlap(a: Optimum, b: Optimum) -> str:
     """Whether the 95% intervals of two optima overlap, or which lies above."""
     (alo, ahi), (blo, bhi) = a.ci(), b.ci()
+    if not (math.isfinite(blo) or math.isfinite(bhi)):
+        return "no comparison: the limit's interval is open on both sides"
     if ahi < blo:
         return "below the limit's η*: the intervals are disjoint"
     if alo > bhi:
@@ -54,11 +63,11 @@ def _signed(observable: str, quantity: str, opt: Optimum, claim: str,
     0, below 0, and containing 0."""
     lo, hi = opt.ci()
     verdict = words[0] if lo > 0 else words[1] if hi < 0 else words[2]
-    resolved = math.isfinite(opt.estimate) and math.isfinite(lo) and math.isfinite(hi)
+    resolved = math.isfinite(opt.estimate) and (math.isfinite(lo) or math.isfinite(hi))
     if not resolved:
-        verdict = "not resolved: optima at the end of the grid in the bootstrap"
+        verdict = "not resolved: optima beyond the grid's end (estimate or bootstrap)"
     return Finding(observable, quantity, scale * opt.estimate, (scale * lo, scale * hi),
-                   claim, verdict, resolved=resolved)
+                   claim, verdict, resolved=resolved, open_ends=_ends((lo, hi)))
 
 
 def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int],
@@ -84,8 +93,9 @@ def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int]
         n, opts = widest
         first, last = min(opts), max(opts)
         near = [compare_optima(opts[L], lim) for L in (first, last)]
-        delta = Optimum(abs(near[0].estimate) - abs(near[1].estimate),
-                        np.abs(near[0].replicates) - np.abs(near[1].replicates))
+        with np.errstate(invalid="ignore"):  # both beyond the grid: NaN (unknown)
+            delta = Optimum(abs(near[0].estimate) - abs(near[1].estimate),
+                            np.abs(near[0].replicates) - np.abs(near[1].replicates))
         out.append(_signed(
             f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}",
             f"|log η*(L={first}) − log η*∞| − |log η*(L={last}) − log η*∞|", delta,
@@ -128,10 +138,10 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
         lo, hi = spreads[rule].ci()
         out.append(Finding(what, "spread max η* / min η* over depths",
                            math.exp(spreads[rule].estimate), (math.exp(lo), math.exp(hi)),
-                           claim, "1 = perfect transfer (the ratio is ≥ 1 by construction)",
+                           claim, "1 = perfect transfer (seed noise alone makes it > 1; "
+                           "compare the two rules below)",
                            resolved=math.isfinite(spreads[rule].estimate),
-                           open_ends=tuple(_OPEN if not math.isfinite(x) else ""
-                                           for x in (lo, hi))))
+                           open_ends=_ends((lo, hi))))
         out.append(_signed(what, "drift: Δlog₂ η* per doubling of L",
                            drift(np.log2(Ls[np.isin(Ls, list(opts))].astype(float)),
                                  list(opts.values())), claim,
@@ -224,8 +234,10 @@ def conclude_transfer(ds: xr.Dataset) -> str:
         return "Not enough data for a conclusion."
 
     def fmt(o: Optimum) -> str:
-        lo, hi = o.ci()
-        return f"{math.exp(o.estimate):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}]"
+        if not math.isfinite(o.estimate):
+            return "not resolved (minimum at the grid's end)"
+        lo, hi = (f"{math.exp(x):.3g}" if math.isfinite(x) else _OPEN for x in o.ci())
+        return f"{math.exp(o.estimate):.3g} [{lo}, {hi}]"
 
     L0, L1 = min(opts), max(opts)
     return (f"On digits 3 vs 8 (running-mean train loss), the widest networks (n = {n}) "
