@@ -12,8 +12,8 @@ import pytest
 import nfd
 from validation import STUDIES, train_resnet
 from validation._study_transfer import CONFIG, _window, run_transfer, task_data
-from validation._study_transfer_fit import (Optimum, drift, extrapolate, seed_optimum,
-                                            spread, vertex)
+from validation._study_transfer_fit import (Optimum, drift, extrapolate, limit_optimum,
+                                            seed_optimum, spread, vertex)
 
 from conftest import needs
 
@@ -86,6 +86,20 @@ def test_extrapolation_in_one_over_L_is_exact_and_has_residual_errors():
     est, se = extrapolate(1 / L, bumped)
     assert se[0] > 0 and se[1] == pytest.approx(0, abs=1e-12)
     assert math.isnan(extrapolate(1 / L, np.where(L[:, None] == 8, np.nan, values))[0][0])
+
+
+def test_limit_bootstrap_draws_student_t_for_an_extrapolated_curve():
+    # the intercept of a 1/L fit over four depths has 2 residual degrees of freedom:
+    # its replicates are a + se·t₂ per grid point (normal for a Monte Carlo s.e.)
+    a, se = 0.2 + (X + 3.0) ** 2, np.full(6, 0.05)
+    for dof, draw in ((2, lambda g: g.standard_t(2, (300, 6))),
+                      (None, lambda g: g.standard_normal((300, 6)))):
+        opt = limit_optimum(X, a, se, dof=dof, n_boot=300, seed=4)
+        want = [vertex(X, a + e * se) for e in draw(np.random.default_rng(4))]
+        np.testing.assert_array_equal(opt.replicates, want)
+        assert opt.estimate == pytest.approx(-3.0, abs=1e-12)
+    wide = np.diff(limit_optimum(X, a, 3 * se, dof=2, seed=1).ci())
+    assert wide > np.diff(limit_optimum(X, a, 3 * se, seed=1).ci())
 
 
 TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[8, 16],
