@@ -83,7 +83,10 @@ def memory_estimate(
         "phi_history": L * N * P * item,  # φ(h_ℓ) for ℓ < L
         "g_history": (L + 1) * N * P * item,  # g_ℓ for ℓ ≤ L
         "hL_history": N * P * item,
-        "drivers": 2 * GrowingGaussianDriver.memory_bytes(L, P, N, item),
+        # both drivers' innovations, stored beside φ and g (one unused layer)
+        "innovations": (2 * L + 1) * N * P * item,
+        "drivers": 2 * GrowingGaussianDriver.memory_bytes(
+            L, P, N, item, storage=True, responses=backward == "coupled"),
         "particles": P * (d + 1) * item,
         # the current step's path and per-layer temporaries of the batch / probes
         "workspace": (L + 1 + 8) * width * P * item

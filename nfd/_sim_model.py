@@ -1,6 +1,19 @@
 """The particle system of ``nfd.simulate``: the training history and the forward
 and backward passes of one block of inputs (the equations of the ``nfd._simulate``
-module docstring)."""
+module docstring).
+
+Layout. Every product of a layer-step reads two histories at once, so they are
+stored interleaved, row i of trajectory i holding two P-vectors side by side:
+``act_pairs[ℓ−1, i] = (φ(h_{ℓ−1}^{(i)}), ξ̃_ℓ^{(i)})`` and
+``grad_pairs[ℓ, i] = (g_ℓ^{(i)}, ξ_ℓ^{(i)})``, with ξ, ξ̃ the innovations of the
+forward and backward drivers (which keep them there, ``storage=``). A forward
+layer then costs one product ``act_pairs @ φ`` (the Gram column Σ_{ℓ−1}[:, k] and,
+coupled, the Stein moment E[ξ̃ φ]) and one ``weights @ grad_pairs`` (the driver's
+draw and the drift on g_ℓ, with the residual added); the backward layer the same
+with the roles swapped. The decoupled limit reads only the Gram half of the first
+product (a strided view). Apart from these two k×P streams a layer-step is a few
+dozen operations on vectors of length k.
+"""
 
 from __future__ import annotations
 
@@ -16,48 +29,56 @@ __all__ = ["History", "Model"]
 
 
 class History:
-    """Per-trajectory buffers of the ensemble, laid out (layer, trajectory, particle).
+    """Per-trajectory buffers of the ensemble (layer, trajectory, [pair,] particle).
 
     Zero-filled at allocation: touching all pages at once costs about half of
     faulting them in one (B, P) row at a time inside the layer loop (measured on
-    CPU: 0.20 vs 0.34 s per GB).
+    CPU: 0.20 vs 0.34 s per GB). Rows not yet written are zero, so a product over
+    a row whose weight is zero adds exactly nothing.
     """
 
     def __init__(self, L: int, N: int, P: int, device, dtype) -> None:
-        self.phi = torch.zeros(L, N, P, device=device, dtype=dtype)  # φ(h_ℓ), ℓ < L
-        self.g = torch.zeros(L + 1, N, P, device=device, dtype=dtype)  # g_ℓ, ℓ ≤ L
-        self.hL = torch.zeros(N, P, device=device, dtype=dtype)
-        self.coef = torch.zeros(N, device=device, dtype=dtype)  # η_c χ_i
-        self.X = torch.empty(N, 0, device=device, dtype=dtype)
+        kw = {"device": device, "dtype": dtype}
+        self.act_pairs = torch.zeros(L, N, 2, P, **kw)  # (φ(h_{ℓ−1}), ξ̃_ℓ), ℓ = 1..L
+        self.grad_pairs = torch.zeros(L + 1, N, 2, P, **kw)  # (g_ℓ, ξ_ℓ); ξ_0 unused
+        self.phi = self.act_pairs[:, :, 0]  # φ(h_ℓ), ℓ < L
+        self.g = self.grad_pairs[:, :, 0]  # g_ℓ, ℓ ≤ L
+        self.hL = torch.zeros(N, P, **kw)
+        self.coef = torch.zeros(N, **kw)  # η_c χ_i
+        self.X = torch.empty(N, 0, **kw)
         self.n = 0  # committed trajectories
 
+    def forward_innovations(self) -> torch.Tensor:
+        """Storage of the forward driver's ξ_ℓ, ℓ = 1..L: (L, N, P), strided."""
+        return self.grad_pairs[1:, :, 1]
 
-def _gram(rows: torch.Tensor, n: int, new: torch.Tensor, stored: bool) -> torch.Tensor:
-    """Inner products of ``new`` (B, P) with ``rows[:n]`` and with itself, (n+B, B).
-
-    ``stored``: ``new`` is already ``rows[n:n+B]``, so one product reads the history.
-    """
-    if stored:
-        return rows[:n + new.shape[0]] @ new.T
-    return torch.cat((rows[:n] @ new.T, new @ new.T))
+    def backward_innovations(self) -> torch.Tensor:
+        """Storage of the backward driver's ξ̃_ℓ, ℓ = 1..L: (L, N, P), strided."""
+        return self.act_pairs[:, :, 1]
 
 
-def _draw(driver: GrowingGaussianDriver, t: int, gram: torch.Tensor, n: int, layer: int,
-          direction: str, **kwargs) -> torch.Tensor:
-    """``driver.append`` of the column ``gram`` (n+B, B) into ``out``: the source z_ℓ
-    (or z̃_ℓ) of the module docstring of ``nfd._simulate``; returns the pivot.
+def _pairs(buf: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first ``rows`` row pairs of one layer's interleaved buffer as a
+    (2·rows, P) matrix: row 2i is the history, row 2i+1 the innovation."""
+    return buf[:rows].reshape(2 * rows, buf.shape[-1])
 
-    A block covariance holding NaN/inf makes its eigen-solver fail on the CPU; that
-    is reported as the ``FloatingPointError`` of a diverging run (B = 1 needs no
-    solver: its NaN reaches the per-step check).
-    """
-    try:
-        return driver.append(t, gram[:n], gram[n:], **kwargs)[1]
-    except torch.linalg.LinAlgError as err:
-        raise FloatingPointError(
-            f"layer {layer} ({direction} pass): the driver covariance could not be "
-            "factored (non-finite values)"
-        ) from err
+
+def _moments(buf: torch.Tensor, rows: int, new: torch.Tensor, both: bool) -> torch.Tensor:
+    """Particle sums of ``new`` (B, P) against the first ``rows`` rows of a layer's
+    pairs: (rows, 2, B) with the history in ``[:, 0]`` and the innovations in
+    ``[:, 1]`` when ``both``, else (rows, 1, B) from the history alone (a strided
+    read of half the buffer)."""
+    if both:
+        return (_pairs(buf, rows) @ new.T).view(rows, 2, new.shape[0])
+    return (buf[:rows, 0] @ new.T)[:, None]
+
+
+def _factor_error(err: Exception, layer: int, direction: str) -> FloatingPointError:
+    """A covariance holding NaN/inf makes a block's eigen-solver fail on the CPU;
+    that is the ``FloatingPointError`` of a diverging run (B = 1 needs no solver:
+    its NaN reaches the per-step check)."""
+    return FloatingPointError(f"layer {layer} ({direction} pass): the driver covariance "
+                              "could not be factored (non-finite values)")
 
 
 class Model:
@@ -78,37 +99,43 @@ class Model:
         self.P = u.shape[0]
         self.d = u.shape[1]
 
-    def _forward_weights(self, l: int, sigma: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
-        """Coupled only: coefficients (B, n) of the history rows g_ℓ^{(s)} in h_ℓ.
+    def _drift(self, gram: torch.Tensor, n: int, responses: torch.Tensor | None) -> torch.Tensor:
+        """Float64 coefficients (B, rows) of the history rows in a layer's drift.
 
-        −τ η_c χ_s Σ_{ℓ−1}[s, k] (as decoupled), plus (ordinary backprop, paper 000
-        eq. 38 with SGD steps) √τ A_ℓ(k, s), A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)}) /
-        ∂z̃_ℓ^{(s)}], the response of this input's activation to the backward source
-        of layer ℓ at earlier steps, estimated by Stein's lemma from the backward
-        driver's innovations (:meth:`sde.GrowingGaussianDriver.stein_derivative`).
+        −τ η_c χ_i Σ[i, k] over the n earlier trajectories (``gram`` (n, B) is the
+        Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward), plus, coupled,
+        √τ times the response functions ``responses`` (rows, B): forward
+        A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}] (rows = n), backward
+        B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (rows = n + B: g_ℓ^{(k)} depends on this
+        step's forward source through φ′ of the layers above), paper 000 eq. 38
+        with SGD steps, estimated by Stein's lemma
+        (:meth:`sde.GrowingGaussianDriver.stein_from_moment`).
         """
-        resp = self.bwd.stein_derivative(l - 1, phi)  # (n, B)
-        weights = self.sqrt_tau * resp.T.to(phi.dtype)
-        weights -= self.tau * sigma.T * self.hist.coef[:sigma.shape[0]]
-        return weights
+        drift = -self.tau * gram.T * self.hist.coef[:n]
+        if responses is None:
+            return drift
+        out = self.sqrt_tau * responses.T
+        out[:, :n] += drift
+        return out
 
-    def _backward_weights(self, l: int, theta: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Coupled only: coefficients (B, n+B) of the rows φ(h_{ℓ−1}^{(s)}), s ≤ k, in
-        the increment of g_{ℓ−1} before its factor φ′(h_{ℓ−1}^{(k)}).
+    def _weights(self, draw: torch.Tensor, drift: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """Interleaved weights (B, 2·rows) on a layer's pairs: √τ times the driver's
+        ``draw`` (B, rows) on the innovations, ``drift`` (B, ≤ rows) on the history;
+        rows without a drift weight get exactly 0."""
+        B, rows = draw.shape
+        w = like.new_zeros(B, rows, 2)
+        w[:, :, 1] = draw * self.sqrt_tau
+        w[:, :drift.shape[1], 0] = drift
+        return w.view(B, 2 * rows)
 
-        −τ η_c χ_s Θ_ℓ[s, k] over the history (as decoupled), plus √τ B_ℓ(k, s),
-        B_ℓ(k, s) = E[∂g_ℓ^{(k)} / ∂z_ℓ^{(s)}] (paper 000 eq. 38), estimated by Stein's
-        lemma from the forward driver of layer ℓ. s runs over every committed
-        trajectory, the current block included: g_ℓ^{(k)} depends on this step's
-        forward source through φ′ of the layers above (the other samples of a
-        mini-batch have expectation 0 and enter as in a finite network).
-        """
-        n = theta.shape[0]
-        resp = self.fwd.stein_derivative(l - 1, g)  # (n+B, B)
-        weights = self.sqrt_tau * resp.T.to(g.dtype)
-        if n:
-            weights[:, :n] -= self.tau * theta.T * self.hist.coef[:n]
-        return weights
+    def _border(self, driver: GrowingGaussianDriver, t: int, gram: torch.Tensor,
+                layer: int, direction: str):
+        """``driver.border`` of the Gram column; a non-finite block is reported as the
+        ``FloatingPointError`` of a diverging run."""
+        try:
+            return driver.border(t, gram)
+        except torch.linalg.LinAlgError as err:
+            raise _factor_error(err, layer, direction) from err
 
     def readout(self) -> torch.Tensor:
         """g_L = v − η_c Σ_i χ_i h_L^{(i)} (the readout after the recorded updates)."""
@@ -117,51 +144,68 @@ class Model:
             return self.v
         return self.v - self.hist.coef[:n] @ self.hist.hL[:n]
 
-    def forward(self, x: torch.Tensor, *, commit: bool, out: torch.Tensor | None = None,
-                piv: torch.Tensor | None = None,
-                floored: torch.Tensor | None = None) -> torch.Tensor:
-        """Forward pass of a block of inputs x (B, d) → h path (L+1, B, P): the h_0
-        and h_ℓ equations of the ``nfd._simulate`` module docstring (paper 002,
-        Definition 1, with the response drift of paper 000 eq. 38 when coupled).
-
-        With ``commit`` the block's noise is appended to the driver, its activations
-        to the history, the new pivots written to ``piv`` and the number of floored
-        driver components to ``floored`` (training); otherwise the noise is
-        conditioned on the history only and its fresh part drawn from
-        ``probe_gen`` (probes). ``out`` is an
-        optional (L+1, B, P) buffer for the path: apart from φ(h) the loop then
-        allocates nothing of size P, so a long run streams the history instead of
-        faulting in fresh pages every layer.
-        """
-        hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
-        B = x.shape[0]
-        h = out if out is not None else torch.empty(self.L + 1, B, P, device=x.device,
-                                                    dtype=x.dtype)
-        torch.mm(x, self.u.T, out=h[0]).div_(math.sqrt(self.d))
+    def _embed(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """h_0 = u·x/√d − η_c Σ_i χ_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, P)."""
+        hist, n = self.hist, self.hist.n
+        torch.mm(x, self.u.T, out=out).div_(math.sqrt(self.d))
         if n:
             a = hist.coef[:n] * (x @ hist.X[:n].T / self.d)  # (B, n)
-            h[0].addmm_(a, hist.g[0, :n], alpha=-1.0)
-        pivots, counts = [], []
+            out.addmm_(a, hist.g[0, :n], alpha=-1.0)
+        return out
+
+    def forward(self, x: torch.Tensor, out: torch.Tensor, piv: torch.Tensor,
+                floored: torch.Tensor) -> torch.Tensor:
+        """Forward pass of the training block x (B, d) → h path ``out`` (L+1, B, P):
+        the h_0 and h_ℓ equations of the ``nfd._simulate`` module docstring (paper
+        002, Definition 1, with the response drift of paper 000 eq. 38 when
+        coupled). The block's noise is appended to the forward driver, its
+        activations to the history; the new pivots go to ``piv`` and the number of
+        floored driver components to ``floored`` (per time t_ℓ, ℓ < L)."""
+        hist, n, P = self.hist, self.hist.n, self.P
+        B = x.shape[0]
+        h = out
+        self._embed(x, h[0])
+        pivots, skips = [], []
         for l in range(1, self.L + 1):
-            if commit:
-                phi = self.act.phi_into(h[l - 1], hist.phi[l - 1, n:n + B])
-            else:
-                phi = self.act.phi(h[l - 1])
-            gram = _gram(hist.phi[l - 1], n, phi, commit) / P  # Σ_{ℓ−1}[:, new], (n+B, B)
-            extra = {} if commit else {"generator": self.probe_gen}
-            pivot = _draw(self.fwd, l - 1, gram, n, l - 1, "forward", commit=commit,
-                          out=h[l], **extra)
-            pivots.append(pivot)
-            if commit:
-                counts.append(self.fwd.last_floored)
-            h[l].mul_(self.sqrt_tau).add_(h[l - 1])
-            if n and self.coupled:
-                h[l].addmm_(self._forward_weights(l, gram[:n], phi), hist.g[l, :n])
-            elif n:
-                h[l].addmm_(gram[:n].T * hist.coef[:n], hist.g[l, :n], alpha=-tau)
-        if commit:
-            piv[:-1] = torch.stack(pivots)
-            floored[:-1] = torch.stack(counts)
+            t = l - 1
+            phi = self.act.phi_into(h[t], hist.phi[t, n:n + B])
+            mom = _moments(hist.act_pairs[t], n + B, phi, self.coupled).double().div_(P)
+            weights, min_eig, skip = self._border(self.fwd, t, mom[:, 0], t, "forward")
+            resp = self.bwd.stein_from_moment(t, mom[:n, 1]) if self.coupled else None
+            w = self._weights(weights, self._drift(mom[:n, 0], n, resp), h)
+            torch.addmm(h[t], w, _pairs(hist.grad_pairs[l], n + B), out=h[l])
+            pivots.append(min_eig)
+            skips.append(skip)
+        piv[:-1] = torch.cat(pivots)
+        floored[:-1] = torch.stack(skips).sum(1)
+        return h
+
+    def forward_probes(self, x: torch.Tensor) -> torch.Tensor:
+        """Forward pass of held-out inputs x (Q, d) → h path (L+1, Q, P), each probe's
+        noise conditioned on the training history alone and not appended to it
+        (:meth:`sde.GrowingGaussianDriver.condition`).
+
+        A probe's output is a particle mean, so only each probe's own law matters:
+        all probes share one fresh standard normal per layer and particle (drawn
+        from ``probe_gen``), scaled by each probe's conditional standard deviation.
+        Every probe keeps exactly its conditional law given the history; only the
+        correlation between probes changes. This costs L·P normals per evaluation
+        instead of L·Q·P."""
+        hist, n, P, Q = self.hist, self.hist.n, self.P, x.shape[0]
+        h = torch.empty(self.L + 1, Q, P, device=x.device, dtype=x.dtype)
+        self._embed(x, h[0])
+        fresh = torch.randn(self.L, P, generator=self.probe_gen, device=x.device,
+                            dtype=x.dtype)
+        for l in range(1, self.L + 1):
+            t = l - 1
+            phi = self.act.phi(h[t])
+            var = torch.linalg.vector_norm(phi, dim=1).double().square_().div_(P)
+            mom = _moments(hist.act_pairs[t], n, phi, self.coupled).double().div_(P)
+            weights, pivots, _ = self.fwd.condition(t, mom[:, 0], var)
+            resp = self.bwd.stein_from_moment(t, mom[:, 1]) if self.coupled else None
+            w = self._weights(weights, self._drift(mom[:, 0], n, resp), h)
+            torch.addmm(h[t], w, _pairs(hist.grad_pairs[l], n), out=h[l])
+            h[l].addr_((pivots * self.sqrt_tau).to(h.dtype), fresh[t])
         return h
 
     def backward(self, h: torch.Tensor, gL: torch.Tensor, piv: torch.Tensor,
@@ -174,26 +218,25 @@ class Model:
         the pivots into ``piv`` and the floored driver components into ``floored``;
         ``work`` is a (2, B, P) buffer for the increments and φ′.
         """
-        hist, n, P, tau = self.hist, self.hist.n, self.P, self.tau
+        hist, n, P = self.hist, self.hist.n, self.P
         B = h.shape[1]
         hist.g[self.L, n:n + B] = gL
         incr, dphi = work
-        pivots, counts = [], []
+        pivots, skips = [], []
         for l in range(self.L, 0, -1):
+            t = l - 1
             g = hist.g[l, n:n + B]
-            gram = _gram(hist.g[l], n, g, True) / P  # Θ_ℓ[:, new], (n+B, B)
-            pivot = _draw(self.bwd, l - 1, gram, n, l, "backward", out=incr)
-            pivots.append(pivot)
-            counts.append(self.bwd.last_floored)
-            incr.mul_(self.sqrt_tau)
-            if self.coupled:
-                incr.addmm_(self._backward_weights(l, gram[:n], g), hist.phi[l - 1, :n + B])
-            elif n:
-                incr.addmm_(gram[:n].T * hist.coef[:n], hist.phi[l - 1, :n], alpha=-tau)
-            self.act.dphi_into(h[l - 1], dphi)
-            torch.addcmul(g, dphi, incr, out=hist.g[l - 1, n:n + B])
-        piv[1:] = torch.stack(pivots[::-1])
-        floored[1:] = torch.stack(counts[::-1])
+            mom = _moments(hist.grad_pairs[l], n + B, g, self.coupled).double().div_(P)
+            weights, min_eig, skip = self._border(self.bwd, t, mom[:, 0], l, "backward")
+            resp = self.fwd.stein_from_moment(t, mom[:, 1]) if self.coupled else None
+            w = self._weights(weights, self._drift(mom[:n, 0], n, resp), h)
+            torch.mm(w, _pairs(hist.act_pairs[t], n + B), out=incr)
+            self.act.dphi_into(h[t], dphi)
+            torch.addcmul(g, dphi, incr, out=hist.g[t, n:n + B])
+            pivots.append(min_eig)
+            skips.append(skip)
+        piv[1:] = torch.cat(pivots[::-1])
+        floored[1:] = torch.stack(skips[::-1]).sum(1)
 
     def min_eigenvalues(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Smallest eigenvalues of Σ_ℓ and Θ_ℓ at every t_ℓ, ℓ = 0..L (Assumption 1)."""

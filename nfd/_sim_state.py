@@ -100,9 +100,11 @@ def start(cfg: Config, input_scale: float) -> RunState:
     v = torch.randn(cfg.P, generator=gens["parameters"], **kw)
     hist = History(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype)
     hist.X = torch.as_tensor(cfg.X, **kw)
+    storage = (hist.forward_innovations(), hist.backward_innovations())
     drivers = tuple(GrowingGaussianDriver(cfg.L, cfg.P, cfg.N, generator=gens[role],
-                                          rel_jitter=cfg.rel_jitter, innovations=xi, **kw)
-                    for role, xi in zip(("forward", "backward"), cfg.innovations))
+                                          rel_jitter=cfg.rel_jitter, innovations=xi,
+                                          storage=buf, responses=cfg.coupled, **kw)
+                    for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
     model = Model(cfg.act, cfg.L, cfg.T, cfg.eta_c, u, v, hist, *drivers,
                   coupled=cfg.coupled, probe_gen=gens["probes"])
     return RunState(

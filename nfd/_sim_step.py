@@ -42,8 +42,8 @@ def sgd_step(state: RunState, k: int) -> None:
     cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
     n, B = hist.n, cfg.B
     try:
-        h = model.forward(state.x[k], commit=True, out=state.h_buf,
-                          piv=rec["sigma_pivot"][k], floored=rec["sigma_floored"][k])
+        h = model.forward(state.x[k], state.h_buf, rec["sigma_pivot"][k],
+                          rec["sigma_floored"][k])
         gL = model.readout()
         prod = gL * h[-1]
         f = prod.mean(1)
@@ -77,7 +77,7 @@ def evaluate_probes(state: RunState, j: int) -> None:
     step = cfg.probe_steps[j]
     phase = "probe evaluation at step"
     try:
-        hp = state.model.forward(state.xp, commit=False)
+        hp = state.model.forward_probes(state.xp)
     except FloatingPointError as err:
         raise FloatingPointError(f"{phase} {step}: {err}{state.probe_guard.hint()}") from err
     prod = state.model.readout() * hp[-1]

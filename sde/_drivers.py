@@ -5,8 +5,9 @@ component per SGD step, with instantaneous covariance Σ_t = E[φ(h^{(i)})φ(h^{
 (resp. Θ_t = E[g^{(i)} g^{(j)}]). Over one Euler–Maruyama step at grid time t_ℓ the
 increments of all components are jointly Gaussian with that covariance, so a new
 component must be drawn *conditionally* on the increments already used by earlier
-steps. :class:`GrowingGaussianDriver` does this with a nested Cholesky factor:
-one new block row per append, by a triangular solve (O(k²·B) per append).
+steps. :class:`GrowingGaussianDriver` does this with a nested Cholesky factor and
+its inverse: one new block row per append, by matrix–vector products with the
+stored inverse (O(k²·B) per append, :mod:`sde._border`).
 
 Storage decision (measured, see ``benchmarks/bench_engine.py``): the standard normal
 innovations ξ of every committed component are **stored**, not regenerated from
@@ -14,9 +15,11 @@ per-(time, component) seeds. Reading a stored innovation streams at memory
 bandwidth (tens of GB/s), while ``torch.Tensor.normal_`` produces about
 0.3·10⁹ float32 per second on this CPU (≈1 GB/s), so regeneration would make each
 append O(k) RNG calls and be tens of times slower. Memory cost of storage:
-``times × capacity × particles × itemsize`` bytes for ξ plus
-``2 × times × capacity² × 8`` bytes for the float64 factor and the requested
-covariance (of which only the lower triangle is written).
+``times × capacity × particles × itemsize`` bytes for ξ (which a caller may
+place in its own buffer, ``storage=``) plus ``2 × times × capacity² × 8`` bytes for
+the float64 inverse factor and the requested covariance (of which only the lower
+triangle is written), and one more for the truncated inverse of the Stein
+derivative (``responses=True``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from __future__ import annotations
 import warnings
 
 import torch
+
+from ._border import border_block, border_column, condition_each, inverse_row
 
 __all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION"]
 
@@ -38,105 +43,21 @@ def default_jitter(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float32 else 1e-10
 
 
-def _skipped(pivot2: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
-    """New components whose squared pivot sits at the floor: later regressions skip them."""
-    return pivot2 <= floor * (1 + 1e-6)
-
-
-def _border_one(lower: torch.Tensor, col: torch.Tensor, floor: torch.Tensor):
-    """One new component (B = 1, online SGD): the block row of the factor in closed form.
-
-    ``lower`` is the (k, k) factor of the committed components and ``col`` the
-    bordered covariance column (k+1, 1). Returns the row ``[L21 | l22]`` (1, k+1),
-    the Schur complement ``s = var − |L21|²`` before regularisation, and the skip mask
-    (1,) of :func:`_skipped`. When rounding makes ``s < floor`` the pivot is raised to
-    ``√floor`` and L21 shrunk so that ``l22² + |L21|² = var`` stays exact (without
-    this the increments' variance grows without bound in float32 runs). Scalar
-    arithmetic only: this path runs twice per layer and SGD step.
-    """
-    k = lower.shape[0]
-    var = col[k:]
-    if k == 0:
-        pivot2 = torch.maximum(var, floor)
-        return pivot2.sqrt(), var[0, 0], _skipped(pivot2[0], floor)
-    coef = torch.linalg.solve_triangular(lower, col[:k], upper=False)  # L21ᵀ, (k, 1)
-    gram = coef.T @ coef
-    min_eig = var - gram
-    pivot2 = torch.maximum(min_eig, floor)
-    ratio = ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0)
-    shrink = torch.where(min_eig < floor, ratio.sqrt(), 1.0)
-    row = torch.cat(((coef * shrink).T, pivot2.sqrt()), dim=1)
-    return row, min_eig[0, 0], _skipped(pivot2[0], floor)
-
-
-def _border_block(lower: torch.Tensor, col: torch.Tensor, rel_jitter: float):
-    """B ≥ 2 new components (mini-batches): the block row ``[L21 | L22]`` (B, k+B).
-
-    The nested Cholesky factor one component at a time: component j is bordered by
-    :func:`_border_one` against the factor extended by the rows of components 0..j−1
-    of the block, with its own floor ``rel_jitter · var_j``. So every component keeps
-    its requested variance exactly, is shrunk only as much as its own pivot needs,
-    and a component in the span of the earlier ones (the B samples of a batch share
-    g_L, so that block is singular) is skipped, while the others keep their full
-    regression on the history. (A common shrink of the whole block, judged by the
-    block's smallest eigenvalue, set the history coefficients of a singular block to
-    zero and so lost the sources' correlation with every earlier step.)
-
-    Returns the row (actual pivots on the diagonal), the smallest eigenvalue of the
-    Schur complement block − L21 L21ᵀ before regularisation, and the skip mask (B,).
-    """
-    k, b = lower.shape[0], col.shape[1]
-    ext = torch.zeros(k + b, k + b, dtype=col.dtype, device=col.device)
-    ext[:k, :k] = lower
-    rows = torch.zeros(b, k + b, dtype=col.dtype, device=col.device)
-    skips = []
-    for j in range(b):
-        floor = rel_jitter * col[k + j, j].clamp_min(torch.finfo(col.dtype).tiny)
-        row, _, skip = _border_one(ext[:k + j, :k + j], col[:k + j + 1, j:j + 1], floor)
-        rows[j, :k + j + 1] = row[0]
-        ext[k + j, :k + j + 1] = row[0]
-        ext[k + j, k + j] = torch.where(skip, float("inf"), row[0, -1])[0]
-        skips.append(skip)
-    coef = torch.linalg.solve_triangular(lower, col[:k], upper=False) if k else col[:0]
-    min_eig = torch.linalg.eigvalsh(col[k:] - coef.T @ coef)[0]
-    return rows, min_eig, torch.cat(skips)
-
-
-def _condition_each(lower: torch.Tensor, col: torch.Tensor, rel_jitter: float):
-    """Uncommitted components (e.g. held-out probes), each conditioned on the committed
-    ones only: :func:`_border_one` for all B columns at once.
-
-    Each component keeps exactly its own conditional law; the joint law between the
-    B components is not kept (they are independent given the history), which is all
-    a per-component particle mean needs and avoids a B × B factor. Returns the
-    weights on the committed innovations (B, k), the pivots (B,), the smallest
-    conditional variance before regularisation and the skip mask (B,).
-    """
-    k = lower.shape[0]
-    var = torch.diagonal(col[k:])
-    floor = rel_jitter * var.clamp_min(torch.finfo(col.dtype).tiny)
-    coef = torch.linalg.solve_triangular(lower, col[:k], upper=False) if k else col[:0]
-    gram = (coef * coef).sum(0)
-    min_eig = var - gram
-    pivot2 = torch.maximum(min_eig, floor)
-    ratio = ((var - pivot2) / gram.clamp_min(1e-300)).clamp(0.0, 1.0)
-    shrink = torch.where(min_eig < floor, ratio.sqrt(), 1.0)
-    return (coef * shrink).T, pivot2.sqrt(), min_eig.min(), _skipped(pivot2, floor)
-
-
 class GrowingGaussianDriver:
     """Gaussian increments on a time grid whose dimension grows by blocks.
 
     At each time index ``t`` the driver holds ``k`` committed components with
-    standard innovations ``ξ[t, :k]`` (shape ``(k, P)``) and a lower-triangular
-    factor ``L_t`` with ``L_t L_tᵀ = Σ_t[:k, :k]``; component ``j`` of particle
-    ``p`` is ``z[j, p] = Σ_i L_t[j, i] ξ[t, i, p]``. Components whose conditional
-    variance fell below the floor are stored with an infinite diagonal: they are
-    (numerically) in the span of earlier ones and are skipped by later regressions
-    (a truncated Cholesky factor). :meth:`append` adds ``B``
-    components with requested covariance against the existing ones, reusing
-    ``ξ[t, :k]``, so the joint covariance of all ``k + B`` components is exactly
-    the requested one (up to the eigenvalue floor of singular blocks).
+    standard innovations ``ξ[t, :k]`` (shape ``(k, P)``) and the inverse ``inv[t]`` of
+    a lower-triangular factor ``L_t`` with ``L_t L_tᵀ = Σ_t[:k, :k]``; component ``j`` of
+    particle ``p`` is ``z[j, p] = Σ_i L_t[j, i] ξ[t, i, p]``. Components whose
+    conditional variance fell below the floor are stored with an infinite diagonal
+    (a zero row of the inverse): they are (numerically) in the span of earlier ones
+    and are skipped by later regressions (a truncated Cholesky factor).
+    :meth:`append` adds ``B`` components with requested covariance against the
+    existing ones, reusing ``ξ[t, :k]``, so the joint covariance of all ``k + B``
+    components is exactly the requested one (up to the eigenvalue floor of singular
+    blocks). :meth:`border` does the same but returns the weights on the innovations
+    instead of the increments, for callers that fuse the draw with other products.
 
     Parameters
     ----------
@@ -153,8 +74,9 @@ class GrowingGaussianDriver:
     innovations : Tensor, shape (times, capacity, particles), optional
         Standard normal innovations to use instead of drawing them (committed
         components only; uncommitted draws still use ``generator``). Read, never
-        written. Lets two runs share their noise, e.g. a coarse time grid whose
-        innovations are normalised sums of a fine grid's (weak-error studies).
+        written (copied into ``storage`` when one is given). Lets two runs share
+        their noise, e.g. a coarse time grid whose innovations are normalised sums
+        of a fine grid's (weak-error studies).
     rel_jitter : float, optional
         Relative eigenvalue floor for singular or slightly indefinite blocks;
         default 1e-5 in float32 and 1e-10 in float64 (moments of float32 particles
@@ -167,12 +89,19 @@ class GrowingGaussianDriver:
         history explains more than its variance), the cross-covariance is shrunk
         so that the conditional variance equals the floor; without this the
         increments' variance grows without bound in float32 runs.
+    storage : Tensor, shape (times, capacity, particles), optional
+        A writable buffer (possibly a strided view into a larger one) to hold the
+        innovations, so that a caller can lay them out beside its own per-component
+        rows and read both in one product. Default: the driver allocates its own.
+    responses : bool
+        Keep the truncated inverse factor that :meth:`stein_derivative` needs
+        (``times × capacity² × 8`` more bytes). Default True.
 
     Notes
     -----
     Internal buffers are laid out ``(time, component, particle)`` so that the
-    ``k × P`` block read by each append is contiguous; increments are returned as
-    ``(B, P)``.
+    ``k × P`` block read by each append is contiguous along particles; increments
+    are returned as ``(B, P)``.
     """
 
     def __init__(
@@ -186,35 +115,174 @@ class GrowingGaussianDriver:
         generator: torch.Generator | None = None,
         rel_jitter: float | None = None,
         innovations: torch.Tensor | None = None,
+        storage: torch.Tensor | None = None,
+        responses: bool = True,
     ) -> None:
         self.times, self.particles, self.capacity = times, particles, capacity
         self.device, self.dtype = torch.device(device), dtype
         self.generator = generator
         self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
         self._given = innovations is not None
-        if self._given:
-            shape = (times, capacity, particles)
-            if tuple(innovations.shape) != shape or innovations.dtype != dtype:
-                raise ValueError(f"innovations must be a {dtype} tensor of shape {shape}, got "
-                                 f"{innovations.dtype} {tuple(innovations.shape)}")
-            self.xi = innovations.to(self.device)
-        else:
-            # zero-filled: faulting the pages in at once is cheaper than row by row
-            self.xi = torch.zeros(times, capacity, particles, device=self.device, dtype=dtype)
-        self.factor = torch.zeros(times, capacity, capacity, device=self.device,
-                                  dtype=torch.float64)
-        self.cov = torch.zeros_like(self.factor)
+        self.xi = self._innovation_buffer(innovations, storage)
+        #: L⁻¹ per time index (lower triangular; a skipped component has a zero row)
+        self.inv = torch.zeros(times, capacity, capacity, device=self.device,
+                               dtype=torch.float64)
+        self.cov = torch.zeros_like(self.inv)
+        self.inv_stein = torch.zeros_like(self.inv) if responses else None
         self.sizes = [0] * times
-        self._floored = torch.zeros((), dtype=torch.bool, device=self.device)
-        #: Components of the last committed append whose pivot sat at the floor
-        #: (0-d int64 tensor on ``device``; reading it is left to the caller).
+        self.drawn = 0  # components whose innovations are drawn, at every time index
+        self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
+        #: Components of the last committed :meth:`append` whose pivot sat at the
+        #: floor (0-d int64 tensor on ``device``; reading it is left to the caller).
         self.last_floored = torch.zeros((), dtype=torch.int64, device=self.device)
         self._warned = False
 
+    def _innovation_buffer(self, innovations, storage) -> torch.Tensor:
+        """The (times, capacity, particles) innovation buffer: ``storage``, the given
+        ``innovations``, or a zero-filled one of our own (faulting the pages in at
+        once is cheaper than row by row)."""
+        shape = (self.times, self.capacity, self.particles)
+        for name, buf in (("innovations", innovations), ("storage", storage)):
+            if buf is not None and (tuple(buf.shape) != shape or buf.dtype != self.dtype):
+                raise ValueError(f"{name} must be a {self.dtype} tensor of shape {shape}, "
+                                 f"got {buf.dtype} {tuple(buf.shape)}")
+        if storage is not None:
+            if innovations is not None:
+                storage.copy_(innovations)
+            return storage
+        if innovations is not None:
+            return innovations.to(self.device)
+        return torch.zeros(shape, device=self.device, dtype=self.dtype)
+
     @staticmethod
-    def memory_bytes(times: int, particles: int, capacity: int, itemsize: int) -> int:
-        """Bytes allocated by a driver of this size (innovations, factor, covariance)."""
-        return times * capacity * particles * itemsize + 2 * times * capacity**2 * 8
+    def memory_bytes(times: int, particles: int, capacity: int, itemsize: int, *,
+                     storage: bool = False, responses: bool = True) -> int:
+        """Bytes allocated by a driver of this size (innovations unless the caller
+        gives ``storage``; inverse factor and covariance; the Stein inverse)."""
+        xi = 0 if storage else times * capacity * particles * itemsize
+        return xi + (2 + responses) * times * capacity**2 * 8
+
+    def border(self, t: int, column: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Commit ``B`` new components at time index ``t`` and return their weights.
+
+        The new innovations are drawn (unless given) for every time index at once,
+        when the first one needs them (one call per SGD step instead of one per
+        layer); the inverse factors and the covariance gain the block row, and the
+        increments are
+        ``z = weights @ ξ[t, :k+B]`` (left to the caller, who may fuse this product
+        with others over the same rows).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        column : Tensor, shape (k+B, B), float64
+            Requested covariance of the committed components with the new ones,
+            then of the new ones among themselves (only the lower triangle of that
+            block is read).
+
+        Returns
+        -------
+        weights : Tensor, shape (B, k+B), float64
+            Rows of the factor: the new components on ``ξ[t, :k+B]``.
+        min_eig : Tensor, shape (1,)
+            Smallest eigenvalue of the conditional covariance (the new Cholesky
+            pivot when ``B = 1``), before regularisation.
+        skip : Tensor, shape (B,), bool
+            New components whose pivot sat at the floor.
+        """
+        k, b = self.sizes[t], column.shape[1]
+        if k + b > self.capacity:
+            raise ValueError(f"driver capacity {self.capacity} exceeded at time index {t} "
+                             f"({k} + {b} components)")
+        if b == 1:
+            weights, min_eig, skip = self._border_one(t, k, column[:, 0])
+        else:
+            weights, min_eig, skip = self._border_block(t, k, column)
+        if not self._given and k + b > self.drawn:
+            self._draw(k + b)
+        self.cov[t, k:k + b, :k + b] = column.T
+        self.sizes[t] = k + b
+        return weights, min_eig, skip
+
+    def _draw(self, upto: int) -> None:
+        """Draw the innovations of components ``drawn..upto−1`` at every time index,
+        into a contiguous block first (``normal_`` on a strided view of ``storage`` is
+        several times slower than ``randn`` and a copy)."""
+        fresh = torch.randn(self.times, upto - self.drawn, self.particles,
+                            generator=self.generator, device=self.device, dtype=self.dtype)
+        self.xi[:, self.drawn:upto] = fresh
+        self.drawn = upto
+
+    def _stein_diag(self, k: int, pivot: torch.Tensor, var: torch.Tensor,
+                    skip: torch.Tensor) -> torch.Tensor:
+        """Diagonal of the truncated factor of :meth:`stein_derivative`: ∞ where the
+        component is skipped or its squared pivot is below ``STEIN_TRUNCATION ·
+        rel_jitter`` of its variance."""
+        small = pivot.square() < STEIN_TRUNCATION * self.rel_jitter * var
+        return torch.where(skip | small, float("inf"), pivot)
+
+    def _border_one(self, t: int, k: int, col: torch.Tensor):
+        """:meth:`border` for B = 1: :func:`sde._border.border_column` and the new rows
+        of the inverse factors (a few dozen small operations, no solve)."""
+        inv = self.inv[t, :k, :k]
+        coef, pivot, min_eig, skip = border_column(inv, col, self.rel_jitter)
+        self._floored |= skip
+        diag = torch.where(skip, float("inf"), pivot)
+        self.inv[t, k, :k + 1] = inverse_row(inv, coef, diag)
+        if self.inv_stein is not None:
+            sdiag = self._stein_diag(k, pivot, col[k:], skip)
+            self.inv_stein[t, k, :k + 1] = inverse_row(self.inv_stein[t, :k, :k], coef, sdiag)
+        return torch.cat((coef, pivot))[None], min_eig, skip
+
+    def _border_block(self, t: int, k: int, column: torch.Tensor):
+        """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`, then the rows of
+        the Stein inverse one component at a time."""
+        b = column.shape[1]
+        rows, inv_rows, min_eig, skip = border_block(self.inv[t, :k, :k], column,
+                                                     self.rel_jitter)
+        self._floored |= (min_eig < self.rel_jitter * torch.diagonal(column[k:]).mean())
+        self._floored |= skip.any()
+        self.inv[t, k:k + b, :k + b] = inv_rows
+        if self.inv_stein is not None:
+            for j in range(b):
+                pivot = rows[j, k + j:k + j + 1]
+                sdiag = self._stein_diag(k + j, pivot, column[k + j, j:j + 1], skip[j:j + 1])
+                self.inv_stein[t, k + j, :k + j + 1] = inverse_row(
+                    self.inv_stein[t, :k + j, :k + j], rows[j, :k + j], sdiag)
+        return rows, min_eig, skip
+
+    def condition(self, t: int, cross: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Condition ``B`` uncommitted components on the committed ones, each alone.
+
+        Each component keeps exactly its own conditional law; the joint law between
+        the B components is not kept (held-out probes: their particle means need
+        only each component's own law), so no B × B factor is formed.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        cross : Tensor, shape (k, B), float64
+            Covariance of the committed components with the new ones.
+        var : Tensor, shape (B,), float64
+            Variances of the new components.
+
+        Returns
+        -------
+        weights : Tensor, shape (B, k), float64
+            On the committed innovations ``ξ[t, :k]``.
+        pivots : Tensor, shape (B,)
+            Conditional standard deviations: the weight of each component's own
+            fresh standard normal.
+        min_eig : Tensor, shape ()
+            Smallest conditional variance before regularisation.
+        """
+        k = self.sizes[t]
+        weights, pivots, min_eig, skip = condition_each(self.inv[t, :k, :k], cross, var,
+                                                        self.rel_jitter)
+        self._floored |= skip.any()
+        return weights, pivots, min_eig
 
     def append(
         self,
@@ -226,7 +294,8 @@ class GrowingGaussianDriver:
         out: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draw ``B`` new components at time index ``t``.
+        """Draw ``B`` new components at time index ``t``: :meth:`border` (or
+        :meth:`condition`) and the increments.
 
         Parameters
         ----------
@@ -239,12 +308,10 @@ class GrowingGaussianDriver:
         commit : bool
             Store the new components (training trajectories). With ``False`` each
             new component is *conditioned* on the history only, independently of the
-            others, and not appended (held-out probes: their particle means need
-            only each component's own law).
+            others, and not appended (:meth:`condition`; only the diagonal of
+            ``block`` is read).
         out : Tensor, shape (B, P), optional
-            Where to write the increments. A committed draw then allocates nothing
-            of size P: its innovations are drawn straight into the history, which
-            keeps the per-layer cost of a long run at the k×P stream it must read.
+            Where to write the increments.
         generator : torch.Generator, optional
             Uncommitted draws only: the source of their fresh noise (default: the
             driver's own generator). Giving held-out probes their own stream keeps
@@ -259,52 +326,28 @@ class GrowingGaussianDriver:
             Smallest eigenvalue of the conditional covariance (the new Cholesky
             pivot when ``B = 1``), before regularisation.
         """
-        k = self.sizes[t]
-        b = block.shape[-1]
+        k, b = self.sizes[t], block.shape[-1]
         if commit and generator is not None:
             raise ValueError("generator= is for uncommitted draws; committed innovations "
                              "come from the driver's own generator")
-        if commit and k + b > self.capacity:
-            raise ValueError(
-                f"driver capacity {self.capacity} exceeded at time index {t} "
-                f"({k} + {b} components)"
-            )
-        col = torch.cat((cross, block)).to(torch.float64)  # bordered column, (k+b, b)
-        scale = torch.diagonal(col[k:]).mean()
-        floor = self.rel_jitter * scale.clamp_min(torch.finfo(torch.float64).tiny)
-        lower = self.factor[t, :k, :k]
-        xi = self.xi[t]
+        col = torch.cat((cross, block)).to(torch.float64)
         if not commit:
-            hist_w, pivot, min_eig, skip = _condition_each(lower, col, self.rel_jitter)
-            self._floored |= skip.any()
-            fresh = torch.randn(b, self.particles,
-                                generator=self.generator if generator is None else generator,
-                                device=self.device, dtype=self.dtype)
-            z = torch.mul(fresh, pivot.to(self.dtype)[:, None], out=out)
-            if k > 0:
-                z.addmm_(hist_w.to(self.dtype), xi[:k])
-            return z, min_eig
-        if b == 1:
-            row, min_eig, skip = _border_one(lower, col, floor)
-        else:
-            row, min_eig, skip = _border_block(lower, col, self.rel_jitter)
-        self._floored |= (min_eig < floor) | skip.any()
+            weights, pivots, min_eig = self.condition(t, col[:k], torch.diagonal(col[k:]))
+            fresh = torch.randn(b, self.particles, device=self.device, dtype=self.dtype,
+                                generator=self.generator if generator is None else generator)
+            z = torch.mul(fresh, pivots.to(self.dtype)[:, None], out=out)
+            return z.addmm_(weights.to(self.dtype), self.xi[t, :k]), min_eig
+        weights, min_eig, skip = self.border(t, col)
         self.last_floored = skip.sum()
-        weights = row.to(self.dtype)  # z_new = L21 ξ[:k] + L22 ξ_new
-        if not self._given:
-            xi[k:k + b].normal_(generator=self.generator)
-        z = torch.mm(weights, xi[:k + b], out=out)
-        # A component whose conditional variance sits at the floor adds no usable
-        # direction: later regressions skip it (∞ on the solve diagonal gives a
-        # zero coefficient). Without this, many floored rows (diagonal ≈ √floor)
-        # make the triangular solve grow exponentially and overflow in
-        # ill-conditioned runs.
-        torch.diagonal(row, offset=k).masked_fill_(skip, float("inf"))
-        self.factor[t, k:k + b, :k + b] = row
-        # Only the lower triangle is kept (eigvalsh reads the lower triangle).
-        self.cov[t, k:k + b, :k + b] = col.T
-        self.sizes[t] = k + b
-        return z, min_eig
+        return torch.mm(weights.to(self.dtype), self.xi[t, :k + b], out=out), min_eig[0]
+
+    def stein_from_moment(self, t: int, moment: torch.Tensor) -> torch.Tensor:
+        """E[∂F/∂z_j] from the particle moment E[ξ_j F] (k, B): ``L_s^{−T} moment``
+        with the truncated inverse (:meth:`stein_derivative`), float64."""
+        if self.inv_stein is None:
+            raise RuntimeError("this driver was built with responses=False")
+        k = self.sizes[t]
+        return self.inv_stein[t, :k, :k].T @ moment.to(torch.float64)
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
         """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.
@@ -312,11 +355,11 @@ class GrowingGaussianDriver:
         Stein's lemma (Gaussian integration by parts): with z = L ξ and ξ standard
         normal, E[F ξ] = Lᵀ E[∂F/∂z], hence E[∂F/∂z] = L^{−T} E[F ξ]. ``values`` holds
         F evaluated on every particle; E[F ξ] is its particle mean against the
-        stored innovations (one k×P stream), and the small triangular solve is done
-        in float64. Components skipped by the truncated factor (infinite diagonal)
-        get a zero derivative: they carry no direction of their own, exactly as in
-        :meth:`append`. So do components whose squared pivot is below
-        ``STEIN_TRUNCATION · rel_jitter`` of their variance: the solve divides by
+        stored innovations (one k×P stream), and L^{−T} is applied in float64 from
+        the stored inverse. Components skipped by the truncated factor (infinite
+        diagonal) get a zero derivative: they carry no direction of their own,
+        exactly as in :meth:`append`. So do components whose squared pivot is below
+        ``STEIN_TRUNCATION · rel_jitter`` of their variance: the inverse divides by
         the pivot, whose relative rounding error there is O(1) in float32 (the
         Gram matrices come from float32 particles), and such a component moves z
         by at most √(100·rel_jitter) of its scale, so its response is as small.
@@ -341,13 +384,8 @@ class GrowingGaussianDriver:
             Column b holds E[∂F_b/∂z_j], j < k (k = components committed at ``t``).
         """
         k = self.sizes[t]
-        moment = (self.xi[t, :k] @ values.T).to(torch.float64) / self.particles  # E[ξ F]
-        lower = self.factor[t, :k, :k].clone()
-        pivots = torch.diagonal(lower)
-        var = torch.diagonal(self.cov[t, :k, :k])
-        pivots.masked_fill_(pivots.square() < STEIN_TRUNCATION * self.rel_jitter * var,
-                            float("inf"))
-        return torch.linalg.solve_triangular(lower.T, moment, upper=True)
+        moment = (self.xi[t, :k] @ values.T).to(torch.float64) / self.particles
+        return self.stein_from_moment(t, moment)
 
     def covariance(self, t: int) -> torch.Tensor:
         """The requested covariance of the committed components at time index ``t``."""

@@ -19,12 +19,15 @@ def test_coupled_adds_only_a_small_workspace():
     assert nfd.memory_estimate(**SIZE) == coupled  # simulate's default
     assert coupled.keys() == decoupled.keys()
     # the Stein moments read the innovations both modes store: same history
-    for key in coupled.keys() - {"workspace", "total"}:
+    for key in coupled.keys() - {"workspace", "drivers", "total"}:
         assert coupled[key] == decoupled[key], key
     # O(K·B) float64 per layer-step, nothing of size P
     extra = coupled["workspace"] - decoupled["workspace"]
     assert 0 < extra <= 3 * SIZE["n_train"] * 8
-    assert coupled["total"] - decoupled["total"] == extra
+    # and each driver's truncated inverse factor for the Stein derivative: L·N² float64
+    stein = 2 * SIZE["steps"] * SIZE["n_train"] ** 2 * 8
+    assert coupled["drivers"] - decoupled["drivers"] == stein
+    assert coupled["total"] - decoupled["total"] == extra + stein
     assert coupled["total"] == sum(v for k, v in coupled.items() if k != "total")
 
 

@@ -300,7 +300,7 @@ def test_probe_pass_is_checked_for_divergence():
     X, y = nfd.synthetic_task("tanh", 64, 8, seed=0)
     with pytest.raises(FloatingPointError,
                        match=r"^probe evaluation at step 3: diverging features E\[h\^2\] "
-                             r"at layer 1 \(forward pass\)"):
+                             r"at layer \d+ \(forward pass\)"):
         nfd.simulate(X, 3 * y, eta_c=1.0, steps=4, particles=256, probes=(X[:8], y[:8]),
                      probe_steps=range(65), progress=False)
 
