@@ -62,7 +62,17 @@ class ForwardSDE(McKeanVlasovSDE):
         return psd_factor(cov, _REL_JITTER)[0].unsqueeze(0)
 
     def diffusion_prod(self, t: float, y: torch.Tensor, dw: torch.Tensor) -> torch.Tensor:
-        return dw @ self.diffusion(t, y)[0].transpose(0, 1)
+        """``chol Σ_t · dw``; for one input (m = 1) the scalar √E[φ(h)²] (Prop. 2),
+        regularised as :func:`sde.psd_factor` does, written into ``dw`` with φ in a
+        reused buffer: no allocation of size P per step."""
+        if self.state_dim > 1:
+            return dw @ self.diffusion(t, y)[0].transpose(0, 1)
+        if getattr(self, "_phi", None) is None or self._phi.shape != y.shape:
+            self._phi = torch.empty_like(y)
+        phi = self.act.phi_into(y, self._phi)
+        var = torch.linalg.vector_norm(phi).square_().div_(y.shape[0])
+        floor = var.clamp_min(torch.finfo(y.dtype).tiny).mul_(_REL_JITTER)
+        return dw.mul_(torch.maximum(var, floor).sqrt_())
 
 
 class _BackwardSDE(McKeanVlasovSDE):

@@ -36,6 +36,9 @@ class McKeanVlasovSDE:
         raise NotImplementedError
 
     def diffusion_prod(self, t: float, y: torch.Tensor, dw: torch.Tensor) -> torch.Tensor:
-        """``σ(t, y, μ_t) · dw`` for Brownian increments ``dw`` of shape ``(P, D)``."""
+        """``σ(t, y, μ_t) · dw`` for Brownian increments ``dw`` of shape ``(P, D)``.
+
+        An implementation may overwrite ``dw`` and return it (the solvers draw a
+        new ``dw`` every step)."""
         sigma = self.diffusion(t, y)
         return torch.einsum("pmd,pd->pm", sigma.expand(y.shape[0], -1, -1), dw)
