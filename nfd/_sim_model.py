@@ -180,10 +180,12 @@ class Model:
         floored[:-1] = torch.stack(skips).sum(1)
         return h
 
-    def forward_probes(self, x: torch.Tensor) -> torch.Tensor:
-        """Forward pass of held-out inputs x (Q, d) → h path (L+1, Q, P), each probe's
-        noise conditioned on the training history alone and not appended to it
-        (:meth:`sde.GrowingGaussianDriver.condition`).
+    def forward_probes(self, x: torch.Tensor, out: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+        """Forward pass of held-out inputs x (Q, d) → h path ``out`` (L+1, Q, P), each
+        probe's noise conditioned on the training history alone and not appended to
+        it (:meth:`sde.GrowingGaussianDriver.condition`). ``phi`` is a (Q, P) buffer:
+        buffers kept across evaluations avoid faulting in fresh pages every layer,
+        which cost as much as the probes' products (measured on CPU).
 
         A probe's output is a particle mean, so only each probe's own law matters:
         all probes share one fresh standard normal per layer and particle (drawn
@@ -191,14 +193,14 @@ class Model:
         Every probe keeps exactly its conditional law given the history; only the
         correlation between probes changes. This costs L·P normals per evaluation
         instead of L·Q·P."""
-        hist, n, P, Q = self.hist, self.hist.n, self.P, x.shape[0]
-        h = torch.empty(self.L + 1, Q, P, device=x.device, dtype=x.dtype)
+        hist, n, P = self.hist, self.hist.n, self.P
+        h = out
         self._embed(x, h[0])
         fresh = torch.randn(self.L, P, generator=self.probe_gen, device=x.device,
                             dtype=x.dtype)
         for l in range(1, self.L + 1):
             t = l - 1
-            phi = self.act.phi(h[t])
+            self.act.phi_into(h[t], phi)
             var = torch.linalg.vector_norm(phi, dim=1).double().square_().div_(P)
             mom = _moments(hist.act_pairs[t], n, phi, self.coupled).double().div_(P)
             weights, pivots, _ = self.fwd.condition(t, mom[:, 0], var)

@@ -60,6 +60,8 @@ class RunState:
     yp: torch.Tensor | None  # (Q,) probe targets
     h_buf: torch.Tensor  # (L+1, B, P) the current step's forward path
     work: torch.Tensor  # (2, B, P) backward increments and φ′
+    probe_h: torch.Tensor | None  # (L+1, Q, P) the probes' forward path
+    probe_phi: torch.Tensor | None  # (Q, P) the probes' φ at one layer
 
 
 def _record(cfg: Config) -> dict[str, torch.Tensor]:
@@ -117,4 +119,6 @@ def start(cfg: Config, input_scale: float) -> RunState:
         yp=None if cfg.yp is None else torch.as_tensor(cfg.yp, **kw),
         h_buf=torch.empty(cfg.L + 1, cfg.B, cfg.P, **kw),
         work=torch.empty(2, cfg.B, cfg.P, **kw),
+        probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),
+        probe_phi=None if cfg.Xp is None else torch.empty(cfg.Q, cfg.P, **kw),
     )

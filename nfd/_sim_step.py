@@ -77,7 +77,7 @@ def evaluate_probes(state: RunState, j: int) -> None:
     step = cfg.probe_steps[j]
     phase = "probe evaluation at step"
     try:
-        hp = state.model.forward_probes(state.xp)
+        hp = state.model.forward_probes(state.xp, state.probe_h, state.probe_phi)
     except FloatingPointError as err:
         raise FloatingPointError(f"{phase} {step}: {err}{state.probe_guard.hint()}") from err
     prod = state.model.readout() * hp[-1]

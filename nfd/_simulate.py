@@ -115,7 +115,9 @@ def simulate(
         the parameters of that step; their noise is conditioned on the training
         history, not appended to it.
     probe_steps : sequence of int, optional
-        In 0..K (K = after the last update); default ≤ 33 evenly spaced, with 0, K.
+        In 0..K (K = after the last update); default ≤ 17 evenly spaced, with 0, K
+        (``nfd.schema.DEFAULT_PROBE_STEPS``: an evaluation of Q probes costs about
+        Q/16 training steps).
     eig_steps : sequence of int, optional
         Steps (0..K−1) after which to record the smallest eigenvalues of Σ_ℓ and
         Θ_ℓ (Assumption 1); default ≤ 5 evenly spaced steps.

@@ -103,8 +103,8 @@ def train_resnet(
         ``probe_step`` updates.
     probe_steps : sequence of int in [0, K], optional
         Default (as ``nfd.simulate``): ``nfd.schema.default_steps(K,
-        DEFAULT_PROBE_STEPS, True)``, 33 evenly spaced steps including 0 and K
-        (every step when K ≤ 32).
+        DEFAULT_PROBE_STEPS, True)``, 17 evenly spaced steps including 0 and K
+        (every step when K ≤ 16).
     eig_steps : sequence of int in [0, K−1], optional
         Steps at which the smallest eigenvalues of the empirical Σ and Θ are
         recorded (Figure 6). Costs storing (max(eig_steps)+1)·B trajectories of
