@@ -43,6 +43,10 @@ class History:
         self.grad_pairs = torch.zeros(L + 1, N, 2, P, **kw)  # (g_ℓ, ξ_ℓ); ξ_0 unused
         self.phi = self.act_pairs[:, :, 0]  # φ(h_ℓ), ℓ < L
         self.g = self.grad_pairs[:, :, 0]  # g_ℓ, ℓ ≤ L
+        # per-layer views, made once: indexing costs as much as a small product
+        self.phi_at, self.g_at = list(self.phi), list(self.g)
+        self.act_at = [pairs.view(2 * N, P) for pairs in self.act_pairs]  # rows 2i, 2i+1
+        self.grad_at = [pairs.view(2 * N, P) for pairs in self.grad_pairs]
         self.hL = torch.zeros(N, P, **kw)
         self.coef = torch.zeros(N, **kw)  # η_c χ_i
         self.X = torch.empty(N, 0, **kw)
@@ -57,20 +61,16 @@ class History:
         return self.act_pairs[:, :, 1]
 
 
-def _pairs(buf: torch.Tensor, rows: int) -> torch.Tensor:
-    """The first ``rows`` row pairs of one layer's interleaved buffer as a
-    (2·rows, P) matrix: row 2i is the history, row 2i+1 the innovation."""
-    return buf[:rows].reshape(2 * rows, buf.shape[-1])
-
-
-def _moments(buf: torch.Tensor, rows: int, new: torch.Tensor, both: bool) -> torch.Tensor:
-    """Particle sums of ``new`` (B, P) against the first ``rows`` rows of a layer's
-    pairs: (rows, 2, B) with the history in ``[:, 0]`` and the innovations in
-    ``[:, 1]`` when ``both``, else (rows, 1, B) from the history alone (a strided
-    read of half the buffer)."""
+def _moments(pairs: torch.Tensor, hist: torch.Tensor, rows: int, new: torch.Tensor,
+             both: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Particle means of ``new`` (B, P) against the first ``rows`` rows of one layer,
+    float64: the Gram column from the history ``hist`` (N, P), and with ``both`` the
+    Stein moment against the innovations too, from one product over the interleaved
+    ``pairs`` (2N, P). Returns (gram (rows, B), moment (rows, B) or None)."""
     if both:
-        return (_pairs(buf, rows) @ new.T).view(rows, 2, new.shape[0])
-    return (buf[:rows, 0] @ new.T)[:, None]
+        out = (pairs[:2 * rows] @ new.T).double().div_(new.shape[1])
+        return out[0::2], out[1::2]
+    return (hist[:rows] @ new.T).double().div_(new.shape[1]), None
 
 
 def _factor_error(err: Exception, layer: int, direction: str) -> FloatingPointError:
@@ -99,34 +99,30 @@ class Model:
         self.P = u.shape[0]
         self.d = u.shape[1]
 
-    def _drift(self, gram: torch.Tensor, n: int, responses: torch.Tensor | None) -> torch.Tensor:
-        """Float64 coefficients (B, rows) of the history rows in a layer's drift.
+    def _weights(self, draw: torch.Tensor, gram: torch.Tensor, decay: torch.Tensor,
+                 responses: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+        """Interleaved weights (B, 2·rows) on a layer's row pairs (history, innovation).
 
-        −τ η_c χ_i Σ[i, k] over the n earlier trajectories (``gram`` (n, B) is the
-        Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward), plus, coupled,
-        √τ times the response functions ``responses`` (rows, B): forward
-        A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}] (rows = n), backward
-        B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (rows = n + B: g_ℓ^{(k)} depends on this
-        step's forward source through φ′ of the layers above), paper 000 eq. 38
-        with SGD steps, estimated by Stein's lemma
-        (:meth:`sde.GrowingGaussianDriver.stein_from_moment`).
+        On the innovations: √τ times the driver's ``draw`` (B, rows). On the history:
+        the drift −τ η_c χ_i Σ[i, k] over the n earlier trajectories (``gram`` (n, B)
+        is the Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward; ``decay`` (n,)
+        holds −τ η_c χ_i), plus, coupled, √τ times the response functions
+        ``responses`` (rows', B): forward A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
+        (rows' = n), backward B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (rows' = n + B:
+        g_ℓ^{(k)} depends on this step's forward source through φ′ of the layers
+        above), paper 000 eq. 38 with SGD steps, estimated by Stein's lemma
+        (:meth:`sde.GrowingGaussianDriver.stein_from_moment`). History rows without
+        a weight get exactly 0.
         """
-        drift = -self.tau * gram.T * self.hist.coef[:n]
-        if responses is None:
-            return drift
-        out = self.sqrt_tau * responses.T
-        out[:, :n] += drift
-        return out
-
-    def _weights(self, draw: torch.Tensor, drift: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        """Interleaved weights (B, 2·rows) on a layer's pairs: √τ times the driver's
-        ``draw`` (B, rows) on the innovations, ``drift`` (B, ≤ rows) on the history;
-        rows without a drift weight get exactly 0."""
         B, rows = draw.shape
-        w = like.new_zeros(B, rows, 2)
-        w[:, :, 1] = draw * self.sqrt_tau
-        w[:, :drift.shape[1], 0] = drift
-        return w.view(B, 2 * rows)
+        drift = gram.T * decay
+        if responses is not None:
+            full = responses.T * self.sqrt_tau
+            full[:, :drift.shape[1]] += drift
+            drift = full
+        drift = torch.nn.functional.pad(drift, (0, rows - drift.shape[1]))
+        w = torch.stack((drift, draw * self.sqrt_tau), dim=-1)
+        return w.to(like.dtype).view(B, 2 * rows)
 
     def _border(self, driver: GrowingGaussianDriver, t: int, gram: torch.Tensor,
                 layer: int, direction: str):
@@ -161,19 +157,20 @@ class Model:
         coupled). The block's noise is appended to the forward driver, its
         activations to the history; the new pivots go to ``piv`` and the number of
         floored driver components to ``floored`` (per time t_ℓ, ℓ < L)."""
-        hist, n, P = self.hist, self.hist.n, self.P
+        hist, n = self.hist, self.hist.n
         B = x.shape[0]
         h = out
         self._embed(x, h[0])
+        decay = hist.coef[:n] * -self.tau
         pivots, skips = [], []
         for l in range(1, self.L + 1):
             t = l - 1
-            phi = self.act.phi_into(h[t], hist.phi[t, n:n + B])
-            mom = _moments(hist.act_pairs[t], n + B, phi, self.coupled).double().div_(P)
-            weights, min_eig, skip = self._border(self.fwd, t, mom[:, 0], t, "forward")
-            resp = self.bwd.stein_from_moment(t, mom[:n, 1]) if self.coupled else None
-            w = self._weights(weights, self._drift(mom[:n, 0], n, resp), h)
-            torch.addmm(h[t], w, _pairs(hist.grad_pairs[l], n + B), out=h[l])
+            phi = self.act.phi_into(h[t], hist.phi_at[t][n:n + B])
+            gram, mom = _moments(hist.act_at[t], hist.phi_at[t], n + B, phi, self.coupled)
+            weights, min_eig, skip = self._border(self.fwd, t, gram, t, "forward")
+            resp = self.bwd.stein_from_moment(t, mom[:n]) if self.coupled else None
+            w = self._weights(weights, gram[:n], decay, resp, h)
+            torch.addmm(h[t], w, hist.grad_at[l][:2 * (n + B)], out=h[l])
             pivots.append(min_eig)
             skips.append(skip)
         piv[:-1] = torch.cat(pivots)
@@ -196,17 +193,18 @@ class Model:
         hist, n, P = self.hist, self.hist.n, self.P
         h = out
         self._embed(x, h[0])
+        decay = hist.coef[:n] * -self.tau
         fresh = torch.randn(self.L, P, generator=self.probe_gen, device=x.device,
                             dtype=x.dtype)
         for l in range(1, self.L + 1):
             t = l - 1
             self.act.phi_into(h[t], phi)
             var = torch.linalg.vector_norm(phi, dim=1).double().square_().div_(P)
-            mom = _moments(hist.act_pairs[t], n, phi, self.coupled).double().div_(P)
-            weights, pivots, _ = self.fwd.condition(t, mom[:, 0], var)
-            resp = self.bwd.stein_from_moment(t, mom[:, 1]) if self.coupled else None
-            w = self._weights(weights, self._drift(mom[:, 0], n, resp), h)
-            torch.addmm(h[t], w, _pairs(hist.grad_pairs[l], n), out=h[l])
+            gram, mom = _moments(hist.act_at[t], hist.phi_at[t], n, phi, self.coupled)
+            weights, pivots, _ = self.fwd.condition(t, gram, var)
+            resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
+            w = self._weights(weights, gram, decay, resp, h)
+            torch.addmm(h[t], w, hist.grad_at[l][:2 * n], out=h[l])
             h[l].addr_((pivots * self.sqrt_tau).to(h.dtype), fresh[t])
         return h
 
@@ -220,21 +218,22 @@ class Model:
         the pivots into ``piv`` and the floored driver components into ``floored``;
         ``work`` is a (2, B, P) buffer for the increments and φ′.
         """
-        hist, n, P = self.hist, self.hist.n, self.P
+        hist, n = self.hist, self.hist.n
         B = h.shape[1]
         hist.g[self.L, n:n + B] = gL
         incr, dphi = work
+        decay = hist.coef[:n] * -self.tau
         pivots, skips = [], []
         for l in range(self.L, 0, -1):
             t = l - 1
-            g = hist.g[l, n:n + B]
-            mom = _moments(hist.grad_pairs[l], n + B, g, self.coupled).double().div_(P)
-            weights, min_eig, skip = self._border(self.bwd, t, mom[:, 0], l, "backward")
-            resp = self.fwd.stein_from_moment(t, mom[:, 1]) if self.coupled else None
-            w = self._weights(weights, self._drift(mom[:n, 0], n, resp), h)
-            torch.mm(w, _pairs(hist.act_pairs[t], n + B), out=incr)
+            g = hist.g_at[l][n:n + B]
+            gram, mom = _moments(hist.grad_at[l], hist.g_at[l], n + B, g, self.coupled)
+            weights, min_eig, skip = self._border(self.bwd, t, gram, l, "backward")
+            resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
+            w = self._weights(weights, gram[:n], decay, resp, h)
+            torch.mm(w, hist.act_at[t][:2 * (n + B)], out=incr)
             self.act.dphi_into(h[t], dphi)
-            torch.addcmul(g, dphi, incr, out=hist.g[t, n:n + B])
+            torch.addcmul(g, dphi, incr, out=hist.g_at[t][n:n + B])
             pivots.append(min_eig)
             skips.append(skip)
         piv[1:] = torch.cat(pivots[::-1])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["TINY", "border_column", "border_block", "condition_each", "inverse_row",
+__all__ = ["TINY", "border_column", "border_block", "condition_each", "inverse_rows",
            "skipped"]
 
 #: Smallest positive float64 used to keep floors and ratios finite.
@@ -96,22 +96,24 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
         rows[j, :k + j] = coef
         rows[j, k + j] = pivot[0]
         diag = torch.where(skip, float("inf"), pivot)
-        inv_ext[k + j, :k + j + 1] = inverse_row(inv_ext[:k + j, :k + j], coef, diag)
+        inv_ext[k + j, :k + j + 1] = inverse_rows(inv_ext[None, :k + j, :k + j], coef[None],
+                                                  diag)[0]
         skips.append(skip)
     coef = inv @ col[:k]
     min_eig = torch.linalg.eigvalsh(col[k:] - coef.T @ coef)[:1]
     return rows, inv_ext[k:], min_eig, torch.cat(skips)
 
 
-def inverse_row(inv: torch.Tensor, coef: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
-    """The row of L⁻¹ (k+1,) for a new factor row [coef | diag].
+def inverse_rows(inv: torch.Tensor, coef: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
+    """Rows of L⁻¹ (m, k+1) for new factor rows [coef | diag] at m time indices.
 
-    ``inv`` (k, k) is L⁻¹ of the committed components, ``coef`` (k,) the new row's
-    entries on them and ``diag`` (1,) its diagonal: the row is
+    ``inv`` (m, k, k) holds L⁻¹ of the committed components, ``coef`` (m, k) the new
+    rows' entries on them and ``diag`` (m,) their diagonals: each row is
     [−coef L⁻¹ / diag | 1/diag], so a skipped component (``diag = ∞``) gets a zero
-    row and no weight in later regressions.
+    row and no weight in later regressions. One batched product for all m.
     """
-    return torch.cat((torch.mv(inv.T, coef).div_(diag).neg_(), diag.reciprocal()))
+    head = torch.bmm(coef[:, None, :], inv)[:, 0].div_(diag[:, None]).neg_()
+    return torch.cat((head, diag.reciprocal()[:, None]), dim=1)
 
 
 def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,

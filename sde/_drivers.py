@@ -28,7 +28,7 @@ import warnings
 
 import torch
 
-from ._border import border_block, border_column, condition_each, inverse_row
+from ._border import border_block, border_column, condition_each, inverse_rows
 
 __all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION"]
 
@@ -129,6 +129,14 @@ class GrowingGaussianDriver:
                                dtype=torch.float64)
         self.cov = torch.zeros_like(self.inv)
         self.inv_stein = torch.zeros_like(self.inv) if responses else None
+        # per-time views, made once: indexing costs as much as a k×k product
+        self._inv_at, self._cov_at = list(self.inv), list(self.cov)
+        self._stein_at = None if self.inv_stein is None else list(self.inv_stein)
+        #: B = 1 borders whose rows of the inverses and covariance are not written yet,
+        #: by time index: (k, coef, diag, Stein diag, column). :meth:`_flush` writes
+        #: them for all time indices in one batched product, before anything reads
+        #: those buffers (a training pass borders each time index once).
+        self._pending: dict[int, tuple] = {}
         self.sizes = [0] * times
         self.drawn = 0  # components whose innovations are drawn, at every time index
         self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
@@ -191,17 +199,20 @@ class GrowingGaussianDriver:
         skip : Tensor, shape (B,), bool
             New components whose pivot sat at the floor.
         """
+        if t in self._pending:
+            self._flush()
         k, b = self.sizes[t], column.shape[1]
         if k + b > self.capacity:
             raise ValueError(f"driver capacity {self.capacity} exceeded at time index {t} "
                              f"({k} + {b} components)")
         if b == 1:
-            weights, min_eig, skip = self._border_one(t, k, column[:, 0])
+            weights, min_eig, skip = self._border_one(t, k, column.view(-1))
         else:
             weights, min_eig, skip = self._border_block(t, k, column)
         if not self._given and k + b > self.drawn:
             self._draw(k + b)
-        self.cov[t, k:k + b, :k + b] = column.T
+        if b > 1:
+            self._cov_at[t][k:k + b, :k + b] = column.T
         self.sizes[t] = k + b
         return weights, min_eig, skip
 
@@ -223,22 +234,43 @@ class GrowingGaussianDriver:
         return torch.where(skip | small, float("inf"), pivot)
 
     def _border_one(self, t: int, k: int, col: torch.Tensor):
-        """:meth:`border` for B = 1: :func:`sde._border.border_column` and the new rows
-        of the inverse factors (a few dozen small operations, no solve)."""
-        inv = self.inv[t, :k, :k]
-        coef, pivot, min_eig, skip = border_column(inv, col, self.rel_jitter)
+        """:meth:`border` for B = 1: :func:`sde._border.border_column`; the new rows of
+        the inverse factors and the covariance are left to :meth:`_flush`."""
+        coef, pivot, min_eig, skip = border_column(self._inv_at[t][:k, :k], col,
+                                                   self.rel_jitter)
         self._floored |= skip
         diag = torch.where(skip, float("inf"), pivot)
-        self.inv[t, k, :k + 1] = inverse_row(inv, coef, diag)
-        if self.inv_stein is not None:
-            sdiag = self._stein_diag(k, pivot, col[k:], skip)
-            self.inv_stein[t, k, :k + 1] = inverse_row(self.inv_stein[t, :k, :k], coef, sdiag)
+        sdiag = None if self._stein_at is None else self._stein_diag(k, pivot, col[k:], skip)
+        self._pending[t] = (k, coef, diag, sdiag, col)
         return torch.cat((coef, pivot))[None], min_eig, skip
+
+    def _flush(self) -> None:
+        """Write the pending B = 1 rows of the inverse factors and the covariance:
+        one batched product when they extend a run of time indices by the same
+        component (a training pass), else one per time index."""
+        items, self._pending = sorted(self._pending.items()), {}
+        ts = [t for t, _ in items]
+        k = items[0][1][0]
+        if ts == list(range(ts[0], ts[-1] + 1)) and all(v[0] == k for _, v in items):
+            groups = [(slice(ts[0], ts[-1] + 1), [v for _, v in items])]
+        else:
+            groups = [(slice(t, t + 1), [v]) for t, v in items]
+        for rows, vals in groups:
+            k = vals[0][0]
+            coef = torch.stack([v[1] for v in vals])
+            self.inv[rows, k, :k + 1] = inverse_rows(self.inv[rows, :k, :k], coef,
+                                                     torch.cat([v[2] for v in vals]))
+            if self.inv_stein is not None:
+                self.inv_stein[rows, k, :k + 1] = inverse_rows(
+                    self.inv_stein[rows, :k, :k], coef, torch.cat([v[3] for v in vals]))
+            self.cov[rows, k, :k + 1] = torch.stack([v[4] for v in vals])
 
     def _border_block(self, t: int, k: int, column: torch.Tensor):
         """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`, then the rows of
         the Stein inverse one component at a time."""
         b = column.shape[1]
+        if self._pending:
+            self._flush()
         rows, inv_rows, min_eig, skip = border_block(self.inv[t, :k, :k], column,
                                                      self.rel_jitter)
         self._floored |= (min_eig < self.rel_jitter * torch.diagonal(column[k:]).mean())
@@ -248,8 +280,8 @@ class GrowingGaussianDriver:
             for j in range(b):
                 pivot = rows[j, k + j:k + j + 1]
                 sdiag = self._stein_diag(k + j, pivot, column[k + j, j:j + 1], skip[j:j + 1])
-                self.inv_stein[t, k + j, :k + j + 1] = inverse_row(
-                    self.inv_stein[t, :k + j, :k + j], rows[j, :k + j], sdiag)
+                self.inv_stein[t, k + j, :k + j + 1] = inverse_rows(
+                    self.inv_stein[t, None, :k + j, :k + j], rows[j, None, :k + j], sdiag)[0]
         return rows, min_eig, skip
 
     def condition(self, t: int, cross: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -278,6 +310,8 @@ class GrowingGaussianDriver:
         min_eig : Tensor, shape ()
             Smallest conditional variance before regularisation.
         """
+        if self._pending:
+            self._flush()
         k = self.sizes[t]
         weights, pivots, min_eig, skip = condition_each(self.inv[t, :k, :k], cross, var,
                                                         self.rel_jitter)
@@ -346,8 +380,10 @@ class GrowingGaussianDriver:
         with the truncated inverse (:meth:`stein_derivative`), float64."""
         if self.inv_stein is None:
             raise RuntimeError("this driver was built with responses=False")
+        if self._pending:
+            self._flush()
         k = self.sizes[t]
-        return self.inv_stein[t, :k, :k].T @ moment.to(torch.float64)
+        return self._stein_at[t][:k, :k].T @ moment.to(torch.float64)
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
         """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.
@@ -389,6 +425,8 @@ class GrowingGaussianDriver:
 
     def covariance(self, t: int) -> torch.Tensor:
         """The requested covariance of the committed components at time index ``t``."""
+        if self._pending:
+            self._flush()
         k = self.sizes[t]
         lower = torch.tril(self.cov[t, :k, :k])
         return lower + torch.tril(lower, -1).transpose(0, 1)
@@ -402,6 +440,8 @@ class GrowingGaussianDriver:
             NaN where no component is committed yet. Requires every time index to
             hold the same number of components (as after a full training step).
         """
+        if self._pending:
+            self._flush()
         k = self.sizes[0]
         if any(s != k for s in self.sizes):
             raise RuntimeError("time indices hold different numbers of components")
