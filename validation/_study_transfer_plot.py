@@ -23,6 +23,15 @@ _LOSS = {"train": "running-mean train loss ½(f − y)²\n(last K/4 SGD steps)",
 _IV = "95% bootstrap interval"
 
 
+def _log_y(ax) -> None:
+    """Log y axis when something finite was drawn, else a note (nothing resolved)."""
+    if ax.has_data() and np.isfinite(ax.dataLim.ymin) and ax.dataLim.ymin > 0:
+        ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, "no optimum inside the grid", ha="center",
+                transform=ax.transAxes, fontsize=8)
+
+
 def _legend(ax) -> None:
     """The legend beside the axes, when something was drawn."""
     if ax.get_legend_handles_labels()[0]:
@@ -55,10 +64,11 @@ def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         ax.fill_between(eta, a - 2 * np.nan_to_num(se), a + 2 * np.nan_to_num(se),
                         color="k", alpha=0.15, lw=0)
     log_x_at(ax, eta[2::4])
-    ax.set_yscale("log")
+    _log_y(ax)
     means = ds[f"net_{metric}"].sel(dataset=dataset, width=n).mean("seed").values
-    top = min(1.0, 1.3 * np.nanmax(means[means < 1.0]))  # above: clipped (diverging)
-    ax.set_ylim(0.9 * np.nanmin(means), top)
+    shown = means[np.isfinite(means) & (means < 1.0)]  # above 1: clipped (diverging)
+    if shown.size:
+        ax.set_ylim(0.9 * shown.min(), 1.3 * shown.max())
     ax.set_xlabel("learning-rate constant η_c (η = η_c·n)")
     ax.set_ylabel(_LOSS[metric], fontsize=8)
     ax.set_title(f"{dataset}, one-layer blocks, n = {n}\n(bars ±2 s.e. over seeds; "
@@ -111,12 +121,13 @@ def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         if not np.isfinite(ds["lim_train"].sel(dataset=dataset, backward=b).values).any():
             continue
         Ls = ds["steps"].values.tolist()
-        at = [math.exp(limit_at(ds, dataset, b, metric, L).estimate) for L in Ls]
-        ax.plot(np.array(Ls) * 1.08, at, mark, mfc="none", color="0.3", ms=5,
+        at = np.array([limit_at(ds, dataset, b, metric, L).estimate for L in Ls])
+        ok = np.isfinite(at)  # an optimum beyond the grid is not drawn
+        ax.plot(np.array(Ls)[ok] * 1.08, np.exp(at[ok]), mark, mfc="none", color="0.3", ms=5,
                 label=f"{b} limit at L steps (point estimate)")
         _limit_line(ax, ds, dataset, b, metric, "-" if b == "coupled" else "--")
     log_x_at(ax, depths, base=2)
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel(f"optimal η_c of the {metric} loss")
     ax.set_title(f"{dataset}: optimal η_c against depth\n(an interval open at the "
@@ -132,7 +143,7 @@ def _two_layer_panel(ax, ds: xr.Dataset) -> None:
                       fmt="o-" if j == 0 else "s--", color=f"C{j + 3}",
                       label=f"η₁ {rule} ({_IV})")
     log_x_at(ax, depths, base=2)
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel("optimal η_c of the train loss")
     ax.set_title(f"digits, two-layer blocks (eq. 6), n = {ds.attrs['two_width']}", fontsize=8)
@@ -152,7 +163,7 @@ def _horizon_panel(ax, ds: xr.Dataset) -> None:
                     color=f"{0.1 + 0.3 * j}", ms=4,
                     label=f"coupled limit, L = {L}\n(±2 × MC s.e. bound)")
     log_x_at(ax, T, base=2)
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.set_xlabel("time horizon T (branch scale √(T/L))")
     ax.set_ylabel(_LOSS["train"], fontsize=8)
     ax.set_title(f"digits, η_c = {ds.attrs['T_eta']}: loss against T\n"
