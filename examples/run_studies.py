@@ -6,7 +6,8 @@ resumes where it stopped. The same as ``nfd-validate [STUDY ...] --quick --out
 OUT_DIR`` (or ``python -m validation ...``); drop ``--quick`` there, or pass
 ``--full`` here, for the full studies. The studies:
 
-    init 1, training 2, gia 3, assumption1 4, collapse 5, postact 6, kernel 7, depth 8
+    init 1, training 2, gia 3, assumption1 4, collapse 5, postact 6, kernel 7, depth 8,
+    transfer 9
 
 Usage::
 
