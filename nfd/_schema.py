@@ -64,9 +64,11 @@ EXTRA_VARIABLES: dict[str, Variable] = {
     "probe_f_se": Variable(("probe_step", "probe"),
                            "Monte Carlo standard error of probe_f (particles)"),
     "sigma_pivot": Variable(("step", "time"),
-                            "smallest eigenvalue of the new block of the forward driver"),
+                            "smallest squared Cholesky pivot of the new block of the "
+                            "forward driver"),
     "theta_pivot": Variable(("step", "time"),
-                            "smallest eigenvalue of the new block of the backward driver"),
+                            "smallest squared Cholesky pivot of the new block of the "
+                            "backward driver"),
     "sigma_floored": Variable(("step", "time"),
                               "forward-driver components floored at rel_jitter",
                               "count"),

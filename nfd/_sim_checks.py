@@ -129,6 +129,11 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     seed = check_int("seed", seed, 0)
     if rel_jitter is not None:
         rel_jitter = check_positive_float("rel_jitter", rel_jitter)
+        if rel_jitter >= 1:
+            raise ValueError(f"rel_jitter must be below 1, got {rel_jitter!r}: it is a "
+                             "relative eigenvalue floor, and at 1 or above a driver "
+                             "component would get more than its requested variance (the "
+                             "default is 1e-5 in float32, 1e-10 in float64)")
     divergence = check_divergence(divergence)
     if paths > P:
         raise ValueError(f"paths={paths} exceeds particles={P}")

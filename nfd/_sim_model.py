@@ -73,14 +73,6 @@ def _moments(pairs: torch.Tensor, hist: torch.Tensor, rows: int, new: torch.Tens
     return (hist[:rows] @ new.T).double().div_(new.shape[1]), None
 
 
-def _factor_error(err: Exception, layer: int, direction: str) -> FloatingPointError:
-    """A covariance holding NaN/inf makes a block's eigen-solver fail on the CPU;
-    that is the ``FloatingPointError`` of a diverging run (B = 1 needs no solver:
-    its NaN reaches the per-step check)."""
-    return FloatingPointError(f"layer {layer} ({direction} pass): the driver covariance "
-                              "could not be factored (non-finite values)")
-
-
 class Model:
     """One ensemble of particles and its training history.
 
@@ -124,15 +116,6 @@ class Model:
         w = torch.stack((drift, draw * self.sqrt_tau), dim=-1)
         return w.to(like.dtype).view(B, 2 * rows)
 
-    def _border(self, driver: GrowingGaussianDriver, t: int, gram: torch.Tensor,
-                layer: int, direction: str):
-        """``driver.border`` of the Gram column; a non-finite block is reported as the
-        ``FloatingPointError`` of a diverging run."""
-        try:
-            return driver.border(t, gram)
-        except torch.linalg.LinAlgError as err:
-            raise _factor_error(err, layer, direction) from err
-
     def readout(self) -> torch.Tensor:
         """g_L = v − η_c Σ_i χ_i h_L^{(i)} (the readout after the recorded updates)."""
         n = self.hist.n
@@ -167,7 +150,7 @@ class Model:
             t = l - 1
             phi = self.act.phi_into(h[t], hist.phi_at[t][n:n + B])
             gram, mom = _moments(hist.act_at[t], hist.phi_at[t], n + B, phi, self.coupled)
-            weights, min_eig, skip = self._border(self.fwd, t, gram, t, "forward")
+            weights, min_eig, skip = self.fwd.border(t, gram)
             resp = self.bwd.stein_from_moment(t, mom[:n]) if self.coupled else None
             w = self._weights(weights, gram[:n], decay, resp, h)
             torch.addmm(h[t], w, hist.grad_at[l][:2 * (n + B)], out=h[l])
@@ -228,7 +211,7 @@ class Model:
             t = l - 1
             g = hist.g_at[l][n:n + B]
             gram, mom = _moments(hist.grad_at[l], hist.g_at[l], n + B, g, self.coupled)
-            weights, min_eig, skip = self._border(self.bwd, t, gram, l, "backward")
+            weights, min_eig, skip = self.bwd.border(t, gram)
             resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
             w = self._weights(weights, gram[:n], decay, resp, h)
             torch.mm(w, hist.act_at[t][:2 * (n + B)], out=incr)

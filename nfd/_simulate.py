@@ -180,8 +180,10 @@ def simulate(
         ``f``, ``f_se`` (Monte Carlo standard error), ``y``, ``loss``, ``dloss``
         (step, sample); ``h2`` = E[h²] and ``g2`` = E[g²] (step, time), averaged
         over the batch; ``sigma_pivot`` / ``theta_pivot`` (step, time): the smallest
-        eigenvalue of the new Cholesky block of each driver (NaN where no driver
-        acts: Σ at t_L, Θ at t_0); ``sigma_floored`` / ``theta_floored`` (step,
+        squared Cholesky pivot of each driver's new components, i.e. the conditional
+        variance of a new component given the history (and, for B ≥ 2, the batch's
+        earlier samples), before the floor (NaN where no driver acts: Σ at t_L, Θ at
+        t_0); ``sigma_floored`` / ``theta_floored`` (step,
         time): how many of the step's B new components of each driver sat at the
         eigenvalue floor (0 where no driver acts); ``sigma_min_eig`` / ``theta_min_eig``
         (eig_step, time); ``probe_f``, ``probe_f_se``, ``probe_loss``

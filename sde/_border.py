@@ -81,27 +81,31 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     block's smallest eigenvalue, set the history coefficients of a singular block to
     zero and so lost the sources' correlation with every earlier step.)
 
-    Returns the row (actual pivots on the diagonal), the matching rows of the
-    inverse (B, k+B), the smallest eigenvalue (1,) of the Schur complement
-    block − L21 L21ᵀ before regularisation, and the skip mask (B,).
+    Only the upper triangle of the block is read (column j up to row k+j): pass a
+    symmetric block. Returns the row (actual pivots on the diagonal), the matching
+    rows of the inverse (B, k+B), the smallest squared pivot (1,) before
+    regularisation, i.e. the smallest conditional variance of a component given the
+    history and the block's earlier components (an upper bound on the smallest
+    eigenvalue of the Schur complement block − L21 L21ᵀ that needs no eigen-solver,
+    whose result would have to be read back by the host on a GPU, every layer), and
+    the skip mask (B,).
     """
     k, b = inv.shape[0], col.shape[1]
     inv_ext = torch.zeros(k + b, k + b, dtype=col.dtype, device=col.device)
     inv_ext[:k, :k] = inv
     rows = torch.zeros(b, k + b, dtype=col.dtype, device=col.device)
-    skips = []
+    skips, schur = [], []
     for j in range(b):
-        coef, pivot, _, skip = border_column(inv_ext[:k + j, :k + j], col[:k + j + 1, j],
-                                             rel_jitter)
+        coef, pivot, min_eig, skip = border_column(inv_ext[:k + j, :k + j],
+                                                   col[:k + j + 1, j], rel_jitter)
         rows[j, :k + j] = coef
         rows[j, k + j] = pivot[0]
         diag = torch.where(skip, float("inf"), pivot)
         inv_ext[k + j, :k + j + 1] = inverse_rows(inv_ext[None, :k + j, :k + j], coef[None],
                                                   diag)[0]
         skips.append(skip)
-    coef = inv @ col[:k]
-    min_eig = torch.linalg.eigvalsh(col[k:] - coef.T @ coef)[:1]
-    return rows, inv_ext[k:], min_eig, torch.cat(skips)
+        schur.append(min_eig)
+    return rows, inv_ext[k:], torch.cat(schur).min().reshape(1), torch.cat(skips)
 
 
 def inverse_rows(inv: torch.Tensor, coef: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:

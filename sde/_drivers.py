@@ -122,16 +122,20 @@ class GrowingGaussianDriver:
         self.device, self.dtype = torch.device(device), dtype
         self.generator = generator
         self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
+        if not 0 < self.rel_jitter < 1:
+            raise ValueError(f"rel_jitter must lie in (0, 1), got {self.rel_jitter!r}")
         self._given = innovations is not None
         self.xi = self._innovation_buffer(innovations, storage)
-        #: L⁻¹ per time index (lower triangular; a skipped component has a zero row)
-        self.inv = torch.zeros(times, capacity, capacity, device=self.device,
+        # L⁻¹ per time index (lower triangular; a skipped component has a zero row),
+        # the requested covariance and the truncated L⁻¹ of the Stein derivative;
+        # read them through the properties, which write pending rows first
+        self._inv = torch.zeros(times, capacity, capacity, device=self.device,
                                dtype=torch.float64)
-        self.cov = torch.zeros_like(self.inv)
-        self.inv_stein = torch.zeros_like(self.inv) if responses else None
+        self._cov = torch.zeros_like(self._inv)
+        self._inv_stein = torch.zeros_like(self._inv) if responses else None
         # per-time views, made once: indexing costs as much as a k×k product
-        self._inv_at, self._cov_at = list(self.inv), list(self.cov)
-        self._stein_at = None if self.inv_stein is None else list(self.inv_stein)
+        self._inv_at, self._cov_at = list(self._inv), list(self._cov)
+        self._stein_at = None if self._inv_stein is None else list(self._inv_stein)
         #: B = 1 borders whose rows of the inverses and covariance are not written yet,
         #: by time index: (k, coef, diag, Stein diag, column). :meth:`_flush` writes
         #: them for all time indices in one batched product, before anything reads
@@ -144,6 +148,25 @@ class GrowingGaussianDriver:
         #: floor (0-d int64 tensor on ``device``; reading it is left to the caller).
         self.last_floored = torch.zeros((), dtype=torch.int64, device=self.device)
         self._warned = False
+
+    @property
+    def inv(self) -> torch.Tensor:
+        """L⁻¹ of every time index (times, capacity, capacity), float64, lower
+        triangular; a skipped component has a zero row."""
+        self._flush()
+        return self._inv
+
+    @property
+    def cov(self) -> torch.Tensor:
+        """The requested covariance (times, capacity, capacity), lower triangle."""
+        self._flush()
+        return self._cov
+
+    @property
+    def inv_stein(self) -> torch.Tensor | None:
+        """The truncated L⁻¹ of :meth:`stein_derivative` (``None`` without responses)."""
+        self._flush()
+        return self._inv_stein
 
     def _innovation_buffer(self, innovations, storage) -> torch.Tensor:
         """The (times, capacity, particles) innovation buffer: ``storage``, the given
@@ -186,16 +209,18 @@ class GrowingGaussianDriver:
             Time index.
         column : Tensor, shape (k+B, B), float64
             Requested covariance of the committed components with the new ones,
-            then of the new ones among themselves (only the lower triangle of that
-            block is read).
+            then of the new ones among themselves (a symmetric block; only its upper
+            triangle is read).
 
         Returns
         -------
         weights : Tensor, shape (B, k+B), float64
             Rows of the factor: the new components on ``ξ[t, :k+B]``.
         min_eig : Tensor, shape (1,)
-            Smallest eigenvalue of the conditional covariance (the new Cholesky
-            pivot when ``B = 1``), before regularisation.
+            The smallest squared Cholesky pivot of the new components before
+            regularisation: the conditional variance when ``B = 1``; for ``B ≥ 2``
+            an upper bound on the smallest eigenvalue of the conditional covariance
+            (:func:`sde._border.border_block`).
         skip : Tensor, shape (B,), bool
             New components whose pivot sat at the floor.
         """
@@ -248,6 +273,8 @@ class GrowingGaussianDriver:
         """Write the pending B = 1 rows of the inverse factors and the covariance:
         one batched product when they extend a run of time indices by the same
         component (a training pass), else one per time index."""
+        if not self._pending:
+            return
         items, self._pending = sorted(self._pending.items()), {}
         ts = [t for t, _ in items]
         k = items[0][1][0]
@@ -258,12 +285,12 @@ class GrowingGaussianDriver:
         for rows, vals in groups:
             k = vals[0][0]
             coef = torch.stack([v[1] for v in vals])
-            self.inv[rows, k, :k + 1] = inverse_rows(self.inv[rows, :k, :k], coef,
+            self._inv[rows, k, :k + 1] = inverse_rows(self._inv[rows, :k, :k], coef,
                                                      torch.cat([v[2] for v in vals]))
-            if self.inv_stein is not None:
-                self.inv_stein[rows, k, :k + 1] = inverse_rows(
-                    self.inv_stein[rows, :k, :k], coef, torch.cat([v[3] for v in vals]))
-            self.cov[rows, k, :k + 1] = torch.stack([v[4] for v in vals])
+            if self._inv_stein is not None:
+                self._inv_stein[rows, k, :k + 1] = inverse_rows(
+                    self._inv_stein[rows, :k, :k], coef, torch.cat([v[3] for v in vals]))
+            self._cov[rows, k, :k + 1] = torch.stack([v[4] for v in vals])
 
     def _border_block(self, t: int, k: int, column: torch.Tensor):
         """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`, then the rows of
@@ -271,17 +298,17 @@ class GrowingGaussianDriver:
         b = column.shape[1]
         if self._pending:
             self._flush()
-        rows, inv_rows, min_eig, skip = border_block(self.inv[t, :k, :k], column,
+        rows, inv_rows, min_eig, skip = border_block(self._inv[t, :k, :k], column,
                                                      self.rel_jitter)
         self._floored |= (min_eig < self.rel_jitter * torch.diagonal(column[k:]).mean())
         self._floored |= skip.any()
-        self.inv[t, k:k + b, :k + b] = inv_rows
-        if self.inv_stein is not None:
+        self._inv[t, k:k + b, :k + b] = inv_rows
+        if self._inv_stein is not None:
             for j in range(b):
                 pivot = rows[j, k + j:k + j + 1]
                 sdiag = self._stein_diag(k + j, pivot, column[k + j, j:j + 1], skip[j:j + 1])
-                self.inv_stein[t, k + j, :k + j + 1] = inverse_rows(
-                    self.inv_stein[t, None, :k + j, :k + j], rows[j, None, :k + j], sdiag)[0]
+                self._inv_stein[t, k + j, :k + j + 1] = inverse_rows(
+                    self._inv_stein[t, None, :k + j, :k + j], rows[j, None, :k + j], sdiag)[0]
         return rows, min_eig, skip
 
     def condition(self, t: int, cross: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -313,7 +340,7 @@ class GrowingGaussianDriver:
         if self._pending:
             self._flush()
         k = self.sizes[t]
-        weights, pivots, min_eig, skip = condition_each(self.inv[t, :k, :k], cross, var,
+        weights, pivots, min_eig, skip = condition_each(self._inv[t, :k, :k], cross, var,
                                                         self.rel_jitter)
         self._floored |= skip.any()
         return weights, pivots, min_eig
@@ -378,7 +405,7 @@ class GrowingGaussianDriver:
     def stein_from_moment(self, t: int, moment: torch.Tensor) -> torch.Tensor:
         """E[∂F/∂z_j] from the particle moment E[ξ_j F] (k, B): ``L_s^{−T} moment``
         with the truncated inverse (:meth:`stein_derivative`), float64."""
-        if self.inv_stein is None:
+        if self._inv_stein is None:
             raise RuntimeError("this driver was built with responses=False")
         if self._pending:
             self._flush()
@@ -428,7 +455,7 @@ class GrowingGaussianDriver:
         if self._pending:
             self._flush()
         k = self.sizes[t]
-        lower = torch.tril(self.cov[t, :k, :k])
+        lower = torch.tril(self._cov[t, :k, :k])
         return lower + torch.tril(lower, -1).transpose(0, 1)
 
     def min_eigenvalues(self) -> torch.Tensor:
@@ -448,7 +475,7 @@ class GrowingGaussianDriver:
         if k == 0:
             return torch.full((self.times,), float("nan"), dtype=torch.float64,
                               device=self.device)
-        return torch.linalg.eigvalsh(self.cov[:, :k, :k], UPLO="L")[:, 0]
+        return torch.linalg.eigvalsh(self._cov[:, :k, :k], UPLO="L")[:, 0]
 
     def finalize(self) -> bool:
         """Warn once if the eigenvalue floor was ever active; return whether it was.

@@ -124,9 +124,10 @@ def euler_maruyama(
                 states.append(y.clone())
             if observe is not None:
                 observed.append(observe(t, y))
-        # one pass and no allocation of size P: a float64 sum of the states is finite
-        # iff every state is (float32 states cannot overflow it)
-        finite[i] = torch.isfinite(y.sum(dtype=torch.float64))
+        # float32: one pass and no allocation of size P, since a float64 sum of float32
+        # states is finite iff every state is; float64 states could overflow the sum
+        finite[i] = (torch.isfinite(y.sum(dtype=torch.float64)) if y.dtype != torch.float64
+                     else torch.isfinite(y).all())
         if i == steps:
             break
         dw.normal_(generator=generator).mul_(sqrt_dt)  # the sequence of torch.randn

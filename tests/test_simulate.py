@@ -211,6 +211,8 @@ def test_memory_error_before_allocation():
         (dict(probe_steps=[9], probes=(np.ones((2, 3)), np.ones(2))), ValueError, "probe_steps"),
         (dict(eig_steps=[4]), ValueError, "eig_steps"),
         (dict(paths=100), ValueError, "paths"),
+        # a floor at or above the variance would inflate every driver component
+        (dict(rel_jitter=1.0), ValueError, "rel_jitter must be below 1"),
     ],
 )
 def test_bad_arguments(kwargs, exc, match):
