@@ -7,7 +7,7 @@ drift, driver; backward: Θ row, drift, driver) and per SGD step two more (the r
 and the drift of h_0), i.e. 4·P·(6L + 2)·K(K−1)/2 bytes in float32. The coupled run
 (ordinary backprop, the default) adds two k×P streams per layer-step, the Stein
 estimates E[ξ̃ φ] and E[ξ g] of the response functions (one more pass over each
-driver's innovations), and two k×k triangular solves: 4·P·(8L + 2)·K(K−1)/2 bytes, so
+driver's innovations), and two k×k matrix–vector products: 4·P·(8L + 2)·K(K−1)/2 bytes, so
 its time should be at most about 8/6 of the decoupled one (goal: ratio ≤ 1.4). Below that
 leading term are costs linear in K: the small k×k linear algebra and dispatch of
 each layer-step, and per particle the innovations (torch's CPU normal_ makes about
