@@ -113,7 +113,10 @@ def simulate(
     probes : (array_like (Q, d), array_like (Q,)), optional
         Held-out inputs and targets evaluated forward-only at ``probe_steps`` with
         the parameters of that step; their noise is conditioned on the training
-        history, not appended to it.
+        history, not appended to it. Each probe has exactly its own conditional law;
+        the probes share their fresh noise (one normal per layer and particle), so
+        their errors are correlated: average a loss over probes, but take its
+        standard error from seeds, not from ``probe_f_se`` / √Q.
     probe_steps : sequence of int, optional
         In 0..K (K = after the last update); default ≤ 17 evenly spaced, with 0, K
         (``nfd.schema.DEFAULT_PROBE_STEPS``: an evaluation of Q probes costs about
