@@ -23,7 +23,8 @@ from validation import load_digits, sweep_grid
 torch.set_num_threads(1)  # results are bit-reproducible at a fixed thread count
 
 K = 64  # online SGD steps, one image each
-X, y = load_digits((3, 8), n_samples=K + 64)  # rows on the sphere |x|² = d
+# rows on the sphere |x|² = d, pixels standardised with the K training images only
+X, y = load_digits((3, 8), n_samples=K + 64, fit_samples=K)
 train, probes = (X[:K], y[:K]), (X[K:], y[K:])
 etas = [0.025, 0.05, 0.1, 0.2, 0.4, 0.8]
 

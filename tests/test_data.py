@@ -267,11 +267,35 @@ def test_digits_pair_on_the_sphere_with_constant_pixels_dropped():
     np.testing.assert_array_equal(y83, -y)
     Xs, ys = load_digits((3, 8), shuffle_seed=5)
     order = np.random.default_rng(5).permutation(len(y))
-    np.testing.assert_array_equal(Xs, X[order])
+    np.testing.assert_allclose(Xs, X[order], rtol=1e-12, atol=1e-14)  # sums reordered
     np.testing.assert_array_equal(ys, y[order])
     X10, y10 = load_digits((3, 8), shuffle_seed=5, n_samples=10)
     np.testing.assert_array_equal(X10, Xs[:10])
     np.testing.assert_array_equal(y10, ys[:10])
+
+
+def test_digits_statistics_from_the_training_part_only():
+    # fit_samples = K: pixels dropped, centred and scaled with the first K images'
+    # statistics only, so the held-out images after them do not shift the inputs
+    datasets = pytest.importorskip("sklearn.datasets")
+    from validation.data import load_digits
+
+    raw = datasets.load_digits()
+    mask = np.isin(raw.target, (3, 8))
+    order = np.random.default_rng(0).permutation(int(mask.sum()))
+    pixels = raw.data[mask][order][:30]
+    K = 20
+    train = pixels[:K]
+    varying = train.std(0) > 0
+    Z = (pixels[:, varying] - train[:, varying].mean(0)) / train[:, varying].std(0)
+    want = Z * np.sqrt(varying.sum()) / np.linalg.norm(Z, axis=1, keepdims=True)
+    X, _ = load_digits((3, 8), n_samples=30, fit_samples=K)
+    np.testing.assert_allclose(X, want, rtol=1e-12)
+    # changing a held-out image leaves the training rows unchanged
+    X_all, _ = load_digits((3, 8), n_samples=31, fit_samples=K)
+    np.testing.assert_array_equal(X_all[:K], X[:K])
+    with pytest.raises(ValueError, match="fit_samples"):
+        load_digits((3, 8), n_samples=30, fit_samples=31)
 
 
 def test_digits_regression_target():

@@ -49,6 +49,11 @@ def test_simulate_grid_equals_individual_calls_and_marks_divergence(tmp_path):
     assert bad["diverged"].values.all()
     assert np.isnan(bad["f"].values).all() and np.isnan(bad["probe_loss"].values).all()
     assert ds["diverged"].sel(eta_c=[0.1, 0.3]).values.sum() == 0
+    # the FloatingPointError's message is kept per grid point ("" where finished)
+    # beside the runs' own divergence threshold (an attribute every point shares)
+    assert all("diverging" in str(m) for m in bad["divergence"].values.ravel())
+    assert (ds["divergence"].sel(eta_c=[0.1, 0.3]).values == "").all()
+    assert ds.attrs["divergence"] == one.attrs["divergence"]
     assert ds.attrs["grid_dims"] == ["eta_c", "steps", "backward"]
     assert "eta_c" not in ds.attrs and ds.attrs["particles"] == 128
 
@@ -59,7 +64,8 @@ def test_network_grid_equals_individual_calls(tmp_path):
     keep = ["loss", "probe_loss", "h2"]
     ds = sweep_grid(X, Y, kind="network", grid={"depth": [2, 3], "T": [0.5, 2.0]},
                     fixed=fixed, probes=PROBES, variables=keep, store=tmp_path)
-    assert set(ds.data_vars) == {*keep, "diverged"}
+    assert set(ds.data_vars) == {*keep, "diverged", "divergence"}
+    assert (ds["divergence"].values == "").all()
     for L in (2, 3):
         for T in (0.5, 2.0):
             one = train_resnet(X, Y, depth=L, T=T, probes=PROBES, progress=False, **fixed)
@@ -95,7 +101,8 @@ def test_grid_resumes_from_store_and_recomputes_for_other_data(tmp_path, monkeyp
 
 def test_grid_all_diverged_is_flags_only():
     ds = sweep_grid(X, Y, grid={"eta_c": [40.0, 50.0]}, fixed={"particles": 64, "steps": 2})
-    assert list(ds.data_vars) == ["diverged"] and ds["diverged"].values.all()
+    assert list(ds.data_vars) == ["diverged", "divergence"] and ds["diverged"].values.all()
+    assert all("diverging" in str(m) for m in ds["divergence"].values)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -109,10 +116,21 @@ def test_grid_all_diverged_is_flags_only():
     (dict(grid={"eta_c": 0.1}), r"grid\['eta_c'\]"),
     (dict(grid={"seeds": [[0, 1]]}, kind="network"), r"grid\['seeds'\]"),
     (dict(grid={"eta_c": [0.1]}, variables="loss"), "variables"),
+    (dict(grid={"eta_c": [0.1]}, variables=["nope"]), r"variables names \['nope'\]"),
+    (dict(grid={"eta_c": [0.1]}, fixed={"seed": np.arange(2)}), r"fixed\['seed'\]"),
 ])
-def test_grid_rejects_bad_arguments(kwargs, match):
+def test_grid_rejects_bad_arguments(kwargs, match, monkeypatch):
+    # refused before any job runs
+    monkeypatch.setattr(validation._grid, "run_jobs", lambda *a, **k: pytest.fail("ran"))
     with pytest.raises((TypeError, ValueError), match=match):
         sweep_grid(X, Y, **kwargs)
+
+
+def test_grid_names_a_variable_the_run_does_not_hold():
+    # f_se exists for the limit only: a network grid says so instead of a KeyError
+    with pytest.raises(ValueError, match=r"variables names \['f_se'\].*does not hold"):
+        sweep_grid(X, Y, kind="network", grid={"depth": [2]},
+                   fixed={"width": 4, "seeds": [0], "eta_c": 0.1}, variables=["f_se"])
 
 
 def test_sweep_grid_is_public():

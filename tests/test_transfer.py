@@ -12,7 +12,7 @@ import pytest
 import nfd
 from validation import STUDIES, train_resnet
 from validation._study_transfer import CONFIG, _window, run_transfer, task_data
-from validation._study_transfer_fit import (Optimum, drift, extrapolate, limit_optimum,
+from validation._study_transfer_fit import (Optimum, drift, extrapolate, seed_intercepts,
                                             seed_optimum, spread, vertex)
 
 from conftest import needs
@@ -59,9 +59,12 @@ def test_seed_bootstrap_and_combinations():
     # minima at the grid's low end: the optimum and its interval lie below the grid
     low = seed_optimum(X, X - X[0] + 0.01 * rng.standard_normal((5, 6)), n_boot=200)
     assert low.estimate == -math.inf and low.ci() == (-math.inf, -math.inf)
-    # an interval bounded on one side: 2% of the replicates beyond the high end
+    # studentised: estimate ± t_dof·√((dof+1)/dof)·s.d. of the finite replicates;
+    # 2% of the replicates beyond the high end leave that end bounded, 5% open it
     reps = np.r_[np.linspace(-3, -2, 98), math.inf, math.inf]
-    assert Optimum(-2.5, reps).ci() == (pytest.approx(-2.98, abs=0.011), -2.0)
+    half = 2.0 * math.sqrt(4 / 3) * 3.182446305284263 * np.linspace(-3, -2, 98).std() / 2
+    assert Optimum(-2.5, reps, dof=3).ci() == pytest.approx((-2.5 - half, -2.5 + half),
+                                                            rel=1e-9)
     reps = np.r_[np.linspace(-3, -2, 95), [math.inf] * 5]
     assert Optimum(-2.5, reps).ci()[1] == math.inf
     # more than 2.5% unknown (NaN): open on both sides
@@ -88,22 +91,15 @@ def test_extrapolation_in_one_over_L_is_exact_and_has_residual_errors():
     assert math.isnan(extrapolate(1 / L, np.where(L[:, None] == 8, np.nan, values))[0][0])
 
 
-def test_limit_bootstrap_draws_student_t_for_an_extrapolated_curve():
-    # the intercept of a 1/L fit over four depths has 2 residual degrees of freedom:
-    # its replicates are a + se·t₂ per grid point (normal for a Monte Carlo s.e.)
-    a, se = 0.2 + (X + 3.0) ** 2, np.full(6, 0.05)
-    for dof, draw in ((2, lambda g: g.standard_t(2, (300, 6))),
-                      (None, lambda g: g.standard_normal((300, 6)))):
-        opt = limit_optimum(X, a, se, dof=dof, n_boot=300, seed=4)
-        want = [vertex(X, a + e * se) for e in draw(np.random.default_rng(4))]
-        np.testing.assert_array_equal(opt.replicates, want)
-        assert opt.estimate == pytest.approx(-3.0, abs=1e-12)
-    wide = np.diff(limit_optimum(X, a, 3 * se, dof=2, seed=1).ci())
-    assert wide > np.diff(limit_optimum(X, a, 3 * se, seed=1).ci())
+def test_per_seed_intercepts_are_each_seeds_fit():
+    L = np.array([8.0, 16.0, 32.0])
+    a, b = np.array([[0.1, 0.2], [0.3, 0.5]]), np.array([[1.0, -2.0], [0.5, 0.0]])
+    values = a[:, None, :] + b[:, None, :] / L[None, :, None]  # (seed, depth, grid)
+    np.testing.assert_allclose(seed_intercepts(1 / L, values), a, rtol=1e-12)
 
 
 TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[8, 16],
-            seeds=2, lim_steps=[2, 4, 8], particles=128, teacher_modes=["coupled"],
+            seeds=2, lim_steps=[2, 4, 8], particles=128, lim_seeds=2, teacher_modes=["coupled"],
             teacher_widths=[16], two_width=8, two_depths=[2, 4], horizons=[0.5, 1.0, 2.0],
             T_eta=0.1, T_depth=2, T_width=8, T_lim_steps=[2, 4], check_particles=256,
             check_steps=2, check_eta=0.1)
@@ -124,10 +120,10 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
     np.testing.assert_array_equal(
         ds["net_probe"].sel(dataset="digits", width=16, depth=4, eta_c=0.1).values,
         net["probe_loss"].values[:, -1].mean(-1))
-    lim = nfd.simulate(Xt, yt, eta_c=0.2, steps=4, particles=128, seed=1_000_003,
+    lim = nfd.simulate(Xt, yt, eta_c=0.2, steps=4, particles=128, seed=1_000_004,
                        backward="decoupled", probes=probes, eig_steps=[], **common)
-    assert ds["lim_train"].sel(dataset="digits", backward="decoupled", steps=4,
-                               eta_c=0.2).item() == lim["loss"].values[K - W:, 0].mean()
+    assert ds["lim_train"].sel(dataset="digits", backward="decoupled", steps=4, eta_c=0.2,
+                               lim_seed=1_000_004).item() == lim["loss"].values[K - W:, 0].mean()
     # η_c = 60 diverges everywhere: NaN and flagged; the teacher ran one width only
     assert ds["net_diverged"].sel(dataset="digits", eta_c=60.0).all() and ds["lim_diverged"].sel(
         dataset="digits", eta_c=60.0).all()

@@ -21,7 +21,9 @@ import xarray as xr
 
 import nfd
 
-from ._sweep import ResultsStore, run_jobs
+from nfd.schema import EXTRA_VARIABLES, VARIABLES
+
+from ._sweep import ResultsStore, _plain, run_jobs
 from ._train import train_resnet
 
 __all__ = ["sweep_grid", "GRID_KINDS"]
@@ -29,6 +31,7 @@ __all__ = ["sweep_grid", "GRID_KINDS"]
 #: ``kind`` of :func:`sweep_grid`: the limit (``nfd.simulate``) or finite networks.
 GRID_KINDS = ("simulate", "network")
 _RESERVED = ("X", "y", "probes", "progress")  # set by sweep_grid itself
+_KNOWN = set(VARIABLES) | set(EXTRA_VARIABLES)  # every variable a run can hold
 
 
 def _function(kind: str):
@@ -39,12 +42,17 @@ def _grid_job(X, y, probes, *, kind: str, variables: list[str] | None,
               **params: Any) -> xr.Dataset:
     """One grid point: the run, reduced to ``variables`` (all when None), with
     ``diverged`` = False; a ``FloatingPointError`` gives the Dataset holding only
-    ``diverged`` = True (the message in ``attrs["divergence"]``)."""
+    ``diverged`` = True (the message in ``attrs["divergence_message"]``; the run's
+    own ``divergence`` attribute is its threshold)."""
     try:
         ds = _function(kind)(X, y, probes=probes, progress=False, **params)
     except FloatingPointError as exc:
-        return xr.Dataset({"diverged": ((), True)}, attrs={"divergence": str(exc)})
+        return xr.Dataset({"diverged": ((), True)}, attrs={"divergence_message": str(exc)})
     if variables is not None:
+        missing = [v for v in variables if v not in ds.data_vars]
+        if missing:
+            raise ValueError(f"variables names {missing}, which this run does not hold "
+                             f"(kind={kind!r}); it holds {sorted(ds.data_vars)}")
         ds = ds[list(variables)]
     return ds.assign(diverged=((), False))
 
@@ -90,6 +98,8 @@ def _check_grid(kind: str, grid, fixed, variables) -> tuple[dict, dict, list | N
             raise ValueError(f"{where} names {bad}, which are not arguments of "
                              f"{_function(kind).__name__} (kind={kind!r}); choose from "
                              f"{sorted(allowed)}")
+    for name, value in fixed.items():
+        _plain(value, f"fixed[{name!r}]")  # a job holds plain values (no arrays)
     both = sorted(set(grid) & set(fixed))
     if both:
         raise ValueError(f"{both} are in both grid and fixed; give each parameter once")
@@ -107,6 +117,10 @@ def _check_grid(kind: str, grid, fixed, variables) -> tuple[dict, dict, list | N
     if variables is not None and (isinstance(variables, str)
                                   or not all(isinstance(v, str) for v in variables)):
         raise TypeError(f"variables must be a list of variable names, got {variables!r}")
+    unknown = [] if variables is None else [v for v in variables if v not in _KNOWN]
+    if unknown:
+        raise ValueError(f"variables names {unknown}, which no run holds; choose from "
+                         f"{sorted(_KNOWN)}")
     return out, dict(fixed), None if variables is None else list(variables)
 
 
@@ -128,18 +142,28 @@ def _fill_diverged(parts: list[xr.Dataset], points: list[tuple]) -> list[xr.Data
     for part, point in zip(parts, points):
         if bool(part["diverged"]):
             like = max(done, key=lambda i: sum(a == b for a, b in zip(points[i], point)))
-            part = _nan_like(parts[like]).assign_attrs(divergence=part.attrs["divergence"])
+            part = _nan_like(parts[like]).assign_attrs(
+                divergence_message=part.attrs["divergence_message"])
         out.append(part)
     return out
 
 
 def _run_attrs(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` without the per-job attributes of the store (job, code version,
-    divergence message), which differ between grid points."""
+    divergence message), which differ between grid points (the messages are kept
+    as the variable ``divergence``, see :func:`_messages`)."""
     out = ds.copy()
     out.attrs = {k: v for k, v in ds.attrs.items()
-                 if k not in ("job", "code_version", "divergence")}
+                 if k not in ("job", "code_version", "divergence_message")}
     return out
+
+
+def _messages(parts: list[xr.Dataset], grid: dict) -> xr.DataArray:
+    """The divergence message of every grid point ("" where the run finished), on
+    the grid's dimensions."""
+    msgs = np.array([str(p.attrs.get("divergence_message", "")) for p in parts])
+    return xr.DataArray(msgs.reshape([len(v) for v in grid.values()]), coords=grid,
+                        dims=list(grid))
 
 
 def _nest(flat: list, shape: tuple[int, ...]) -> list:
@@ -202,14 +226,16 @@ def sweep_grid(
         values as coordinates); dimensions whose coordinates differ between points
         (``time`` across depths or horizons) are joined outer, NaN where a point
         has no entry. ``diverged`` (grid dims, bool): True where the run stopped
-        with ``FloatingPointError``; its variables are NaN there. Attributes
-        shared by every point are kept, plus ``grid_kind`` and ``grid_dims``.
+        with ``FloatingPointError``; its variables are NaN there, and
+        ``divergence`` (grid dims, str) holds the error's message ("" where the
+        run finished). Attributes shared by every point are kept, plus
+        ``grid_kind`` and ``grid_dims``.
 
     Raises
     ------
     TypeError, ValueError
-        Bad arguments, naming the argument; the functions' own checks when the
-        first job runs.
+        Bad arguments, naming the argument (``grid``, ``fixed``, ``variables``)
+        before anything runs; the functions' own checks when the first job runs.
     """
     grid, fixed, variables = _check_grid(kind, grid, fixed, variables)
     arrays = [X, y] + ([] if probes is None else list(probes))
@@ -220,14 +246,15 @@ def sweep_grid(
             for p in points]
     parts = run_jobs(_GridCall(X, y, probes), jobs, study=study, store=store,
                      scheduler=scheduler, progress=progress)
+    messages = _messages(parts, grid)
     if all(bool(p["diverged"]) for p in parts):
         flags = np.ones(len(points), dtype=bool).reshape([len(v) for v in grid.values()])
-        return xr.Dataset({"diverged": (names, flags)}, coords=grid,
-                          attrs=dict(grid_kind=kind, grid_dims=names))
+        return xr.Dataset({"diverged": (names, flags), "divergence": messages},
+                          coords=grid, attrs=dict(grid_kind=kind, grid_dims=names))
     parts = [_run_attrs(p) for p in _fill_diverged(parts, points)]
     nested = _nest(parts, tuple(len(v) for v in grid.values()))
     out = xr.combine_nested(nested, concat_dim=names, join="outer",
                             combine_attrs="drop_conflicts", coords="different",
                             compat="equals")
-    out = out.assign_coords(grid).transpose(*names, ...)
+    out = out.assign_coords(grid).transpose(*names, ...).assign(divergence=messages)
     return out.assign_attrs(grid_kind=kind, grid_dims=names)

@@ -3,6 +3,9 @@ networks, of the limits at each L and extrapolated to L → ∞, and the optimal
 
 Every optimum is the log of the parameter (see :mod:`._study_transfer_fit`); the same
 seeds of the bootstrap (0) are used everywhere, so the findings and the figure agree.
+Networks are resampled over their seeds (dim ``seed``), limits over theirs (dim
+``lim_seed``: the same seeds at every η_c, T and L, so differences along the grid
+are paired).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ._study_transfer_fit import Optimum, extrapolate, limit_optimum, seed_optimum
+from ._study_transfer_fit import Optimum, seed_intercepts, seed_optimum
 
 __all__ = ["log_eta", "present", "net_optima", "limit_at", "limit_inf", "two_optima",
            "T_net_optimum", "T_lim_optimum", "seed_matrix"]
@@ -20,10 +23,11 @@ def log_eta(ds: xr.Dataset) -> np.ndarray:
     return np.log(ds["eta_c"].values)
 
 
-def seed_matrix(da: xr.DataArray) -> np.ndarray:
-    """(seed, grid) values without the seeds that were not run (NaN everywhere)."""
-    v = da.transpose("seed", ...).values
-    return v[~np.isnan(v).all(1)]
+def seed_matrix(da: xr.DataArray, dim: str = "seed") -> np.ndarray:
+    """(seed, grid...) values without the seeds that were not run (NaN everywhere);
+    ``dim`` names the seed dimension ("lim_seed" for the limits)."""
+    v = da.transpose(dim, ...).values
+    return v[~np.isnan(v.reshape(len(v), -1)).all(1)]
 
 
 def present(da: xr.DataArray) -> bool:
@@ -44,24 +48,24 @@ def net_optima(ds: xr.Dataset, dataset: str, metric: str, width: int) -> dict[in
 
 def limit_at(ds: xr.Dataset, dataset: str, backward: str, metric: str,
              L: int) -> Optimum:
-    """Optimum of the limit at L Euler steps, replicates from its Monte Carlo
-    s.e. bound (drawn independently per η_c)."""
-    cell = ds.sel(dataset=dataset, backward=backward, steps=L)
-    return limit_optimum(log_eta(ds), cell[f"lim_{metric}"].values,
-                         cell[f"lim_{metric}_se"].values)
+    """Optimum of the limit at L Euler steps, bootstrapped over its seeds."""
+    cell = ds[f"lim_{metric}"].sel(dataset=dataset, backward=backward, steps=L)
+    return seed_optimum(log_eta(ds), seed_matrix(cell.transpose("lim_seed", "eta_c"),
+                                                 "lim_seed"))
 
 
 def limit_inf(ds: xr.Dataset, dataset: str, backward: str, metric: str
-              ) -> tuple[Optimum, np.ndarray, np.ndarray] | None:
-    """Optimum of the limit extrapolated to L → ∞ (fit a + b/L over every L run;
-    replicates Student-t with the fit's residual degrees of freedom), with the
-    extrapolated curve a and its s.e.; None when that limit was not run."""
+              ) -> tuple[Optimum, np.ndarray] | None:
+    """Optimum of the limit extrapolated to L → ∞ (a + b/L fitted over every L run,
+    per seed; bootstrapped over the seeds' intercepts), with the intercepts (seed,
+    η_c); None when that limit was not run."""
     da = ds[f"lim_{metric}"].sel(dataset=dataset, backward=backward)
     if not present(da):
         return None
     L = ds["steps"].values.astype(float)
-    a, se = extrapolate(1.0 / L, da.transpose("steps", "eta_c").values)
-    return limit_optimum(log_eta(ds), a, se, dof=len(L) - 2), a, se
+    per_seed = seed_matrix(da.transpose("lim_seed", "steps", "eta_c"), "lim_seed")
+    a = seed_intercepts(1.0 / L, per_seed)
+    return seed_optimum(log_eta(ds), a), a
 
 
 def two_optima(ds: xr.Dataset, rule: str, metric: str) -> dict[int, Optimum]:
@@ -80,7 +84,7 @@ def T_net_optimum(ds: xr.Dataset, metric: str) -> Optimum:
 
 
 def T_lim_optimum(ds: xr.Dataset, metric: str, L: int) -> Optimum:
-    """Optimal horizon T (log) of the coupled limit at L Euler steps."""
-    cell = ds.sel(T_steps=L)
-    return limit_optimum(np.log(ds["T"].values), cell[f"T_lim_{metric}"].values,
-                         cell[f"T_lim_{metric}_se"].values)
+    """Optimal horizon T (log) of the coupled limit at L Euler steps, bootstrapped
+    over its seeds."""
+    cell = ds[f"T_lim_{metric}"].sel(T_steps=L).transpose("lim_seed", "T")
+    return seed_optimum(np.log(ds["T"].values), seed_matrix(cell, "lim_seed"))

@@ -1,8 +1,9 @@
 """The figure of the transfer study: loss against η_c per depth with the limits drawn
 over the networks, optimal η_c against depth with intervals, the two-layer rules and T.
 
-Error bars on losses are ±2 s.e. over seeds (networks) or ±2 times the Monte Carlo /
-extrapolation s.e. (limits); error bars on optima are 95% bootstrap intervals.
+Error bars on losses are ±2 s.e. over seeds (the networks' seeds; the limits' own
+seeds, whose spread is their Monte Carlo error); error bars on optima are 95%
+studentised bootstrap intervals over the same seeds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["plot_transfer"]
 
 _LOSS = {"train": "running-mean train loss ½(f − y)²\n(last K/4 SGD steps)",
          "probe": "probe loss ½(f − y)² after K steps\n(held-out images)"}
-_IV = "95% bootstrap interval"
+_IV = "95% interval"
 
 
 def _log_y(ax) -> None:
@@ -59,10 +60,11 @@ def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         res = limit_inf(ds, dataset, b, metric)
         if res is None:
             continue
-        _, a, se = res
+        per_seed = res[1]
+        a = per_seed.mean(0)
+        se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
         ax.plot(eta, a, style, color="k", lw=2, label=f"{b} limit, L = ∞ (a + b/L fit)")
-        ax.fill_between(eta, a - 2 * np.nan_to_num(se), a + 2 * np.nan_to_num(se),
-                        color="k", alpha=0.15, lw=0)
+        ax.fill_between(eta, a - 2 * se, a + 2 * se, color="k", alpha=0.15, lw=0)
     log_x_at(ax, eta[2::4])
     _log_y(ax)
     means = ds[f"net_{metric}"].sel(dataset=dataset, width=n).mean("seed").values
@@ -72,7 +74,7 @@ def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
     ax.set_xlabel("learning-rate constant η_c (η = η_c·n)")
     ax.set_ylabel(_LOSS[metric], fontsize=8)
     ax.set_title(f"{dataset}, one-layer blocks, n = {n}\n(bars ±2 s.e. over seeds; "
-                 "limit band ±2 s.e. of the fit)", fontsize=8)
+                 "limit band ±2 s.e. over its seeds)", fontsize=8)
     _legend(ax)
 
 
@@ -121,10 +123,9 @@ def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         if not np.isfinite(ds["lim_train"].sel(dataset=dataset, backward=b).values).any():
             continue
         Ls = ds["steps"].values.tolist()
-        at = np.array([limit_at(ds, dataset, b, metric, L).estimate for L in Ls])
-        ok = np.isfinite(at)  # an optimum beyond the grid is not drawn
-        ax.plot(np.array(Ls)[ok] * 1.08, np.exp(at[ok]), mark, mfc="none", color="0.3", ms=5,
-                label=f"{b} limit at L steps (point estimate)")
+        at = {L: limit_at(ds, dataset, b, metric, L) for L in Ls}
+        _optimum_bars(ax, Ls, at, 1.08 if b == "coupled" else 1.14, _ends(ds), fmt=mark,
+                      mfc="none", color="0.3", label=f"{b} limit at L steps ({_IV})")
         _limit_line(ax, ds, dataset, b, metric, "-" if b == "coupled" else "--")
     log_x_at(ax, depths, base=2)
     _log_y(ax)
@@ -152,16 +153,16 @@ def _two_layer_panel(ax, ds: xr.Dataset) -> None:
 
 def _horizon_panel(ax, ds: xr.Dataset) -> None:
     """Loss against T: networks at one depth (±2 s.e. over seeds) beside the coupled
-    limit at that depth and deeper (±2 Monte Carlo s.e. bounds)."""
+    limit at that depth and deeper (±2 s.e. over the limit's seeds)."""
     T = ds["T"].values
     _seed_band(ax, T, seed_matrix(ds["T_net_train"]), fmt="o-", color="C0",
                label=f"networks L = {ds.attrs['T_depth']}, n = {ds.attrs['T_width']}")
     for j, L in enumerate(ds["T_steps"].values.tolist()):
-        cell = ds.sel(T_steps=L)
-        m, se = cell["T_lim_train"].values, cell["T_lim_train_se"].values
-        ax.errorbar(T * (1.03 + 0.03 * j), m, 2 * se, fmt="s--", mfc="none", capsize=2,
-                    color=f"{0.1 + 0.3 * j}", ms=4,
-                    label=f"coupled limit, L = {L}\n(±2 × MC s.e. bound)")
+        v = seed_matrix(ds["T_lim_train"].sel(T_steps=L).transpose("lim_seed", "T"),
+                        "lim_seed")
+        _seed_band(ax, T * (1.03 + 0.03 * j), v, fmt="s--", mfc="none",
+                   color=f"{0.1 + 0.3 * j}",
+                   label=f"coupled limit, L = {L}\n(±2 s.e. over {len(v)} seeds)")
     log_x_at(ax, T, base=2)
     _log_y(ax)
     ax.set_xlabel("time horizon T (branch scale √(T/L))")

@@ -1,8 +1,9 @@
 """Findings and conclusion of the transfer study: optimal η_c per depth against the limits'
 optimum, its drift with depth, the two-layer-block rules (eq. 8) and the horizon T.
 
-Every verdict is computed from a 95% bootstrap interval (seeds for networks, the
-1/L-fit residuals or the Monte Carlo bound for limits), whichever way it comes out.
+Every verdict is computed from a 95% studentised bootstrap interval over seeds
+(networks' seeds; the limits' own seeds, common to every grid point), whichever way
+it comes out.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 
 import numpy as np
 import xarray as xr
+
+from scipy import stats
 
 from ._report import Finding
 from ._study_transfer_fit import Optimum, compare_optima, drift, spread
@@ -37,12 +40,21 @@ def _exp_finding(observable: str, quantity: str, opt: Optimum, claim: str,
     lo, hi = opt.ci()
     resolved = math.isfinite(opt.estimate)
     if not resolved:
-        side = "low" if opt.estimate < 0 else "high"
-        verdict = (f"not resolved: the minimum lies at the {side} end of the grid"
-                   if not math.isnan(opt.estimate) else "not resolved: no finite loss")
+        verdict = _unresolved(opt)
     return Finding(observable, quantity, math.exp(opt.estimate) if resolved else math.nan,
                    (math.exp(lo), math.exp(hi)), claim, verdict, resolved=resolved,
                    open_ends=_ends((lo, hi)))
+
+
+def _unresolved(opt: Optimum) -> str:
+    """Why an optimum beyond the grid is not resolved: its minimum lies at an end of
+    the grid, or next to a diverged (or missing) point inside it."""
+    if math.isnan(opt.estimate):
+        return "not resolved: no finite loss"
+    side = "low" if opt.estimate < 0 else "high"
+    if opt.edge == "divergence":
+        return f"not resolved: the minimum lies next to divergence (on its {side} side)"
+    return f"not resolved: the minimum lies at the {side} end of the grid"
 
 
 def _overlap(a: Optimum, b: Optimum) -> str:
@@ -95,7 +107,8 @@ def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int]
         near = [compare_optima(opts[L], lim) for L in (first, last)]
         with np.errstate(invalid="ignore"):  # both beyond the grid: NaN (unknown)
             delta = Optimum(abs(near[0].estimate) - abs(near[1].estimate),
-                            np.abs(near[0].replicates) - np.abs(near[1].replicates))
+                            np.abs(near[0].replicates) - np.abs(near[1].replicates),
+                            min(near[0].dof, near[1].dof))
         out.append(_signed(
             f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}",
             f"distance d(L) = abs(log η*(L) − log η*∞): d({first}) − d({last})", delta,
@@ -120,7 +133,8 @@ def _limit_findings(ds: xr.Dataset, dataset: str, metric: str) -> tuple[list, Op
         out.append(_exp_finding(
             f"{dataset}, limit backward={b!r}, {_METRICS[metric]}, a + b/L fit over L = {Ls}",
             "optimal η_c at L = ∞", opt, "the limit predicts the networks' η* (n, L → ∞)",
-            "interval from the residuals of the 1/L fit (parametric bootstrap, Student-t)"))
+            f"interval: bootstrap over the limit's {opt.dof + 1} seeds of the per-seed "
+            "a + b/L intercepts (studentised)"))
     return out, coupled
 
 
@@ -159,11 +173,11 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
 
 
 def _boot_min(per_seed: np.ndarray, rng: np.random.Generator, n_boot: int = 1000):
-    """min over the grid of the seed-mean curve of (seed, grid) values, and its
+    """min over the grid of the seed-mean curve of (seed, grid) values with its
     replicates over resampled seeds (NaN grid points, i.e. diverged, skipped)."""
     S = per_seed.shape[0]
     reps = [np.nanmin(per_seed[rng.integers(0, S, S)].mean(0)) for _ in range(n_boot)]
-    return float(np.nanmin(per_seed.mean(0))), np.array(reps)
+    return Optimum(float(np.nanmin(per_seed.mean(0))), np.array(reps), S - 1)
 
 
 def _best_loss_finding(ds: xr.Dataset, metric: str, claim: str) -> Finding:
@@ -174,8 +188,7 @@ def _best_loss_finding(ds: xr.Dataset, metric: str, claim: str) -> Finding:
     best = {rule: _boot_min(seed_matrix(ds[f"two_{metric}"].sel(first_layer_lr=rule,
                                                                  depth=L)), rng)
             for rule in ("depth-aware", "depth-mup")}
-    diff = Optimum(best["depth-aware"][0] - best["depth-mup"][0],
-                   best["depth-aware"][1] - best["depth-mup"][1])
+    diff = compare_optima(best["depth-aware"], best["depth-mup"])
     return _signed(f"digits, two-layer blocks, L = {L}, {_METRICS[metric]}",
                    "lowest loss over η_c: depth-aware − depth-μP", diff,
                    "eq. 8 lowers the loss at depth (paper 002, Fig. 5, row 3)",
@@ -183,26 +196,36 @@ def _best_loss_finding(ds: xr.Dataset, metric: str, claim: str) -> Finding:
                     "no difference in the lowest loss resolved"))
 
 
+def _T_verdict(opt: Optimum) -> str:
+    """Verdict on an optimal horizon (log T) from its interval: T* > 1, T* < 1, or
+    consistent with T* = 1."""
+    lo, hi = opt.ci()
+    return ("moderate T helps: T* > 1" if lo > 0 else "T* < 1" if hi < 0
+            else "consistent with T* = 1")
+
+
 def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     """Optimal T of the networks and of the coupled limit at the networks' depth
-    and beyond; the loss at the largest T against T = 1."""
+    and beyond; the lowest loss over T against T = 1 (networks and limit, paired
+    over seeds); the loss at the largest T against T = 1."""
     L = int(ds.attrs["T_depth"])
     claim = "moderate T > 1 helps, large T destabilises (paper 002, Fig. 2)"
-    words = lambda opt: ("moderate T helps: T* > 1" if opt.ci()[0] > 0 else  # noqa: E731
-                         "T* < 1" if opt.ci()[1] < 0 else "consistent with T* = 1")
     net = T_net_optimum(ds, metric)
     out = [_exp_finding(f"digits, networks L = {L}, n = {ds.attrs['T_width']}, η_c = "
                         f"{ds.attrs['T_eta']}, {_METRICS[metric]}", "optimal T", net, claim,
-                        words(net))]
-    for Ls in ds["T_steps"].values.tolist():
-        opt = T_lim_optimum(ds, metric, Ls)
-        out.append(_exp_finding(f"digits, coupled limit L = {Ls}, η_c = {ds.attrs['T_eta']}, "
-                                f"{_METRICS[metric]}", "optimal T", opt, claim, words(opt)))
-    per_seed = ds[f"T_net_{metric}"].transpose("seed", "T").values
-    per_seed = per_seed[~np.isnan(per_seed).all(1)]
+                        _T_verdict(net))]
     T = ds["T"].values
     big, one = int(np.argmax(T)), int(np.argmin(abs(T - 1.0)))
-    out.append(_best_T_finding(per_seed, T, one, L, metric, claim))
+    for Ls in ds["T_steps"].values.tolist():
+        opt = T_lim_optimum(ds, metric, Ls)
+        what = f"digits, coupled limit L = {Ls}, η_c = {ds.attrs['T_eta']}, {_METRICS[metric]}"
+        out.append(_exp_finding(what, "optimal T", opt, claim, _T_verdict(opt)))
+        lim = seed_matrix(ds[f"T_lim_{metric}"].sel(T_steps=Ls).transpose("lim_seed", "T"),
+                          "lim_seed")
+        out.append(_best_T_finding(lim, T, one, what, claim))
+    per_seed = seed_matrix(ds[f"T_net_{metric}"].transpose("seed", "T"))
+    out.append(_best_T_finding(per_seed, T, one, f"digits, networks L = {L}, "
+                               f"{_METRICS[metric]}", claim))
     if np.isnan(per_seed[:, big]).any():
         diverged = T[np.isnan(per_seed).any(0)]
         out.append(Finding(f"digits, networks L = {L}", "smallest diverged T",
@@ -214,41 +237,47 @@ def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     gap = per_seed[:, big] - per_seed[:, one]
     out.append(_signed(f"digits, networks L = {L}, {_METRICS[metric]}",
                        f"loss(T = {T[big]:g}) − loss(T = 1)",
-                       Optimum(float(gap.mean()), gap[idx].mean(1)), claim,
+                       Optimum(float(gap.mean()), gap[idx].mean(1), len(gap) - 1), claim,
                        ("large T is worse than T = 1", "large T is better than T = 1",
                         "no difference resolved")))
     return out
 
 
-def _best_T_finding(per_seed: np.ndarray, T: np.ndarray, one: int, L: int, metric: str,
+def _best_T_finding(per_seed: np.ndarray, T: np.ndarray, one: int, what: str,
                     claim: str) -> Finding:
-    """The networks' lowest loss over the T grid (T points where a seed diverged
-    skipped) minus their loss at T = 1, bootstrapped over seeds (≤ 0 by
-    construction, biased low by the selection of the minimum: a gain is claimed
-    only when the whole interval lies below 0)."""
+    """The lowest seed-mean loss over the T grid (T points where a seed diverged
+    skipped) minus the loss at T = 1, paired and bootstrapped over seeds. It is
+    ≤ 0 by construction and biased low by the selection of the minimum, so a
+    gain is claimed only when the whole interval lies below 0."""
     rng = np.random.default_rng(0)
     idx = rng.integers(0, len(per_seed), (1000, len(per_seed)))
     ok = ~np.isnan(per_seed).any(0)
     best = lambda v: v[:, ok].mean(0).min() - v[:, one].mean()  # noqa: E731
     t_best = T[ok][int(np.argmin(per_seed[:, ok].mean(0)))]
-    gap = Optimum(float(best(per_seed)), np.array([best(per_seed[i]) for i in idx]))
-    return _signed(f"digits, networks L = {L}, {_METRICS[metric]}",
-                   f"lowest loss over T (at T = {t_best:g}) − loss at T = 1", gap, claim,
-                   ("T = 1 is best", "moderate T helps: a T ≠ 1 trains to a lower loss",
-                    "no gain from T ≠ 1 resolved"))
+    gap = Optimum(float(best(per_seed)), np.array([best(per_seed[i]) for i in idx]),
+                  len(per_seed) - 1)
+    lo, hi = gap.ci()
+    verdict = (f"T = {t_best:g} trains to a lower loss than T = 1" if hi < 0
+               else "no gain from T ≠ 1 resolved")
+    return Finding(what, f"lowest loss over T (at T = {t_best:g}) − loss at T = 1",
+                   gap.estimate, (lo, hi), claim, verdict)
 
 
 def _check_finding(ds: xr.Dataset) -> Finding:
-    """The coupled limit's finite-P error: the train metric at P and 4P, against
-    ±2 times the Monte Carlo bounds combined."""
+    """The coupled limit's finite-P error: the train metric at P minus at 4P (S
+    seeds each), against its 95% t interval (Welch s.e., S − 1 degrees of
+    freedom: conservative)."""
     P = ds["particles"].values
-    m, se = ds["check_train"].values, ds["check_train_se"].values
-    diff, band = float(m[0] - m[1]), 2 * float(np.hypot(se[0], se[1]))
-    verdict = ("within ±2 Monte Carlo s.e. bounds" if abs(diff) <= band
-               else "exceeds the Monte Carlo bounds: a finite-P bias")
+    v = ds["check_train"].transpose("particles", "lim_seed").values
+    S = v.shape[1]
+    diff = float(v[0].mean() - v[1].mean())
+    se = float(np.sqrt(v[0].var(ddof=1) / S + v[1].var(ddof=1) / S))
+    half = float(stats.t.ppf(0.975, S - 1)) * se
+    verdict = ("consistent with no finite-P bias (the interval holds 0)"
+               if abs(diff) <= half else "a finite-P bias resolved (the interval excludes 0)")
     return Finding(f"digits, coupled limit L = {ds.attrs['check_steps']}, η_c = "
-                   f"{ds.attrs['check_eta']}, {_METRICS['train']}",
-                   f"value at P = {P[0]} − at P = {P[1]}", diff, (diff - band, diff + band),
+                   f"{ds.attrs['check_eta']}, {_METRICS['train']}, {S} seeds at each P",
+                   f"value at P = {P[0]} − at P = {P[1]}", diff, (diff - half, diff + half),
                    "finite-P error ≪ the differences measured", verdict)
 
 

@@ -70,15 +70,19 @@ def load_digits(
     standardize: bool = True,
     n_samples: int | None = None,
     shuffle_seed: int | None = 0,
+    fit_samples: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's bundled digits (8×8 images, 16 grey levels) as a stream on
     the sphere of radius √d (nothing is downloaded).
 
-    Pixels that are constant over the selected images are dropped (d of the 64
+    Pixels that are constant over the fitting images are dropped (d of the 64
     remain); with ``standardize`` every remaining pixel is centred and scaled to
-    unit variance over the selected images; then every row is scaled to
+    unit variance over the fitting images; then every row is scaled to
     ‖x‖² = d, the convention under which h_0 = Ux/√d of eq. 1 (paper 002) has
-    unit-variance coordinates.
+    unit-variance coordinates. The fitting images are the first ``fit_samples``
+    returned (the training split, so held-out images after it do not leak into
+    the statistics), or every image of the selected classes when ``fit_samples``
+    is None.
 
     Parameters
     ----------
@@ -87,13 +91,17 @@ def load_digits(
         second −1. ``target="value"``: two or more; ``None``: all ten.
     target : {"sign", "value"}
         ±1 labels of a class pair (binary classification), or the digit's value
-        centred and scaled to unit variance over the selected images (regression).
+        centred and scaled to unit variance over the fitting images (regression).
     standardize : bool
         Centre and scale each pixel before the rows are put on the sphere.
     n_samples : int, optional
         Keep the first ``n_samples`` (after shuffling).
     shuffle_seed : int or None
         Permute the images with this seed (``None``: scikit-learn's order).
+    fit_samples : int, optional
+        Take the pixel statistics (and the regression target's) from the first
+        ``fit_samples`` returned images only, e.g. the training part when the rest
+        are held out; at most ``n_samples``.
 
     Returns
     -------
@@ -119,9 +127,24 @@ def load_digits(
     bunch = _sklearn_digits()
     mask = np.isin(bunch.target, keep)
     X, digit = bunch.data[mask].astype(np.float64), bunch.target[mask]
-    X = X[:, X.std(0) > 0]
+    if shuffle_seed is not None:
+        rng = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0))
+        perm = rng.permutation(len(digit))
+        X, digit = X[perm], digit[perm]
+    if n_samples is not None:
+        n_samples = check_int("n_samples", n_samples, 1)
+        if n_samples > len(digit):
+            raise ValueError(f"n_samples={n_samples} exceeds the {len(digit)} images of "
+                             f"classes {keep}")
+    fit = len(digit)
+    if fit_samples is not None:
+        fit = check_int("fit_samples", fit_samples, 2)
+        if fit > (len(digit) if n_samples is None else n_samples):
+            raise ValueError(f"fit_samples={fit} exceeds the images returned; give at "
+                             "most n_samples (the training part of the returned images)")
+    X = X[:, X[:fit].std(0) > 0]
     if standardize:
-        X = (X - X.mean(0)) / X.std(0)
+        X = (X - X[:fit].mean(0)) / X[:fit].std(0)
     norm = np.linalg.norm(X, axis=1, keepdims=True)
     if not (norm > 0).all():
         raise ValueError("an image is constant after standardization; use standardize=False")
@@ -129,15 +152,8 @@ def load_digits(
     if target == "sign":
         y = np.where(digit == keep[0], 1.0, -1.0)
     else:
-        y = (digit - digit.mean()) / digit.std()
-    if shuffle_seed is not None:
-        perm = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0)).permutation(len(y))
-        X, y = X[perm], y[perm]
+        y = (digit - digit[:fit].mean()) / digit[:fit].std()
     if n_samples is not None:
-        n_samples = check_int("n_samples", n_samples, 1)
-        if n_samples > len(y):
-            raise ValueError(f"n_samples={n_samples} exceeds the {len(y)} images of "
-                             f"classes {keep}")
         X, y = X[:n_samples], y[:n_samples]
     return X, y
 
