@@ -126,11 +126,7 @@ def load_digits(
                           "pip install nfd[data] (or scikit-learn)") from exc
     bunch = _sklearn_digits()
     mask = np.isin(bunch.target, keep)
-    X, digit = bunch.data[mask].astype(np.float64), bunch.target[mask]
-    if shuffle_seed is not None:
-        rng = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0))
-        perm = rng.permutation(len(digit))
-        X, digit = X[perm], digit[perm]
+    X, digit = _shuffled(shuffle_seed, bunch.data[mask].astype(np.float64), bunch.target[mask])
     if n_samples is not None:
         n_samples = check_int("n_samples", n_samples, 1)
         if n_samples > len(digit):
@@ -156,6 +152,16 @@ def load_digits(
     if n_samples is not None:
         X, y = X[:n_samples], y[:n_samples]
     return X, y
+
+
+def _shuffled(shuffle_seed, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays`` permuted together by the permutation of ``shuffle_seed`` (unchanged
+    for ``None``): the loaders' ``shuffle_seed`` argument."""
+    if shuffle_seed is None:
+        return arrays
+    rng = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0))
+    perm = rng.permutation(len(arrays[0]))
+    return tuple(a[perm] for a in arrays)
 
 
 def _class_index(name: str, c) -> int:
@@ -310,11 +316,7 @@ def load_cifar10_pair(
         Xtr = X if split == "train" else features(_load_split(root, "train", c)[0])
         mean, std = Xtr.mean(0), Xtr.std(0)
         X = (X - mean) / np.where(std > 0, std, 1.0)
-    y = np.where(labels == c[0], 1.0, -1.0)
-    if shuffle_seed is not None:
-        rng = np.random.default_rng(check_int("shuffle_seed", shuffle_seed, 0))
-        perm = rng.permutation(len(y))
-        X, y = X[perm], y[perm]
+    X, y = _shuffled(shuffle_seed, X, np.where(labels == c[0], 1.0, -1.0))
     if n_samples is not None:
         n_samples = check_int("n_samples", n_samples, 1)
         X, y = X[:n_samples], y[:n_samples]
