@@ -49,7 +49,7 @@ CONFIG = {
                check_particles=4096, check_steps=8, check_eta=0.1),
     False: dict(K=200, n_probe=128, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
                 depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=6,
-                lim_steps=[8, 16, 32], particles=2048, lim_seeds=4,
+                lim_steps=[8, 16, 32, 64], particles=2048, lim_seeds=4,
                 teacher_modes=["coupled"], teacher_widths=[128, 512],
                 two_width=128, two_depths=[4, 8, 16, 32, 64],
                 horizons=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
