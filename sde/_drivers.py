@@ -250,7 +250,7 @@ class GrowingGaussianDriver:
         self.xi[:, self.drawn:upto] = fresh
         self.drawn = upto
 
-    def _stein_diag(self, k: int, pivot: torch.Tensor, var: torch.Tensor,
+    def _stein_diag(self, pivot: torch.Tensor, var: torch.Tensor,
                     skip: torch.Tensor) -> torch.Tensor:
         """Diagonal of the truncated factor of :meth:`stein_derivative`: ∞ where the
         component is skipped or its squared pivot is below ``STEIN_TRUNCATION ·
@@ -265,7 +265,7 @@ class GrowingGaussianDriver:
                                                    self.rel_jitter)
         self._floored |= skip
         diag = torch.where(skip, float("inf"), pivot)
-        sdiag = None if self._stein_at is None else self._stein_diag(k, pivot, col[k:], skip)
+        sdiag = None if self._stein_at is None else self._stein_diag(pivot, col[k:], skip)
         self._pending[t] = (k, coef, diag, sdiag, col)
         return torch.cat((coef, pivot))[None], min_eig, skip
 
@@ -306,7 +306,7 @@ class GrowingGaussianDriver:
         if self._inv_stein is not None:
             for j in range(b):
                 pivot = rows[j, k + j:k + j + 1]
-                sdiag = self._stein_diag(k + j, pivot, column[k + j, j:j + 1], skip[j:j + 1])
+                sdiag = self._stein_diag(pivot, column[k + j, j:j + 1], skip[j:j + 1])
                 self._inv_stein[t, k + j, :k + j + 1] = inverse_rows(
                     self._inv_stein[t, None, :k + j, :k + j], rows[j, None, :k + j], sdiag)[0]
         return rows, min_eig, skip
