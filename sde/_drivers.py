@@ -134,13 +134,13 @@ class GrowingGaussianDriver:
         self._cov = torch.zeros_like(self._inv)
         self._inv_stein = torch.zeros_like(self._inv) if responses else None
         # per-time views, made once: indexing costs as much as a k×k product
-        self._inv_at, self._cov_at = list(self._inv), list(self._cov)
-        self._stein_at = None if self._inv_stein is None else list(self._inv_stein)
+        self._cov_at = list(self._cov)
         #: B = 1 borders whose rows of the inverses and covariance are not written yet,
         #: by time index: (k, coef, diag, Stein diag, column). :meth:`_flush` writes
         #: them for all time indices in one batched product, before anything reads
         #: those buffers (a training pass borders each time index once).
         self._pending: dict[int, tuple] = {}
+        self._views: tuple[int, list, list] = (-1, [], [])
         self.sizes = [0] * times
         self.drawn = 0  # components whose innovations are drawn, at every time index
         self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
@@ -258,15 +258,22 @@ class GrowingGaussianDriver:
         small = pivot.square() < STEIN_TRUNCATION * self.rel_jitter * var
         return torch.where(skip | small, float("inf"), pivot)
 
+    def _committed(self, k: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """L⁻¹ and the truncated L⁻¹ of the first ``k`` components at every time index:
+        (k, k) views, made once per size (a training pass borders every time index
+        at the same size; making them per call cost as much as a k×k product)."""
+        if self._views[0] != k:
+            stein = [] if self._inv_stein is None else list(self._inv_stein[:, :k, :k].unbind(0))
+            self._views = (k, list(self._inv[:, :k, :k].unbind(0)), stein)
+        return self._views[1], self._views[2]
+
     def _border_one(self, t: int, k: int, col: torch.Tensor):
         """:meth:`border` for B = 1: :func:`sde._border.border_column`; the new rows of
-        the inverse factors and the covariance are left to :meth:`_flush`."""
-        coef, pivot, min_eig, skip = border_column(self._inv_at[t][:k, :k], col,
+        the inverse factors and the covariance, and the floor bookkeeping, are left
+        to :meth:`_flush`."""
+        coef, pivot, min_eig, skip = border_column(self._committed(k)[0][t], col,
                                                    self.rel_jitter)
-        self._floored |= skip
-        diag = torch.where(skip, float("inf"), pivot)
-        sdiag = None if self._stein_at is None else self._stein_diag(pivot, col[k:], skip)
-        self._pending[t] = (k, coef, diag, sdiag, col)
+        self._pending[t] = (k, coef, pivot, skip, col)
         return torch.cat((coef, pivot))[None], min_eig, skip
 
     def _flush(self) -> None:
@@ -285,12 +292,15 @@ class GrowingGaussianDriver:
         for rows, vals in groups:
             k = vals[0][0]
             coef = torch.stack([v[1] for v in vals])
-            self._inv[rows, k, :k + 1] = inverse_rows(self._inv[rows, :k, :k], coef,
-                                                     torch.cat([v[2] for v in vals]))
+            pivot, skip = torch.cat([v[2] for v in vals]), torch.cat([v[3] for v in vals])
+            col = torch.stack([v[4] for v in vals])
+            self._floored |= skip.any()
+            diag = torch.where(skip, float("inf"), pivot)
+            self._inv[rows, k, :k + 1] = inverse_rows(self._inv[rows, :k, :k], coef, diag)
             if self._inv_stein is not None:
                 self._inv_stein[rows, k, :k + 1] = inverse_rows(
-                    self._inv_stein[rows, :k, :k], coef, torch.cat([v[3] for v in vals]))
-            self._cov[rows, k, :k + 1] = torch.stack([v[4] for v in vals])
+                    self._inv_stein[rows, :k, :k], coef, self._stein_diag(pivot, col[:, k], skip))
+            self._cov[rows, k, :k + 1] = col
 
     def _border_block(self, t: int, k: int, column: torch.Tensor):
         """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`, then the rows of
@@ -409,8 +419,7 @@ class GrowingGaussianDriver:
             raise RuntimeError("this driver was built with responses=False")
         if self._pending:
             self._flush()
-        k = self.sizes[t]
-        return self._stein_at[t][:k, :k].T @ moment.to(torch.float64)
+        return self._committed(self.sizes[t])[1][t].T @ moment.to(torch.float64)
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
         """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.
