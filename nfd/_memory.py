@@ -10,6 +10,7 @@ from sde import GrowingGaussianDriver
 
 from ._checks import check_choice, check_int, resolve_device_dtype
 from ._sim_checks import BACKWARD_LIMITS
+from ._streams import history_rows
 
 __all__ = ["memory_estimate", "available_memory", "ensure_fits"]
 
@@ -79,12 +80,13 @@ def memory_estimate(
     _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
     width = max(B, probes, 1)
+    rows = history_rows(N)  # the history's rows (a few zero rows beyond N)
     est = {
-        "phi_history": L * N * P * item,  # φ(h_ℓ) for ℓ < L
-        "g_history": (L + 1) * N * P * item,  # g_ℓ for ℓ ≤ L
+        "phi_history": L * rows * P * item,  # φ(h_ℓ) for ℓ < L
+        "g_history": (L + 1) * rows * P * item,  # g_ℓ for ℓ ≤ L
         "hL_history": N * P * item,
         # both drivers' innovations, stored beside φ and g (one unused layer)
-        "innovations": (2 * L + 1) * N * P * item,
+        "innovations": (2 * L + 1) * rows * P * item,
         "drivers": 2 * GrowingGaussianDriver.memory_bytes(
             L, P, N, item, storage=True, responses=backward == "coupled"),
         "particles": P * (d + 1) * item,

@@ -24,6 +24,7 @@ import torch
 from sde import GrowingGaussianDriver
 
 from ._activations import Activation
+from ._streams import Pass, history_rows
 
 __all__ = ["History", "Model"]
 
@@ -34,19 +35,22 @@ class History:
     Zero-filled at allocation: touching all pages at once costs about half of
     faulting them in one (B, P) row at a time inside the layer loop (measured on
     CPU: 0.20 vs 0.34 s per GB). Rows not yet written are zero, so a product over
-    a row whose weight is zero adds exactly nothing.
+    a row whose weight is zero adds exactly nothing. A few rows beyond the N
+    trajectories (:func:`nfd._streams.history_rows`) let the split products round
+    their row counts up.
     """
 
     def __init__(self, L: int, N: int, P: int, device, dtype) -> None:
         kw = {"device": device, "dtype": dtype}
-        self.act_pairs = torch.zeros(L, N, 2, P, **kw)  # (φ(h_{ℓ−1}), ξ̃_ℓ), ℓ = 1..L
-        self.grad_pairs = torch.zeros(L + 1, N, 2, P, **kw)  # (g_ℓ, ξ_ℓ); ξ_0 unused
+        self.N, rows = N, history_rows(N)
+        self.act_pairs = torch.zeros(L, rows, 2, P, **kw)  # (φ(h_{ℓ−1}), ξ̃_ℓ), ℓ = 1..L
+        self.grad_pairs = torch.zeros(L + 1, rows, 2, P, **kw)  # (g_ℓ, ξ_ℓ); ξ_0 unused
         self.phi = self.act_pairs[:, :, 0]  # φ(h_ℓ), ℓ < L
         self.g = self.grad_pairs[:, :, 0]  # g_ℓ, ℓ ≤ L
+        self.act = self.act_pairs.view(L, 2 * rows, P)  # rows 2i, 2i+1 of trajectory i
+        self.grad = self.grad_pairs.view(L + 1, 2 * rows, P)
         # per-layer views, made once: indexing costs as much as a small product
         self.phi_at, self.g_at = list(self.phi), list(self.g)
-        self.act_at = [pairs.view(2 * N, P) for pairs in self.act_pairs]  # rows 2i, 2i+1
-        self.grad_at = [pairs.view(2 * N, P) for pairs in self.grad_pairs]
         self.hL = torch.zeros(N, P, **kw)
         self.coef = torch.zeros(N, **kw)  # η_c χ_i
         self.X = torch.empty(N, 0, **kw)
@@ -54,23 +58,36 @@ class History:
 
     def forward_innovations(self) -> torch.Tensor:
         """Storage of the forward driver's ξ_ℓ, ℓ = 1..L: (L, N, P), strided."""
-        return self.grad_pairs[1:, :, 1]
+        return self.grad_pairs[1:, :self.N, 1]
 
     def backward_innovations(self) -> torch.Tensor:
         """Storage of the backward driver's ξ̃_ℓ, ℓ = 1..L: (L, N, P), strided."""
-        return self.act_pairs[:, :, 1]
+        return self.act_pairs[:, :self.N, 1]
+
+    def weight_buffer(self, B: int) -> torch.Tensor:
+        """A zero (B, rows, 2) buffer for the interleaved weights of :meth:`Model._weights`."""
+        return self.phi.new_zeros(B, self.phi.shape[1], 2)
+
+    def forward_pass(self, rows: int, h: torch.Tensor, coupled: bool) -> Pass:
+        """Split operands of a forward pass over ``rows`` trajectories: the means
+        against φ (coupled: against both halves of the (φ, ξ̃) pairs), the mix of
+        the (g, ξ) pairs into the path h (L+1, B, P)."""
+        grams = (self.act, 2 * rows) if coupled else (self.phi, rows)
+        return Pass(*grams, self.grad, 2 * rows, (h,))
+
+    def backward_pass(self, rows: int, out: torch.Tensor, coupled: bool) -> Pass:
+        """Split operands of a backward pass: means against g (coupled: the (g, ξ)
+        pairs), the mix of the (φ, ξ̃) pairs into ``out`` (B, P)."""
+        grams = (self.grad, 2 * rows) if coupled else (self.g, rows)
+        return Pass(*grams, self.act, 2 * rows, (out[None],))
 
 
-def _moments(pairs: torch.Tensor, hist: torch.Tensor, rows: int, new: torch.Tensor,
-             both: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Particle means of ``new`` (B, P) against the first ``rows`` rows of one layer,
-    float64: the Gram column from the history ``hist`` (N, P), and with ``both`` the
-    Stein moment against the innovations too, from one product over the interleaved
-    ``pairs`` (2N, P). Returns (gram (rows, B), moment (rows, B) or None)."""
+def _moments(means: torch.Tensor, both: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The Gram column and, with ``both``, the Stein moment, from the means of a new
+    block against a layer's rows: interleaved (history, innovation) with ``both``."""
     if both:
-        out = (pairs[:2 * rows] @ new.T).double().div_(new.shape[1])
-        return out[0::2], out[1::2]
-    return (hist[:rows] @ new.T).double().div_(new.shape[1]), None
+        return means[0::2], means[1::2]
+    return means, None
 
 
 class Model:
@@ -90,10 +107,26 @@ class Model:
         self.probe_gen = probe_gen
         self.P = u.shape[0]
         self.d = u.shape[1]
+        self._wbuf: dict[tuple[str, int], torch.Tensor] = {}
 
-    def _weights(self, draw: torch.Tensor, gram: torch.Tensor, decay: torch.Tensor,
-                 responses: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-        """Interleaved weights (B, 2·rows) on a layer's row pairs (history, innovation).
+    def _weight_views(self, role: str, B: int, n: int, rows: int,
+                      responses: int) -> tuple[torch.Tensor, ...]:
+        """Views, made once per pass, of the weight buffer of one kind of pass (each
+        keeps its own zeros): the drift on the first ``n`` history rows, the first
+        ``responses`` history rows (coupled), the innovations and the interleaved
+        (B, 2·rows) whole."""
+        key = (role, B)
+        if key not in self._wbuf:
+            self._wbuf[key] = self.hist.weight_buffer(B)
+        buf = self._wbuf[key]
+        return (buf[:, :n, 0], buf[:, :responses, 0], buf[:, :rows, 1],
+                buf[:, :rows].view(B, 2 * rows))
+
+    def _weights(self, views: tuple[torch.Tensor, ...], draw: torch.Tensor,
+                 gram: torch.Tensor, decay: torch.Tensor,
+                 responses: torch.Tensor | None) -> torch.Tensor:
+        """Interleaved weights (B, 2·rows) on a layer's row pairs (history, innovation),
+        written into the buffer of :meth:`_weight_views` in the run's dtype.
 
         On the innovations: √τ times the driver's ``draw`` (B, rows). On the history:
         the drift −τ η_c χ_i Σ[i, k] over the n earlier trajectories (``gram`` (n, B)
@@ -104,17 +137,17 @@ class Model:
         g_ℓ^{(k)} depends on this step's forward source through φ′ of the layers
         above), paper 000 eq. 38 with SGD steps, estimated by Stein's lemma
         (:meth:`sde.GrowingGaussianDriver.stein_from_moment`). History rows without
-        a weight get exactly 0.
+        a weight get exactly 0: the buffer is only ever written up to the rows of
+        its pass, and a pass has at least as many rows as the one before.
         """
-        B, rows = draw.shape
-        drift = gram.T * decay
-        if responses is not None:
-            full = responses.T * self.sqrt_tau
-            full[:, :drift.shape[1]] += drift
-            drift = full
-        drift = torch.nn.functional.pad(drift, (0, rows - drift.shape[1]))
-        w = torch.stack((drift, draw * self.sqrt_tau), dim=-1)
-        return w.to(like.dtype).view(B, 2 * rows)
+        drift, response, innovations, whole = views
+        if responses is None:
+            torch.mul(gram.T, decay, out=drift)
+        else:
+            torch.mul(responses.T, self.sqrt_tau, out=response)
+            drift.addcmul_(gram.T, decay)
+        torch.mul(draw, self.sqrt_tau, out=innovations)
+        return whole
 
     def readout(self) -> torch.Tensor:
         """g_L = v − η_c Σ_i χ_i h_L^{(i)} (the readout after the recorded updates)."""
@@ -145,15 +178,17 @@ class Model:
         h = out
         self._embed(x, h[0])
         decay = hist.coef[:n] * -self.tau
+        ops = hist.forward_pass(n + B, h, self.coupled)
+        path, views = ops.paths[0], self._weight_views("forward", B, n, n + B, n)
         pivots, skips = [], []
         for l in range(1, self.L + 1):
             t = l - 1
             phi = self.act.phi_into(h[t], hist.phi_at[t][n:n + B])
-            gram, mom = _moments(hist.act_at[t], hist.phi_at[t], n + B, phi, self.coupled)
+            gram, mom = _moments(ops.means(t, phi), self.coupled)
             weights, min_eig, skip = self.fwd.border(t, gram)
             resp = self.bwd.stein_from_moment(t, mom[:n]) if self.coupled else None
-            w = self._weights(weights, gram[:n], decay, resp, h)
-            torch.addmm(h[t], w, hist.grad_at[l][:2 * (n + B)], out=h[l])
+            w = self._weights(views, weights, gram[:n], decay, resp)
+            ops.mix(l, w, path[l], path[t])
             pivots.append(min_eig)
             skips.append(skip)
         piv[:-1] = torch.cat(pivots)
@@ -179,15 +214,17 @@ class Model:
         decay = hist.coef[:n] * -self.tau
         fresh = torch.randn(self.L, P, generator=self.probe_gen, device=x.device,
                             dtype=x.dtype)
+        ops = hist.forward_pass(n, h, self.coupled)
+        path, views = ops.paths[0], self._weight_views("probes", x.shape[0], n, n, n)
         for l in range(1, self.L + 1):
             t = l - 1
             self.act.phi_into(h[t], phi)
             var = torch.linalg.vector_norm(phi, dim=1).double().square_().div_(P)
-            gram, mom = _moments(hist.act_at[t], hist.phi_at[t], n, phi, self.coupled)
+            gram, mom = _moments(ops.means(t, phi), self.coupled)
             weights, pivots, _ = self.fwd.condition(t, gram, var)
             resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
-            w = self._weights(weights, gram, decay, resp, h)
-            torch.addmm(h[t], w, hist.grad_at[l][:2 * n], out=h[l])
+            w = self._weights(views, weights, gram, decay, resp)
+            ops.mix(l, w, path[l], path[t])
             h[l].addr_((pivots * self.sqrt_tau).to(h.dtype), fresh[t])
         return h
 
@@ -206,15 +243,17 @@ class Model:
         hist.g[self.L, n:n + B] = gL
         incr, dphi = work
         decay = hist.coef[:n] * -self.tau
+        ops = hist.backward_pass(n + B, incr, self.coupled)
+        out, views = ops.paths[0][0], self._weight_views("backward", B, n, n + B, n + B)
         pivots, skips = [], []
         for l in range(self.L, 0, -1):
             t = l - 1
             g = hist.g_at[l][n:n + B]
-            gram, mom = _moments(hist.grad_at[l], hist.g_at[l], n + B, g, self.coupled)
+            gram, mom = _moments(ops.means(l, g), self.coupled)
             weights, min_eig, skip = self.bwd.border(t, gram)
             resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
-            w = self._weights(weights, gram[:n], decay, resp, h)
-            torch.mm(w, hist.act_at[t][:2 * (n + B)], out=incr)
+            w = self._weights(views, weights, gram[:n], decay, resp)
+            ops.mix(t, w, out)
             self.act.dphi_into(h[t], dphi)
             torch.addcmul(g, dphi, incr, out=hist.g_at[t][n:n + B])
             pivots.append(min_eig)

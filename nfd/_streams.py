@@ -1,0 +1,102 @@
+"""The two products of a layer-step with a layer's history rows, split so that
+several CPU threads share them, with their operands cut once per pass.
+
+Every layer-step of ``nfd.simulate`` reads its layer's history twice: the particle
+means of the new block against the rows (:meth:`Pass.means`, a Gram column) and a
+weighted sum of the rows (:meth:`Pass.mix`, the driver's draw and the drift). With
+one training input per step (B = 1) both are matrix–vector products, which MKL
+runs on one thread: measured on this project's 2-core CPU (k = 100 rows, P = 4096
+float32, 16 layers, so from DRAM) 24 GB/s on 1 or 2 threads. Cut into
+:data:`CHUNKS` independent pieces of one batched product (``torch.bmm``), the
+pieces run on separate threads: 41–48 GB/s on 2 threads, and the same 23–27 GB/s
+on 1 (``benchmarks/bench_alternatives.py`` shows the effect on whole runs).
+
+The split depends on the shapes only, never on the thread count, so a run's
+training numbers are the same on any number of threads. On other devices the
+products are left whole (one piece: a GPU kernel is parallel already). The pieces
+of every layer are views made once per pass: making them per layer cost as much
+as a small product.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["CHUNKS", "history_rows", "Pass"]
+
+#: Pieces of each split product: enough for 4 threads; on 1 thread as fast as the
+#: whole product (measured: 23–25 GB/s either way at P = 4096 and 16384).
+CHUNKS = 4
+
+
+def history_rows(count: int) -> int:
+    """Rows to allocate for ``count`` trajectories: a multiple of :data:`CHUNKS`, so that
+    :meth:`Pass.means` can always round its row count up into zero rows not yet
+    written."""
+    return -(-count // CHUNKS) * CHUNKS
+
+
+def _chunks(x: torch.Tensor, size: int) -> int:
+    """Pieces for a split of ``size`` along one axis of ``x``'s products."""
+    return CHUNKS if x.device.type == "cpu" and size % CHUNKS == 0 else 1
+
+
+def _row_pieces(rows: torch.Tensor, count: int) -> list[torch.Tensor]:
+    """Per layer of ``rows`` (layers, R, P): the first ``count`` rows (rounded up to a
+    multiple of the pieces when R allows) as ``(pieces, P, rows per piece)``."""
+    padded = history_rows(count)
+    c = _chunks(rows, padded) if padded <= rows.shape[1] else 1
+    used = padded if c > 1 else count
+    return list(rows[:, :used].unflatten(1, (c, used // c)).transpose(2, 3).unbind(0))
+
+
+def _column_pieces(x: torch.Tensor, c: int) -> list[torch.Tensor]:
+    """Per layer of ``x`` (layers, R, P): ``(c, R, P / c)``, consecutive columns."""
+    P = x.shape[-1]
+    return list(x.unflatten(-1, (c, P // c)).movedim(-2, 1).unbind(0))
+
+
+class Pass:
+    """The split operands of one pass over the layers.
+
+    Parameters
+    ----------
+    gram_rows : Tensor, shape (layers, R, P)
+        The rows whose means against a new block :meth:`means` takes, of which the
+        first ``gram_count`` (row strides above P are fine: interleaved rows).
+    gram_count : int
+    mix_rows : Tensor, shape (layers, R', P)
+        The rows that :meth:`mix` weights, of which the first ``mix_count``.
+    mix_count : int
+    paths : sequence of Tensor, each (layers, B, P)
+        The outputs and bases of :meth:`mix`, cut the same way.
+    """
+
+    def __init__(self, gram_rows: torch.Tensor, gram_count: int, mix_rows: torch.Tensor,
+                 mix_count: int, paths: tuple[torch.Tensor, ...]) -> None:
+        self.count = gram_count
+        self.gram = _row_pieces(gram_rows, gram_count)
+        c = _chunks(mix_rows, mix_rows.shape[-1])
+        self.mix_rows = _column_pieces(mix_rows[:, :mix_count], c)
+        self.paths = [_column_pieces(p, c) for p in paths]
+
+    def means(self, t: int, new: torch.Tensor) -> torch.Tensor:
+        """Particle means ``rows[t, :count] @ new.T / P`` of the block ``new`` (B, P):
+        (count, B), float64. Each result is one piece's product, computed exactly as
+        by an unsplit product of that piece."""
+        pieces = self.gram[t]
+        c, P = pieces.shape[0], new.shape[1]
+        out = torch.bmm(new.expand(c, *new.shape), pieces)  # (c, B, rows per piece)
+        return out.transpose(1, 2).reshape(-1, new.shape[0])[:self.count].double().div_(P)
+
+    def mix(self, t: int, weights: torch.Tensor, out: torch.Tensor,
+            base: torch.Tensor | None = None) -> None:
+        """``out = base + weights @ mix_rows[t]`` (without ``base``: the product alone),
+        with ``weights`` (B, mix_count) in the rows' dtype and ``out``, ``base`` pieces
+        of :attr:`paths` (``paths[i][layer]``)."""
+        rows = self.mix_rows[t]
+        w = weights.expand(rows.shape[0], *weights.shape)
+        if base is None:
+            torch.bmm(w, rows, out=out)
+        else:
+            torch.baddbmm(base, w, rows, out=out)
