@@ -11,8 +11,9 @@ layer then costs one product ``act_pairs @ φ`` (the Gram column Σ_{ℓ−1}[:,
 coupled, the Stein moment E[ξ̃ φ]) and one ``weights @ grad_pairs`` (the driver's
 draw and the drift on g_ℓ, with the residual added); the backward layer the same
 with the roles swapped. The decoupled limit reads only the Gram half of the first
-product (a strided view). Apart from these two k×P streams a layer-step is a few
-dozen operations on vectors of length k.
+product (a strided view). Both products are split over threads and their operands
+cut once per pass (:class:`nfd._streams.Pass`). Apart from these two k×P streams a
+layer-step is about thirty operations on vectors of length k.
 """
 
 from __future__ import annotations
