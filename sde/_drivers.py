@@ -136,9 +136,10 @@ class GrowingGaussianDriver:
         # per-time views, made once: indexing costs as much as a k×k product
         self._cov_at = list(self._cov)
         #: B = 1 borders whose rows of the inverses and covariance are not written yet,
-        #: by time index: (k, coef, diag, Stein diag, column). :meth:`_flush` writes
-        #: them for all time indices in one batched product, before anything reads
-        #: those buffers (a training pass borders each time index once).
+        #: by time index: (k, coef, pivot, skip, column). :meth:`_flush` writes them
+        #: for all time indices in one batched product and marks the floor, before
+        #: anything reads those buffers or the floor (a training pass borders each
+        #: time index once).
         self._pending: dict[int, tuple] = {}
         self._views: tuple[int, list, list] = (-1, [], [])
         self.sizes = [0] * times
@@ -492,6 +493,7 @@ class GrowingGaussianDriver:
         This is the driver's only host synchronisation and is meant for the end of
         a run (or of an SGD step), never for the inner loop.
         """
+        self._flush()  # B = 1 borders mark the floor when their rows are written
         floored = bool(self._floored)
         if floored and not self._warned:
             warnings.warn(

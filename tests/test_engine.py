@@ -99,6 +99,22 @@ def test_growing_driver_singular_covariance_is_regularised_once():
     assert len(w) == 1 and "floored" in str(w[0].message)
 
 
+def test_finalize_sees_a_floor_hit_by_the_last_one_component_borders():
+    # B = 1 borders mark the floor when their rows are written (batched, lazily):
+    # finalize must write them first, or a floor hit at the end of a run is missed.
+    drv = sde.GrowingGaussianDriver(2, 16, 4, generator=torch.Generator().manual_seed(0),
+                                    dtype=torch.float64)
+    one = torch.ones(1, 1, dtype=torch.float64)
+    for t in range(2):
+        drv.append(t, torch.zeros(0, 1, dtype=torch.float64), one)
+    for t in range(2):
+        drv.append(t, one, one)  # an exact copy of component 0: at the floor
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert drv.finalize()
+    assert len(w) == 1 and "floored" in str(w[0].message)
+
+
 def test_growing_driver_counts_floored_components_per_append():
     drv = sde.GrowingGaussianDriver(1, 64, 6, generator=torch.Generator().manual_seed(0),
                                     dtype=torch.float64)
