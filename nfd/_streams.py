@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["CHUNKS", "history_rows", "Pass"]
+__all__ = ["CHUNKS", "SPLIT_MIN", "history_rows", "Pass"]
 
 #: Pieces of each split product: enough for 4 threads; on 1 thread as fast as the
 #: whole product (measured: 23–25 GB/s either way at P = 4096 and 16384).
@@ -36,16 +36,26 @@ def history_rows(count: int) -> int:
     return -(-count // CHUNKS) * CHUNKS
 
 
-def _chunks(x: torch.Tensor, size: int) -> int:
-    """Pieces for a split of ``size`` along one axis of ``x``'s products."""
-    return CHUNKS if x.device.type == "cpu" and size % CHUNKS == 0 else 1
+#: Products over fewer elements (rows × particles) stay whole: there a parallel region
+#: costs about what it saves (measured on 2 threads, in cache: whole 1.1–7.7 µs
+#: against split 2.0–8.2 µs up to 131 072 elements, 27 against 16 µs at 524 288;
+#: whole runs at L = 64, K = 200, decoupled: P = 64 2.04 s split always, 1.96 s with
+#: this threshold; P = 4096 6.55 and 6.07 s). It depends on the shapes only.
+SPLIT_MIN = 2**16
+
+
+def _chunks(x: torch.Tensor, size: int, elements: int) -> int:
+    """Pieces for a split of ``size`` along one axis of a product over ``elements``
+    entries of ``x``."""
+    ok = x.device.type == "cpu" and size % CHUNKS == 0 and elements >= SPLIT_MIN
+    return CHUNKS if ok else 1
 
 
 def _row_pieces(rows: torch.Tensor, count: int) -> list[torch.Tensor]:
     """Per layer of ``rows`` (layers, R, P): the first ``count`` rows (rounded up to a
     multiple of the pieces when R allows) as ``(pieces, P, rows per piece)``."""
     padded = history_rows(count)
-    c = _chunks(rows, padded) if padded <= rows.shape[1] else 1
+    c = _chunks(rows, padded, padded * rows.shape[-1]) if padded <= rows.shape[1] else 1
     used = padded if c > 1 else count
     return list(rows[:, :used].unflatten(1, (c, used // c)).transpose(2, 3).unbind(0))
 
@@ -76,7 +86,7 @@ class Pass:
                  mix_count: int, paths: tuple[torch.Tensor, ...]) -> None:
         self.count = gram_count
         self.gram = _row_pieces(gram_rows, gram_count)
-        c = _chunks(mix_rows, mix_rows.shape[-1])
+        c = _chunks(mix_rows, mix_rows.shape[-1], mix_count * mix_rows.shape[-1])
         self.mix_rows = _column_pieces(mix_rows[:, :mix_count], c)
         self.paths = [_column_pieces(p, c) for p in paths]
 

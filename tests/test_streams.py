@@ -5,7 +5,14 @@ import pytest
 import torch
 
 import nfd
-from nfd._streams import CHUNKS, Pass, history_rows
+from nfd import _streams
+from nfd._streams import CHUNKS, SPLIT_MIN, Pass, history_rows
+
+
+@pytest.fixture
+def split_all(monkeypatch):
+    """Split every product, however small (the tests' sizes are below SPLIT_MIN)."""
+    monkeypatch.setattr(_streams, "SPLIT_MIN", 0)
 
 
 def _rows(layers: int, R: int, P: int, strided: bool, seed: int = 0) -> torch.Tensor:
@@ -21,6 +28,7 @@ def _rows(layers: int, R: int, P: int, strided: bool, seed: int = 0) -> torch.Te
 @pytest.mark.parametrize("P", [64, 66])  # 66: not a multiple of the pieces
 @pytest.mark.parametrize("B", [1, 3])
 @pytest.mark.parametrize("count", [1, 5, 8])
+@pytest.mark.usefixtures("split_all")
 def test_pass_means_and_mix_equal_whole_products(strided, P, B, count):
     # Exact reference: the same products unsplit, in float64 (rule: agreement to
     # 1e-12 relative, float64 rounding over sums of at most P terms).
@@ -42,14 +50,19 @@ def test_pass_means_and_mix_equal_whole_products(strided, P, B, count):
     torch.testing.assert_close(paths[0], base, rtol=0, atol=0)  # the base is only read
 
 
-def test_split_is_used_on_the_cpu():
-    # The pieces exist (else the test above would compare a whole product with itself).
-    rows = _rows(2, 8, 64, False)
-    ops = Pass(rows, 8, rows, 8, (torch.zeros(2, 1, 64, dtype=torch.float64),))
-    assert ops.gram[0].shape[0] == CHUNKS > 1
-    assert ops.mix_rows[0].shape[0] == CHUNKS
+def test_split_is_used_on_the_cpu_above_the_threshold():
+    # The pieces exist where they should (else the tests here would compare whole
+    # products with themselves), and small products stay whole.
+    def pieces(count, P):
+        rows = torch.zeros(1, history_rows(count), P)
+        ops = Pass(rows, count, rows, count, (torch.zeros(1, 1, P),))
+        return ops.gram[0].shape[0], ops.mix_rows[0].shape[0]
+
+    assert pieces(8, SPLIT_MIN // 8) == (CHUNKS, CHUNKS) and CHUNKS > 1
+    assert pieces(8, SPLIT_MIN // 16) == (1, 1)
 
 
+@pytest.mark.usefixtures("split_all")
 @pytest.mark.parametrize("backward", ["decoupled", "coupled"])
 def test_training_numbers_do_not_depend_on_the_thread_count(backward):
     # The split is fixed by the shapes, so one and two threads give bit-identical
