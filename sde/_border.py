@@ -56,16 +56,23 @@ def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     variance grows without bound in float32 runs).
     """
     k = inv.shape[0]
-    var = col[k:]
-    floor = var.clamp_min(TINY) * rel_jitter
     coef = torch.mv(inv, col[:k])
-    gram = torch.dot(coef, coef)
+    min_eig, pivot2, shrink, skip = _regularise(col[k:], torch.dot(coef, coef), rel_jitter)
+    return coef * shrink, pivot2.sqrt(), min_eig, skip
+
+
+def _regularise(var: torch.Tensor, gram: torch.Tensor, rel_jitter: float):
+    """The Schur complement ``var − gram`` of new components whose regression on the
+    committed ones has squared norm ``gram``, its floored square pivot, the shrink of
+    the regression that keeps ``pivot² + shrink²·gram = var`` exact, and the skip mask
+    (:func:`border_column`, :func:`condition_each`; any matching shapes)."""
+    floor = var.clamp_min(TINY) * rel_jitter
     min_eig = var - gram
     pivot2 = torch.maximum(min_eig, floor)
     # (var − floor)/gram ≥ 1 when min_eig ≥ floor (no shrink, up to one float64
     # rounding), and the shrink that puts the pivot at the floor otherwise
     shrink = ((var - floor) / gram.clamp_min(1e-300)).clamp_(0.0, 1.0).sqrt_()
-    return coef * shrink, pivot2.sqrt(), min_eig, skipped(pivot2, floor)
+    return min_eig, pivot2, shrink, skipped(pivot2, floor)
 
 
 def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
@@ -132,10 +139,6 @@ def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,
     (B,), the smallest conditional variance before regularisation (0-d) and the skip
     mask (B,).
     """
-    floor = rel_jitter * var.clamp_min(TINY)
     coef = inv @ cross
-    gram = (coef * coef).sum(0)
-    min_eig = var - gram
-    pivot2 = torch.maximum(min_eig, floor)
-    shrink = ((var - floor) / gram.clamp_min(1e-300)).clamp_(0.0, 1.0).sqrt_()
-    return (coef * shrink).T, pivot2.sqrt(), min_eig.min(), skipped(pivot2, floor)
+    min_eig, pivot2, shrink, skip = _regularise(var, (coef * coef).sum(0), rel_jitter)
+    return (coef * shrink).T, pivot2.sqrt(), min_eig.min(), skip
