@@ -126,6 +126,28 @@ def test_estimate_outside_its_percentile_interval_is_flagged():
     assert "| not resolved |" in row and "below 1" not in row
 
 
+def test_rounding_gap_to_a_one_point_interval_is_not_flagged():
+    """The AMD EPYC case of test_real_fit_pinned_at_the_bound_is_flagged: on exact
+    data every bootstrap replicate refits the same values, so the interval is one
+    point, and the replicates (started at the estimate) stop 1.5·10⁻⁹ (p) to
+    2·10⁻⁸ (c) relative away from it. Rule: gaps below the solver's relative
+    resolution √ftol = 10⁻⁶ (see validation._fit.outside_interval) are rounding;
+    a gap of 10⁻⁵ relative, ten times that, is still flagged."""
+    est = {"a": 1.0662232214440983, "p": 1.0183097556109724, "b": 5.989937023954614,
+           "q": 5.999999999999999, "c": 0.0008300075824052855}
+    ci = {"a": 1.0662232273413823, "p": 1.0183097571494812, "b": 5.989937002361788,
+          "q": 5.999999999999999, "c": 0.0008300076003568126}
+    fit = PowerFit(model="err = a·n^-p + b·L^-q + c", estimate=est,
+                   ci={k: (x, x) for k, x in ci.items()}, n_boot=20, plateau=True)
+    for k in ("a", "p", "b", "c"):
+        assert fit.unresolved(k) == "", k
+    assert "| not resolved |" not in _row(fit_finding("x", "p", fit, "p", "p = 1", "ok"))
+    far = {**fit.ci, "p": (est["p"] * (1 + 1e-5),) * 2}
+    wide = PowerFit(fit.model, est, far, 20, True)
+    assert "outside its own 95% percentile interval" in wide.unresolved("p")
+    assert "| not resolved |" in _row(Finding("x", "p", est["p"], far["p"], "p = 1", "ok"))
+
+
 # --- the bootstrap must be paired across cells that share seeds ----------------------
 
 

@@ -20,6 +20,7 @@ own percentile interval.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -32,6 +33,41 @@ _EXP_BOUND = 6.0  # |exponent| bound of the search; fits pinned there are not re
 _EXP_MIN = 0.25  # smallest decay exponent when a plateau is fitted (see fit_power_law)
 _PIN_TOL = 1e-3  # an exponent within this of a search bound sits at the bound
 _ZERO_REL = 1e-6  # a non-negative coefficient below this × its interval's upper end is 0
+_XTOL, _FTOL = 1e-10, 1e-12  # stopping tolerances of every least_squares call below
+# Relative resolution of a fitted parameter: the solver stops once a step lowers the
+# cost by less than _FTOL of itself, and the cost is quadratic in a parameter's error
+# about its minimum, so parameters are located to about sqrt(_FTOL) = 1e-6 relative.
+_NUM_REL = math.sqrt(_FTOL)
+
+
+def outside_interval(estimate: float, ci: tuple[float, float]) -> bool:
+    """Whether ``estimate`` lies outside the interval ``ci`` by more than the fit's
+    numerical resolution.
+
+    The estimate and the bootstrap replicates behind a percentile interval are
+    separate solver runs, each stopped once a step lowers the cost by less than
+    ``ftol`` = 10⁻¹² of itself. Near its minimum the cost grows as the square of a
+    parameter's error, so a parameter is located to a relative precision of about
+    √ftol = 10⁻⁶ of its size (the size here: the largest of ``|estimate|`` and the
+    finite ``|ci|`` ends). A gap below that is the solver's rounding, not a bias —
+    on exact data, where every replicate refits the same values, the interval is
+    one point and the gap is 10⁻⁹ to 10⁻⁸ relative, and where it falls depends on
+    the CPU and BLAS — so only a gap above it counts.
+
+    Parameters
+    ----------
+    estimate : float
+    ci : (float, float)
+        The interval (lo, hi); infinite ends are allowed.
+
+    Returns
+    -------
+    bool
+    """
+    lo, hi = ci
+    size = max([abs(estimate)] + [abs(x) for x in ci if math.isfinite(x)])
+    slack = _NUM_REL * size
+    return not lo - slack <= estimate <= hi + slack
 
 
 @dataclass(frozen=True)
@@ -119,8 +155,9 @@ class PowerFit:
         data do not pin it down within [bound, bound]); an exponent whose term is
         not resolved (:meth:`term_resolved`); a non-negative coefficient that is
         numerically zero (at its bound 0); an estimate outside its own 95%
-        percentile interval (the bootstrap replicates are biased against the
-        data, so neither the number nor the interval is trustworthy).
+        percentile interval by more than the solver's resolution
+        (:func:`outside_interval`: the bootstrap replicates are biased against
+        the data, so neither the number nor the interval is trustworthy).
         """
         est = self.estimate[param]
         bound = self.pinned(param, est)
@@ -132,10 +169,8 @@ class PowerFit:
                 return f"its term is not resolved (the 95% interval of {coef} reaches 0)"
         elif bound is not None:
             return f"{param} is numerically zero (at its bound 0)"
-        lo, hi = self.ci[param]
-        slack = 1e-9 * max(abs(lo), abs(hi), abs(est))
-        if not lo - slack <= est <= hi + slack:
-            lo, hi = sorted((scale * lo, scale * hi))
+        if outside_interval(est, self.ci[param]):
+            lo, hi = sorted(scale * x for x in self.ci[param])
             return (f"the estimate {scale * est:.3g} lies outside its own 95% percentile "
                     f"interval [{lo:.3g}, {hi:.3g}]: the bootstrap replicates are biased "
                     "against the data")
@@ -246,7 +281,7 @@ class _Model:
         for e0 in starts:
             if self.signed:
                 r = least_squares(self._signed_residual, e0, args=(y, w),
-                                  bounds=self.bounds, xtol=1e-10, ftol=1e-12)
+                                  bounds=self.bounds, xtol=_XTOL, ftol=_FTOL)
                 theta = np.concatenate([r.x, self._linear(r.x, y, w)])
             else:
                 coef0 = self._linear(e0, y, w)
@@ -255,7 +290,7 @@ class _Model:
                 hi = self.bounds[1] + [np.inf] * k
                 x0 = np.concatenate([e0, np.maximum(coef0, 1e-6 * y.min())])
                 r = least_squares(self._log_residual, x0, jac=self._log_jacobian,
-                                  args=(y,), bounds=(lo, hi), xtol=1e-10, ftol=1e-12)
+                                  args=(y,), bounds=(lo, hi), xtol=_XTOL, ftol=_FTOL)
                 theta = r.x
             if best is None or r.cost < best[0]:
                 best = (r.cost, theta)

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._fit import PowerFit
+from ._fit import PowerFit, outside_interval
 
 __all__ = [
     "Finding",
@@ -204,10 +204,9 @@ def reference_finding(observable: str, reference_error: float, measured: float,
 
 
 def _outside(f: Finding) -> bool:
-    """Whether the estimate of ``f`` lies outside its own interval."""
-    lo, hi = f.ci
-    slack = 1e-9 * max(abs(f.estimate), *(abs(x) for x in f.ci if math.isfinite(x)))
-    return not lo - slack <= f.estimate <= hi + slack
+    """Whether the estimate of ``f`` lies outside its own interval by more than a
+    fit's numerical resolution (:func:`~validation._fit.outside_interval`)."""
+    return outside_interval(f.estimate, f.ci)
 
 
 def _row(f: Finding) -> str:
