@@ -9,7 +9,9 @@ Every rate it reports comes from :func:`fit_power_law`:
 fitted by least squares on log err (``signed=False``) or, for signed quantities
 such as a coupled-minus-decoupled gap, on the values weighted by their standard
 errors (``signed=True``), with 95% percentile intervals from a bootstrap over
-seeds. A plateau c whose interval excludes zero is reported as a plateau.
+seeds. A plateau c whose interval excludes zero is reported as a plateau. That
+seed bootstrap, :func:`bootstrap_replicates`, is the one every study draws its
+replicates from.
 
 A fit can fail to measure a parameter; :meth:`PowerFit.unresolved` says why, and
 the report prints "not resolved" with that reason instead of a number: an
@@ -27,7 +29,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares, nnls
 
-__all__ = ["PowerFit", "fit_power_law", "stored_fit"]
+__all__ = ["PowerFit", "bootstrap_replicates", "fit_power_law", "outside_interval", "stored_fit"]
 
 _EXP_BOUND = 6.0  # |exponent| bound of the search; fits pinned there are not resolved
 _EXP_MIN = 0.25  # smallest decay exponent when a plateau is fitted (see fit_power_law)
@@ -376,7 +378,7 @@ def fit_power_law(
     if not np.any(y):
         raise ValueError("values: the statistic is 0 in every cell, so there is no power "
                          "law to fit; report the quantity as exactly 0 instead")
-    boots = _bootstrap(v, stat, n_boot, paired, seed)
+    boots = bootstrap_replicates(v, stat, n_boot, paired=paired, seed=seed)
     se = boots.std(axis=0, ddof=1)
     if not signed and (np.any(y <= 0) or np.any(boots <= 0)):
         raise ValueError("an unsigned fit needs positive values; use signed=True")
@@ -431,19 +433,54 @@ def _check_fit(values, n, L, n_boot) -> tuple[np.ndarray, np.ndarray | None, np.
     return v, axes[0], axes[1]
 
 
-def _bootstrap(v: np.ndarray, stat, n_boot: int, paired: bool, seed) -> np.ndarray:
-    """``n_boot`` replicates (n_boot, cells) of ``stat`` over seeds resampled with
-    replacement — one draw of seed indices for every cell when ``paired`` (cells
-    that share seeds keep their correlation), one per cell otherwise."""
+def bootstrap_replicates(values, statistic: Callable[[np.ndarray], np.ndarray], n_boot: int,
+                         *, axis: int = 1, paired: bool = True, seed: int = 0) -> np.ndarray:
+    """Bootstrap replicates of ``statistic`` over seeds resampled with replacement.
+
+    The one seed bootstrap of the validation studies: :func:`fit_power_law`'s
+    intervals and every study's standard errors and replicates draw from it.
+
+    Parameters
+    ----------
+    values : array_like
+        Per-seed data, seeds along ``axis``.
+    statistic : callable
+        Maps an array shaped like ``values`` (its seeds resampled) to a number or an
+        array of a fixed shape.
+    n_boot : int
+        Replicates.
+    axis : int
+        The seed axis.
+    paired : bool
+        ``True``: one draw of S seed indices per replicate, applied along ``axis``
+        at every other index, so quantities computed from the same seeds (cells of
+        a grid, depths, rules run with the same seed numbers) keep their
+        correlation. ``False``: cells on axis 0 and seeds on axis 1 (``axis``
+        must be 1), each cell with its own draw, for cells with independent seeds.
+    seed : int
+        Seed of the draws: the same ``seed``, number of seeds and ``paired`` give
+        the same indices whatever the statistic, so replicates of different
+        statistics of the same seeds are paired by replicate number.
+
+    Returns
+    -------
+    ndarray, shape (n_boot,) + shape of ``statistic(values)``
+    """
+    v = np.asarray(values)
+    if not paired and axis != 1:
+        raise ValueError(f"paired=False resamples each cell (axis 0) over axis 1, got axis={axis}")
     rng = np.random.default_rng(seed)
-    cells, S = v.shape[:2]
+    S, cells = v.shape[axis], v.shape[0]
     idx_shape = (cells, S) + (1,) * (v.ndim - 2)
-    boots = np.empty((n_boot, cells))
-    for b in range(n_boot):
+    out = []
+    for _ in range(n_boot):
         idx = rng.integers(0, S, size=(1 if paired else cells, S))
-        idx = np.broadcast_to(idx, (cells, S)).reshape(idx_shape)
-        boots[b] = stat(np.take_along_axis(v, idx, axis=1))
-    return boots
+        if paired:
+            out.append(statistic(np.take(v, idx[0], axis=axis)))
+        else:
+            idx = np.broadcast_to(idx, (cells, S)).reshape(idx_shape)
+            out.append(statistic(np.take_along_axis(v, idx, axis=1)))
+    return np.asarray(out, dtype=float)
 
 
 def _pack(e, coef, has_n: bool, has_L: bool, plateau: bool) -> dict[str, float]:

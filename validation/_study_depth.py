@@ -34,7 +34,7 @@ import xarray as xr
 import nfd
 from nfd.schema import base_attrs
 
-from ._fit import PowerFit, fit_power_law, stored_fit
+from ._fit import PowerFit, bootstrap_replicates, fit_power_law, stored_fit
 from ._plotting import figure, legend_outside, log_ticks, log_x_at, save, shown_exponent
 from ._report import Finding, exponent_finding
 from ._study_training import MODES, task_stream
@@ -213,14 +213,6 @@ def summarize_depth(ds: xr.Dataset) -> list[Finding]:
     return out
 
 
-def _bootstrap_se(v: np.ndarray, stat, reps: int = 200) -> np.ndarray:
-    """Bootstrap (over seeds, paired across cells) standard error of ``stat(v)``."""
-    rng = np.random.default_rng(0)
-    S = v.shape[1]
-    boots = [stat(v[:, rng.integers(0, S, S)]) for _ in range(reps)]
-    return np.std(boots, axis=0, ddof=1)
-
-
 def plot_depth(ds: xr.Dataset, path) -> None:
     """Per (activation, η_c): √D_L (rms over steps of the seed-mean difference
     f_L − f_2L) and |E[f_L − f_2L]| at the last step against L, both modes, with
@@ -234,7 +226,8 @@ def plot_depth(ds: xr.Dataset, path) -> None:
     for row, (a, e) in zip(axes, combos):
         for j, b in enumerate(ds["backward"].values.tolist()):
             d = _differences(ds["f"].sel(activation=a, eta_c=e, backward=b))
-            ms, ms_se = mean_square_seed_mean(d), _bootstrap_se(d, mean_square_seed_mean)
+            ms = mean_square_seed_mean(d)
+            ms_se = bootstrap_replicates(d, mean_square_seed_mean, 200).std(0, ddof=1)
             y = np.sqrt(np.maximum(ms, 0))
             lo = np.sqrt(np.maximum(ms - 2 * ms_se, 0))
             hi = np.sqrt(np.maximum(ms + 2 * ms_se, 0))

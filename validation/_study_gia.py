@@ -31,7 +31,7 @@ import xarray as xr
 
 from nfd.schema import base_attrs
 
-from ._fit import PowerFit, fit_power_law, stored_fit
+from ._fit import PowerFit, bootstrap_replicates, fit_power_law, stored_fit
 from ._plotting import figure, fit_resolved, log_x_at, save
 from ._report import Finding, exponent_finding, plateau_finding
 from ._study_depth import LIMITS, mean_square_seed_mean, run_limits
@@ -200,10 +200,9 @@ _CLAIM = ("002 (Cor. 1): → 0 as L → ∞; 000: response terms persist (c ≠ 
 def _bootstrap_ci(v: np.ndarray, stat, reps: int = 400) -> tuple[float, tuple[float, float],
                                                                  np.ndarray]:
     """``stat(v)`` per cell with its bootstrap standard error and the 95%
-    percentile interval of the last cell (resampling seeds, axis 1, jointly)."""
-    rng = np.random.default_rng(0)
-    S = v.shape[1]
-    boots = np.array([stat(v[:, rng.integers(0, S, S)]) for _ in range(reps)])
+    percentile interval of the last cell (resampling seeds, axis 1, jointly:
+    :func:`~validation._fit.bootstrap_replicates`)."""
+    boots = bootstrap_replicates(v, stat, reps)
     est = stat(v)
     lo, hi = np.percentile(boots[:, -1], [2.5, 97.5])
     return float(est[-1]), (float(lo), float(hi)), boots.std(0, ddof=1)

@@ -30,7 +30,7 @@ import xarray as xr
 import nfd
 from nfd.schema import base_attrs
 
-from ._fit import PowerFit, fit_power_law, stored_fit
+from ._fit import PowerFit, bootstrap_replicates, fit_power_law, stored_fit
 from ._plotting import legend_outside, loglog_panels
 from ._report import (Finding, exponent_finding, plateau_finding, reference_finding,
                       smallest_cell)
@@ -271,9 +271,7 @@ def _reference_findings(ds: xr.Dataset, b: str) -> list[Finding]:
     vf, _, _ = _cells(ds["f"])
     b2 = _bias2(vf, ds)
     i = int(np.argmin(np.abs(b2)))
-    rng = np.random.default_rng(0)
-    boot = [_bias2(vf[i:i + 1, rng.integers(0, vf.shape[1], vf.shape[1])], ds)[0]
-            for _ in range(200)]
+    boot = bootstrap_replicates(vf[i:i + 1], lambda v: _bias2(v, ds)[0], 200)
     out.append(reference_finding(
         f"deep reference MC variance mean_k se² vs the smallest |bias²|, {b}",
         float((ds["deep_f_se"] ** 2).mean()), float(abs(b2[i])),

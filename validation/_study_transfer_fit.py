@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from ._fit import bootstrap_replicates
+
 __all__ = ["Optimum", "vertex", "edge", "seed_optimum", "extrapolate", "seed_intercepts",
            "compare_optima", "spread", "drift", "N_BOOT"]
 
@@ -110,9 +112,8 @@ def seed_optimum(x: np.ndarray, per_seed: np.ndarray, *, n_boot: int = N_BOOT,
     if S < 2:
         raise ValueError(f"seed_optimum needs at least 2 seeds, got per_seed of shape "
                          f"{per_seed.shape}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, S, (n_boot, S))
-    boot = np.array([vertex(x, per_seed[i].mean(0)) for i in idx])
+    boot = bootstrap_replicates(per_seed, lambda v: vertex(x, v.mean(0)), n_boot, axis=0,
+                                seed=seed)
     mean = per_seed.mean(0)
     return Optimum(vertex(x, mean), boot, S - 1, edge(mean))
 

@@ -15,6 +15,7 @@ import xarray as xr
 
 from scipy import stats
 
+from ._fit import bootstrap_replicates
 from ._report import Finding
 from ._study_transfer_fit import Optimum, compare_optima, drift, spread
 from ._study_transfer_optima import (T_lim_optimum, T_net_optimum, limit_inf, net_optima,
@@ -172,22 +173,22 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     return out
 
 
-def _boot_min(per_seed: np.ndarray, rng: np.random.Generator, n_boot: int = 1000):
+def _boot_min(per_seed: np.ndarray, seed: int, n_boot: int = 1000):
     """min over the grid of the seed-mean curve of (seed, grid) values with its
-    replicates over resampled seeds (NaN grid points, i.e. diverged, skipped)."""
-    S = per_seed.shape[0]
-    reps = [np.nanmin(per_seed[rng.integers(0, S, S)].mean(0)) for _ in range(n_boot)]
-    return Optimum(float(np.nanmin(per_seed.mean(0))), np.array(reps), S - 1)
+    replicates over seeds resampled with the bootstrap seed ``seed`` (NaN grid
+    points, i.e. diverged, skipped)."""
+    lowest = lambda v: np.nanmin(v.mean(0))  # noqa: E731
+    reps = bootstrap_replicates(per_seed, lowest, n_boot, axis=0, seed=seed)
+    return Optimum(float(lowest(per_seed)), reps, per_seed.shape[0] - 1)
 
 
 def _best_loss_finding(ds: xr.Dataset, metric: str, claim: str) -> Finding:
     """The lowest loss over η_c at the deepest depth, depth-aware minus depth-μP,
     with a bootstrap over seeds (each rule's seeds resampled on their own)."""
     L = int(ds["depth"].values.max())
-    rng = np.random.default_rng(0)
     best = {rule: _boot_min(seed_matrix(ds[f"two_{metric}"].sel(first_layer_lr=rule,
-                                                                 depth=L)), rng)
-            for rule in ("depth-aware", "depth-mup")}
+                                                                 depth=L)), seed)
+            for seed, rule in enumerate(("depth-aware", "depth-mup"))}
     diff = compare_optima(best["depth-aware"], best["depth-mup"])
     return _signed(f"digits, two-layer blocks, L = {L}, {_METRICS[metric]}",
                    "lowest loss over η_c: depth-aware − depth-μP", diff,
@@ -232,12 +233,11 @@ def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
                            float(diverged.min()), (float(diverged.min()),) * 2, claim,
                            "large T destabilises: training diverged"))
         return out
-    rng = np.random.default_rng(0)
-    idx = rng.integers(0, len(per_seed), (1000, len(per_seed)))
     gap = per_seed[:, big] - per_seed[:, one]
+    reps = bootstrap_replicates(gap, np.mean, 1000, axis=0)
     out.append(_signed(f"digits, networks L = {L}, {_METRICS[metric]}",
                        f"loss(T = {T[big]:g}) − loss(T = 1)",
-                       Optimum(float(gap.mean()), gap[idx].mean(1), len(gap) - 1), claim,
+                       Optimum(float(gap.mean()), reps, len(gap) - 1), claim,
                        ("large T is worse than T = 1", "large T is better than T = 1",
                         "no difference resolved")))
     return out
@@ -249,12 +249,10 @@ def _best_T_finding(per_seed: np.ndarray, T: np.ndarray, one: int, what: str,
     skipped) minus the loss at T = 1, paired and bootstrapped over seeds. It is
     ≤ 0 by construction and biased low by the selection of the minimum, so a
     gain is claimed only when the whole interval lies below 0."""
-    rng = np.random.default_rng(0)
-    idx = rng.integers(0, len(per_seed), (1000, len(per_seed)))
     ok = ~np.isnan(per_seed).any(0)
     best = lambda v: v[:, ok].mean(0).min() - v[:, one].mean()  # noqa: E731
     t_best = T[ok][int(np.argmin(per_seed[:, ok].mean(0)))]
-    gap = Optimum(float(best(per_seed)), np.array([best(per_seed[i]) for i in idx]),
+    gap = Optimum(float(best(per_seed)), bootstrap_replicates(per_seed, best, 1000, axis=0),
                   len(per_seed) - 1)
     lo, hi = gap.ci()
     verdict = (f"T = {t_best:g} trains to a lower loss than T = 1" if hi < 0
