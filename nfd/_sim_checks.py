@@ -63,6 +63,7 @@ class Config:
     backward: str
     divergence: float | None
     innovations: tuple[torch.Tensor | None, torch.Tensor | None]
+    error_replicas: int = 0
 
     @property
     def N(self) -> int:
@@ -118,7 +119,7 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
 
 def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
                    probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
-                   rel_jitter, divergence, innovations) -> Config:
+                   rel_jitter, divergence, innovations, error_replicas) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
     (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
@@ -127,6 +128,7 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     P = check_int("particles", particles, 2)
     paths = check_int("paths", paths, 0)
     seed = check_int("seed", seed, 0)
+    error_replicas = check_int("error_replicas", error_replicas, 0)
     if rel_jitter is not None:
         rel_jitter = check_positive_float("rel_jitter", rel_jitter)
         if rel_jitter >= 1:
@@ -144,7 +146,8 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
     return Config(Xn, yn, eta_c, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
-                  paths, seed, device, dtype, rel_jitter, backward, divergence, given)
+                  paths, seed, device, dtype, rel_jitter, backward, divergence, given,
+                  error_replicas)
 
 
 def check_innovations(innovations, shape: tuple, device, dtype) -> tuple:

@@ -10,6 +10,7 @@ import xarray as xr
 from ._results import base_attrs, data_attrs
 from ._schema import EXTRA_VARIABLES, VARIABLES, annotate
 from ._sim_checks import Config
+from ._sim_errors import replica_particles
 
 __all__ = ["assemble"]
 
@@ -33,7 +34,8 @@ def _attrs(cfg: Config) -> dict:
         eta_c=cfg.eta_c, T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
-        rel_jitter=cfg.rel_jitter,
+        rel_jitter=cfg.rel_jitter, error_replicas=cfg.error_replicas,
+        error_replica_particles=replica_particles(cfg.P) if cfg.error_replicas else 0,
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)", learning_rate="eta_c*n",
         # the network whose limit this is (eq. 1), as train_resnet records it
