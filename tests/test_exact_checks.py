@@ -245,3 +245,72 @@ def test_loss_derivative_signs_and_limits():
         torch.testing.assert_close(logistic.grad(far, torch.full_like(far, label)),
                                    torch.tensor([-label, 0.0], dtype=torch.float64),
                                    rtol=0, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# 4. a clean run warns nothing; the guard's step-0 baseline; the jitter default
+# ---------------------------------------------------------------------------
+
+_XW = np.random.default_rng(5).standard_normal((12, 8))
+_XW *= np.sqrt(8) / np.linalg.norm(_XW, axis=1, keepdims=True)  # |x|²/d = 1
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_a_healthy_run_emits_no_warning(backward):
+    # Sphere inputs, default floors, a batch and probes: nothing to warn about, so
+    # any warning is a defect — e.g. torch resizing an ``out=`` view of the weight
+    # buffer that has the wrong number of rows (the response of Model.backward
+    # written to rows :n instead of :n + B) warns "An output with one or more
+    # elements was resized" and silently writes outside the interleaved layout.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nfd.simulate(_XW, np.tanh(_XW[:, 0]), eta_c=0.3, activation="tanh", steps=3,
+                     batch_size=2, particles=256, probes=(_XW[:2], np.zeros(2)),
+                     backward=backward, seed=0, progress=False)
+
+
+def test_divergence_guard_baseline_is_the_step_zero_maximum_over_layers():
+    # The documented rule (nfd._guard): stop once E[h_t²] > D·max_t E[h_t²]|_{step 0},
+    # E[g_t²] > D·max_t E[g_t²]|_{step 0}, or f² > D·(those two step-0 maxima
+    # multiplied). From an unguarded run, the largest such ratio R over the run is
+    # computed here; the run must then pass with D = R(1 + 1e-9) — identical to the
+    # unguarded run — and stop with D = R(1 − 1e-6). (Exact up to the float64
+    # rounding of the ratios, ~1e-16.) A baseline from another step, from one layer,
+    # or without the g factor moves R by far more than 1e-6.
+    X = _XW[:8]
+    kw = dict(eta_c=0.15, activation="identity", steps=4, particles=512, seed=0,
+              progress=False, dtype="float64")
+    y = 2 * np.tanh(X[:, 0] + X[:, 1])
+    free = nfd.simulate(X, y, divergence=None, **kw)
+    h2, g2, f2 = free.h2.values, free.g2.values, (free.f.values ** 2).max(1)
+    ref_h, ref_g = h2[0].max(), g2[0].max()
+    R = max((h2 / ref_h).max(), (g2 / ref_g).max(), (f2 / (ref_h * ref_g)).max())
+    assert R > 10  # the run grows: the bound is tested far from its step-0 value
+    guarded = nfd.simulate(X, y, divergence=R * (1 + 1e-9), **kw)
+    np.testing.assert_array_equal(guarded.f.values, free.f.values)
+    with pytest.raises(FloatingPointError, match="times its step-0 scale"):
+        nfd.simulate(X, y, divergence=R * (1 - 1e-6), **kw)
+
+
+@pytest.mark.parametrize("dtype, default", [("float32", 1e-5), ("float64", 1e-10)])
+def test_rel_jitter_default_is_the_documented_floor(dtype, default):
+    # Batches of two equal samples: both have the same forward path, so each
+    # step's B×B block of both drivers is exactly singular, the eigenvalue floor
+    # acts (sigma_floored, theta_floored > 0) and its value enters f. The default
+    # must be the documented one (1e-5 in float32, 1e-10 in float64): bit-identical
+    # to passing it, and recorded in attrs; power: ten times the floor changes f.
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((4, 4))
+    X = np.repeat(X * 2 / np.linalg.norm(X, axis=1, keepdims=True), 2, axis=0)
+    y = np.tanh(X[:, 0] + X[:, 1])
+    kw = dict(eta_c=0.3, activation="identity", steps=4, particles=1024, seed=0,
+              batch_size=2, dtype=dtype, progress=False)
+    base = nfd.simulate(X, y, **kw)
+    assert base.sigma_floored.values.sum() > 0 and base.theta_floored.values.sum() > 0
+    assert base.attrs["rel_jitter"] == default
+    np.testing.assert_array_equal(base.f.values,
+                                  nfd.simulate(X, y, rel_jitter=default, **kw).f.values)
+    assert not np.array_equal(base.f.values,
+                              nfd.simulate(X, y, rel_jitter=10 * default, **kw).f.values)
