@@ -68,18 +68,19 @@ def limits_job(*, activation: str, eta_c: float, depths, steps: int, seed: int,
     Returns
     -------
     xarray.Dataset
-        ``f``, ``f_se``, ``loss`` (backward, depth, step).
+        ``f``, ``loss`` (backward, depth, step). No standard errors: the runs share
+        their noise across depths, and the study takes its errors from seeds.
     """
     X, y = task_stream(steps)
     gen = torch.Generator().manual_seed(seed + _INNOVATION_SEED_OFFSET)
     fine = [torch.randn(max(depths), steps, particles, generator=gen) for _ in range(2)]
-    out = {k: np.full((len(MODES), len(depths), steps), np.nan) for k in ("f", "f_se", "loss")}
+    out = {k: np.full((len(MODES), len(depths), steps), np.nan) for k in ("f", "loss")}
     for j, L in enumerate(depths):
         xi = tuple(nfd.coarsen_innovations(x, L).to(device or "cpu") for x in fine)
         for i, b in enumerate(MODES):
             ds = nfd.simulate(X, y, eta_c=eta_c, activation=activation, T=_T, steps=L,
                               particles=particles, backward=b, seed=seed, device=device,
-                              progress=False, innovations=xi)
+                              progress=False, innovations=xi, error_replicas=0)
             for k in out:
                 out[k][i, j] = ds[k].values[:, 0]
     dims = ("backward", "depth", "step")
@@ -95,7 +96,7 @@ def run_limits(cfg: dict, *, seed: int, store=None, scheduler=None, progress=Fal
     Returns
     -------
     xarray.Dataset
-        ``f``, ``f_se``, ``loss`` (activation, eta_c, seed, backward, depth, step).
+        ``f``, ``loss`` (activation, eta_c, seed, backward, depth, step).
         Jobs are stored under the study name "limits", so studies 3 and 8 share them.
     """
     seeds = [seed + s for s in range(cfg["seeds"])]
@@ -132,7 +133,7 @@ def run_depth(*, quick: bool = False, store=None, scheduler: str | None = None,
     Returns
     -------
     xarray.Dataset
-        :func:`run_limits`'s ``f``, ``f_se``, ``loss``; fits in attrs (prefixes
+        :func:`run_limits`'s ``f``, ``loss``; fits in attrs (prefixes
         ``{activation}_e{i}_{mode}_{ms,last}``).
     """
     quick, seed, dev = study_args(quick, seed, device)

@@ -118,7 +118,7 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
         Depth sweep ``f_coupled``, ``f_decoupled``, ``loss_*`` (eta_c, depth, seed,
         step) at ``fixed_width``; width sweep ``wf_coupled``, ``wf_decoupled``
         (eta_c, width, seed, step) at ``fixed_depth``; limits ``lim_f``,
-        ``lim_f_se``, ``lim_loss`` (activation, eta_c, lim_seed, backward,
+        ``lim_loss`` (activation, eta_c, lim_seed, backward,
         lim_depth, step). Fits in attrs.
     """
     quick, seed, dev = study_args(quick, seed, device)
@@ -130,7 +130,7 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
     lim = run_limits(lim_cfg, seed=seed, store=store, scheduler=scheduler,
                      progress=progress, device=dev)
     lim = lim.rename(depth="lim_depth", seed="lim_seed")
-    for name in ("f", "f_se", "loss"):
+    for name in ("f", "loss"):
         ds[f"lim_{name}"] = lim[name]
     ds.attrs = base_attrs(study="gia", quick=quick, seed=seed, **cfg, **_TASK,
                           lim_seeds=lim_cfg["seeds"], lim_particles=lim_cfg["particles"],

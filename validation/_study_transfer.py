@@ -105,7 +105,8 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
     common = dict(_TASK, probe_steps=[K], **({} if dev is None else {"device": dev}))
     seeds = [seed + s for s in range(cfg["seeds"])]
     net = dict(common, seeds=seeds, record_collapse=False)
-    lim = dict(common, particles=cfg["particles"], eig_steps=[])
+    # the limits' errors come from their seeds: no error replicas (nfd._sim_errors)
+    lim = dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0)
     lim_seeds = [seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]
     out = {}
     for name in DATASETS:
