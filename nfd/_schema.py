@@ -60,9 +60,12 @@ VARIABLES: dict[str, Variable] = {
 
 #: Quantities only one of the two Datasets holds.
 EXTRA_VARIABLES: dict[str, Variable] = {
-    "f_se": Variable(("step", "sample"), "Monte Carlo standard error of f (particles)"),
+    "f_se": Variable(("step", "sample"),
+                     "Monte Carlo standard error of f (particles, interaction included "
+                     "by error replicas)"),
     "probe_f_se": Variable(("probe_step", "probe"),
-                           "Monte Carlo standard error of probe_f (particles)"),
+                           "Monte Carlo standard error of probe_f (particles, interaction "
+                           "included by error replicas)"),
     "sigma_pivot": Variable(("step", "time"),
                             "smallest squared Cholesky pivot of the new block of the "
                             "forward driver"),

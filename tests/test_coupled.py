@@ -11,6 +11,10 @@ below the standard errors used). Where a test also shows its own power it requir
 the wrong reference (the other backward mode) to be rejected by the same quantile.
 """
 
+# These tests judge estimates by the spread over seeds or against exact references, so
+# most runs skip the error replicas (error_replicas=0: never changes an estimate, and
+# halves their cost); tests/test_errors.py checks the reported errors themselves.
+
 import numpy as np
 import pytest
 from scipy.stats import f as f_dist
@@ -64,7 +68,8 @@ def _oracle_t(backward, dtype, B, fields, particles=4096, S=10):
     exact = nfd.linear_limit(X, y, backward=backward, **kw)
     wrong = nfd.linear_limit(X, y, backward=other, **kw)
     runs = [nfd.simulate(X, y, activation="identity", backward=backward, particles=particles,
-                         seed=s, dtype=dtype, progress=False, **kw) for s in range(S)]
+                         seed=s, dtype=dtype, progress=False, error_replicas=0, **kw)
+            for s in range(S)]
     t = _t_stats(np.stack([_flat(ds, fields) for ds in runs]) - _flat(exact, fields))
     few = ("f", "probe_f")
     t_other = _t_stats(np.stack([_flat(ds, few) for ds in runs]) - _flat(wrong, few))
@@ -107,7 +112,8 @@ def test_probe_at_a_training_input_has_the_law_of_its_training_output(backward):
     for seed in range(S):
         ds = nfd.simulate(X, Y, activation="relu", eta_c=0.15, T=2.0, steps=8, particles=4096,
                           seed=seed, backward=backward, probes=(X, Y),
-                          probe_steps=list(range(K)), eig_steps=[], progress=False)
+                          probe_steps=list(range(K)), eig_steps=[], progress=False,
+                          error_replicas=0)
         pf, f = ds.probe_f.values, ds.f.values[:, 0]
         dev.append([pf[k, k] - f[k] for k in range(1, K)])
     t = _t_stats(np.array(dev))
@@ -156,7 +162,8 @@ def test_one_step_closed_forms_for_particles(backward):
     for s in range(S):
         ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", steps=L,
                           particles=8192, backward=backward, seed=s, dtype="float64",
-                          probes=(_XGP, np.zeros(2)), probe_steps=[1], progress=False)
+                          probes=(_XGP, np.zeros(2)), probe_steps=[1], progress=False,
+                          error_replicas=0)
         got = np.concatenate([[float(ds.f[1, 0])], ds.probe_f.sel(probe_step=1).values])
         forms = _one_step_forms(eta * float(ds.dloss[0, 0]), rho, L)
         for which in (0, 1):
@@ -198,7 +205,7 @@ def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S):
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
     kw = dict(eta_c=eta, activation="tanh", steps=L, particles=16384, dtype="float64",
-              progress=False)
+              progress=False, error_replicas=0)
     ref = np.stack([nfd.simulate(X, y, backward="coupled", seed=s, **kw).f.values[1:, 0]
                     for s in range(R)])
     dec = nfd.simulate(X, y, backward="decoupled", seed=0, **kw).f.values[1:, 0]
@@ -236,7 +243,7 @@ def test_coupled_float32_matches_float64_within_monte_carlo_error():
     # two-sided Bonferroni quantile at α = 10⁻³ over the m = 11 entries.
     K, B, S = 8, 1, 8
     kw = dict(eta_c=0.3, activation="tanh", steps=4, particles=4096, batch_size=B,
-              probes=(_XP, _YP), probe_steps=[K], progress=False)
+              probes=(_XP, _YP), probe_steps=[K], progress=False, error_replicas=0)
     X, y = _X[:K * B], _Y[:K * B]
     runs = {dt: np.stack([_flat(nfd.simulate(X, y, seed=s, dtype=dt, **kw), ("f", "probe_f"))
                           for s in range(S)]) for dt in ("float32", "float64")}
@@ -306,7 +313,7 @@ def test_float32_probes_with_a_rank_deficient_history_match_linear_limit(backwar
     exact = nfd.linear_limit(X, y, backward=backward, **kw).probe_f.values.ravel()
     S = 8
     runs = np.stack([nfd.simulate(X, y, activation="identity", backward=backward,
-                                  particles=4096, seed=s, dtype="float32", progress=False,
+                                  particles=4096, seed=s, dtype="float32", progress=False, error_replicas=0,
                                   **kw).probe_f.values.ravel() for s in range(S)])
     t = _t_stats(runs - exact)
     assert np.abs(t).max() < _t_bound(S, t.size), (float(np.abs(t).max()), _t_bound(S, t.size))
@@ -324,7 +331,7 @@ def test_float32_coupled_run_on_an_ill_conditioned_stream_trains_like_float64():
     X = sphere(rng, 384, 8)
     y = np.tanh(X[:, 0])
     kw = dict(eta_c=0.3, steps=4, particles=8192, backward="coupled", seed=0,
-              progress=False, eig_steps=[])
+              progress=False, eig_steps=[], error_replicas=0)
     late = {dt: nfd.simulate(X, y, dtype=dt, **kw).loss.values[-50:, 0]
             for dt in ("float32", "float64")}
     se = np.sqrt(sum(v.var(ddof=1) for v in late.values()) / 50)

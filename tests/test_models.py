@@ -1,4 +1,4 @@
-"""Tests of validation.models / validation.train_resnet (issue #4).
+"""Tests of the finite networks, validation.train_resnet and validation.ResNetEnsemble (issue #4).
 
 Statistical tolerances come from a stated error model, never from a past run:
 
