@@ -31,6 +31,7 @@ a run (in a fresh subprocess, above its import baseline) against nfd.memory_esti
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -64,10 +65,12 @@ ETA_C = 0.1
 STREAMS = {"decoupled": 6, "coupled": 8}
 
 
-def timed(P: int, L: int, K: int, device: str, backward: str) -> float:
+def timed(P: int, L: int, K: int, device: str, backward: str, replicas: int = 0) -> float:
+    """Seconds of one run (after a warm-up); ``replicas``: ``error_replicas`` (0: the
+    integration alone, as every sweep here measures it)."""
     X, y = _data(K)
     kw = dict(eta_c=ETA_C, steps=L, particles=P, progress=False, eig_steps=[],
-              device=device, backward=backward)
+              device=device, backward=backward, error_replicas=replicas)
     nfd.simulate(X[:4], y[:4], **kw)  # warm-up
     start = time.perf_counter()
     try:
@@ -170,12 +173,35 @@ def _sweeps(dev: str, s: int) -> None:
               f"{1 / b / 1e9:.1f} GB/s; the former is {share:.0%} of the time at K={K}")
 
 
+def error_cost(dev: str, s: int, reps: int) -> None:
+    """The cost of the standard errors at a default-size run (P = 4096, L = 64,
+    K = 200; halved with --quick): the default ``error_replicas`` against none,
+    alternated ``reps`` times, fastest of each (goal: at most 15% more)."""
+    P, L, K = 4096 // s, 64 // s, 200 // s
+    R = inspect.signature(nfd.simulate).parameters["error_replicas"].default
+    X, y = _data(2)
+    size = nfd.simulate(X, y, eta_c=ETA_C, steps=1, particles=P,
+                        progress=False).attrs["error_replica_particles"]
+    print(f"standard errors at P={P}, L={L}, K={K}: error_replicas={R} (replicas of "
+          f"{size} particles) against 0:")
+    for m in MODES:
+        t = {0: [], R: []}
+        for _ in range(reps):
+            for r in t:
+                t[r].append(timed(P, L, K, dev, m, replicas=r))
+        print(f"  {m}: {min(t[0]):.2f} s without, {min(t[R]):.2f} s with: +"
+              f"{min(t[R]) / min(t[0]) - 1:.0%} (pairs "
+              f"{', '.join(f'{b / a - 1:+.0%}' for a, b in zip(t[0], t[R]))})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--reps", type=int, default=2,
                         help="alternating repetitions of each mode at the target size")
+    parser.add_argument("--errors-only", action="store_true",
+                        help="only the cost of the standard errors (error_replicas)")
     parser.add_argument("--target-only", action="store_true",
                         help="skip the sweeps: only the target-size ratio and peak memory")
     parser.add_argument("--_peak", nargs=4, help=argparse.SUPPRESS)
@@ -188,6 +214,9 @@ def main() -> None:
     s = 2 if args.quick else 1
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
+    error_cost(dev, s, args.reps)
+    if args.errors_only:
+        return
     if not args.target_only:
         _sweeps(dev, s)
 
