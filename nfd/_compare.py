@@ -33,7 +33,8 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
         With a ``seed`` dimension (S ≥ 2 for a standard error; S = 1 gives NaN).
     limit : xarray.Dataset
         Without ``seed``. ``{var}_se`` is used as its Monte Carlo error when present
-        (``f_se``, ``probe_f_se``), otherwise it counts as exact.
+        (``f_se``, ``probe_f_se``: with ``simulate``'s default ``error_replicas`` they
+        include the particles' interaction), otherwise it counts as exact.
     var : str
         A variable both hold, e.g. ``"f"``, ``"loss"``, ``"probe_f"``, ``"h2"``.
 

@@ -66,6 +66,12 @@ EXTRA_VARIABLES: dict[str, Variable] = {
     "probe_f_se": Variable(("probe_step", "probe"),
                            "Monte Carlo standard error of probe_f (particles, interaction "
                            "included by error replicas)"),
+    "f_se_inflation": Variable(("step",),
+                               "error inflation of f: f_se over the per-particle error "
+                               "(error replicas, pooled over a window of steps)"),
+    "probe_f_se_inflation": Variable(("probe_step",),
+                                     "error inflation of probe_f: probe_f_se over the "
+                                     "per-particle error (pooled over a window of steps)"),
     "sigma_pivot": Variable(("step", "time"),
                             "smallest squared Cholesky pivot of the new block of the "
                             "forward driver"),

@@ -49,7 +49,8 @@ from ._losses import Loss
 from ._schema import DEFAULT_PROGRESS
 from ._sim_checks import BACKWARD_LIMITS, Config, check_simulate
 from ._sim_dataset import assemble
-from ._sim_errors import DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles, replica_seeds
+from ._sim_errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,
+                          replica_seeds, uncalibrated)
 from ._sim_state import start
 from ._sim_step import evaluate_probes, record_eigenvalues, sgd_step, warn_if_floors_matter
 
@@ -186,12 +187,13 @@ def simulate(
         mean-field estimates (measured: the per-particle error is 15–40% too small
         in the coupled limit and 0–20% too large in the decoupled one). The
         reported error is the per-particle one times the inflation ρ̂ pooled over
-        the R + 1 runs (``attrs["f_se_inflation"]``, ``attrs["probe_f_se_inflation"]``).
-        Never changes an estimate. Default 2 (±2 s.e. covered 94–95% of the seed
-        spread in our measurements); ``0`` reports the per-particle errors (ρ̂ =
-        NaN in attrs) and saves the replicas' cost (measured: one replica costs 50–70%
-        of a P = 4096, L = 64, K = 200 run on one CPU thread, most of it the fixed cost
-        per layer-step; benchmarks/bench_simulate.py).
+        the R + 1 runs within windows of steps (variables ``f_se_inflation``,
+        ``probe_f_se_inflation``). Never changes an estimate. Default 2 (±2 s.e.
+        covered 93–95% of the seed deviations in our measurements); ``0`` reports
+        the per-particle errors (inflations NaN) and saves the replicas' cost
+        (measured: +96% coupled, +141% decoupled at P = 4096, L = 64, K = 200 on 2
+        CPU threads, mostly the fixed cost per layer-step that a replica pays in
+        full; ``benchmarks/bench_simulate.py --errors-only``).
 
     Returns
     -------
@@ -208,8 +210,9 @@ def simulate(
         time): how many of the step's B new components of each driver sat at the
         eigenvalue floor (0 where no driver acts); ``sigma_min_eig`` / ``theta_min_eig``
         (eig_step, time); ``probe_f``, ``probe_f_se``, ``probe_loss``
-        (probe_step, probe) and ``probe_y``; ``h_path`` / ``g_path`` (particle,
-        step, sample, time) when ``paths``. Every parameter is in ``attrs``;
+        (probe_step, probe) and ``probe_y``; ``f_se_inflation`` (step) and
+        ``probe_f_se_inflation`` (probe_step), see ``error_replicas``; ``h_path`` /
+        ``g_path`` (particle, step, sample, time) when ``paths``. Every parameter is in ``attrs``;
         every variable and coordinate has ``long_name`` and ``units``
         (:mod:`nfd.schema`).
 
@@ -241,8 +244,7 @@ def simulate(
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     if not cfg.error_replicas:
-        ds.attrs.update(f_se_inflation=float("nan"), probe_f_se_inflation=float("nan"))
-        return ds
+        return uncalibrated(ds)
     return calibrate_errors(ds, *_replicas(cfg, scale))
 
 

@@ -10,7 +10,8 @@ from scipy import stats
 
 import nfd
 from nfd import _simulate
-from nfd._sim_errors import inflation, replica_particles, replica_seeds
+from nfd._sim_errors import (inflation, replica_particles, replica_seeds, windowed_inflation,
+                             windows)
 
 
 # --- the estimator ρ̂ on data of known scale ---------------------------------------
@@ -48,6 +49,21 @@ def test_inflation_leaves_out_outputs_it_cannot_use():
     assert np.isnan(inflation(np.zeros((3, 0)), np.zeros((3, 0))))
 
 
+def test_windows_follow_a_changing_inflation():
+    """Steps whose inflation differs by window get their own ρ̂: 200 steps in windows
+    of 50, the true ρ 0.5, 1, 1.5, 2; each window's ρ̂² within 4 s.e. of its χ²
+    (M·R = 50·4·2 = 400 outputs, s.e. of ρ̂²/ρ² = √(2/400))."""
+    assert list(windows(200)) == [0, 50, 100, 150, 200]
+    assert list(windows(17)) == [0, 4, 8, 13, 17] and list(windows(2)) == [0, 1, 2]
+    assert len(windows(1000)) == 21
+    rng = np.random.default_rng(2)
+    truth = np.repeat([0.5, 1.0, 1.5, 2.0], 50)
+    s = rng.uniform(0.5, 2.0, (3, 200, 4))
+    q = rng.standard_normal((200, 4)) + truth[None, :, None] * s * rng.standard_normal(s.shape)
+    rho = windowed_inflation(q, s)
+    assert np.all(np.abs(rho**2 / truth**2 - 1) < 4 * np.sqrt(2 / 400)), rho[::50]
+
+
 def test_replica_sizes_and_seeds():
     assert replica_particles(4096) == 512
     assert replica_particles(1024) == 256 and replica_particles(100) == 100
@@ -75,13 +91,14 @@ def test_replicas_change_only_the_errors(backward):
     plain = nfd.simulate(X, y, error_replicas=0, **kw)
     ds = nfd.simulate(X, y, **kw)
     for name in plain.data_vars:
-        if not name.endswith("_se"):
+        if not name.endswith(("_se", "_se_inflation")):
             np.testing.assert_array_equal(ds[name].values, plain[name].values, err_msg=name)
     for var in ("f", "probe_f"):
-        rho = ds.attrs[f"{var}_se_inflation"]
-        assert 0.3 < rho < 3 and np.isnan(plain.attrs[f"{var}_se_inflation"])
+        rho = ds[f"{var}_se_inflation"]
+        assert ((0.3 < rho) & (rho < 3)).all() and plain[f"{var}_se_inflation"].isnull().all()
         np.testing.assert_allclose(ds[f"{var}_se"], rho * plain[f"{var}_se"], rtol=1e-12)
         assert ds[f"{var}_se"].attrs == plain[f"{var}_se"].attrs
+        assert rho.attrs["long_name"].startswith("error inflation")
     assert ds.attrs["error_replicas"] == 2 and ds.attrs["error_replica_particles"] == 256
     assert plain.attrs["error_replica_particles"] == 0
 
@@ -110,7 +127,7 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
         ds = nfd.simulate(X, y, eta_c=0.3, steps=3, particles=64, probes=probes,
                           progress=False)
     assert np.isnan(ds.f_se).all() and np.isnan(ds.probe_f_se).all()
-    assert np.isfinite(ds.f).all() and np.isnan(ds.attrs["f_se_inflation"])
+    assert np.isfinite(ds.f).all() and ds.f_se_inflation.isnull().all()
 
 
 # --- calibration against the spread of seeds ----------------------------------------
