@@ -180,7 +180,7 @@ def simulate(
         Brownian paths across depths: see :func:`nfd.coarsen_innovations`.
     error_replicas : int
         R, the number of independent replica runs (own seeds, own mean field of
-        P/8 particles, at least 256) from which the standard errors ``f_se`` and
+        P/8 particles, at least 512) from which the standard errors ``f_se`` and
         ``probe_f_se`` take the particles' interaction into account
         (``nfd._sim_errors``): the error of a particle mean is not its per-particle
         spread / √P, because every particle moves with the noise of the shared
