@@ -8,31 +8,36 @@ all particles together. An estimate q̂ = (1/P) Σ_i F_i therefore has the varia
 of every mean-field estimate), not the per-particle variance σ²/P that
 ``prod.std() / √P`` gives. Measured over 24–64 seeds (relu and tanh teachers, K = 64
 and 200, L = 8, P = 64–8192): σ_eff/σ is 1.15–1.4 for the coupled limit and
-0.8–1.05 for the decoupled one, and does not depend on P.
+0.8–1.05 for the decoupled one (it changes along training, and slowly with P).
 
 Method (chosen by measurement; batch means over blocks of one run cannot see the
 shared noise, since it is common to every block): **independent replicas**. R
 further runs with their own seeds and their own mean field of P_r particles
 (:func:`replica_particles`) give R + 1 independent estimates of every output. Under
 Var(q̂_r) = ρ²·s_r² (s_r the per-particle standard error of run r: the inflation ρ
-is the same for every run size, as measured), the weighted spread
+is nearly the same for every run size, as measured), the weighted spread
 
     ρ̂² = (1 / (M·R)) Σ_o Σ_{r=0..R} (q̂_{r,o} − q̄_o)² / s_{r,o}²,
     q̄_o = Σ_r q̂_{r,o}/s_{r,o}² / Σ_r 1/s_{r,o}²,
 
-pooled over the M outputs o of a window of at most 50 consecutive SGD steps (f: steps
-and samples; probe_f: the probe evaluations in those steps and the probes;
-:func:`windows`), is an unbiased estimate of ρ² there (a χ² with R degrees of freedom
-per output). The inflation changes along training (tanh teacher, K = 200: the seed
-spread over the per-particle error fell from about 0.9 in the first quarter of the
-steps to 0.4 in the last), so one ρ̂ for the whole run left the first quarter's errors
-30–60% too narrow; windows of 50 steps kept every quarter within 0.89–1.10 of the
-seed spread. Shorter windows would make ρ̂ noisier, and a noisy error is a too
-narrow one as often as a too wide one. The reported error is the main run's per-particle error
+pooled over the M outputs o of a window (:func:`windows`: about 50 training
+trajectories of the history, at least 32 outputs; f: steps and samples, probe_f: the
+probe evaluations in those steps and the probes, pooled with f's when there are fewer
+than 32), is an unbiased estimate of ρ² there (a χ² with R degrees of freedom per
+output). The inflation changes along training (tanh teacher, K = 200: the seed spread
+over the per-particle error fell from about 0.9 in the first quarter of the steps to
+0.4 in the last), so one ρ̂ for the whole run left the first quarter's errors 30–60%
+too narrow; windows of 50 steps kept every quarter within 0.89–1.10 of the seed
+spread. Shorter windows make ρ̂ noisier, and a noisy error bar is too narrow on
+average (E[ρ²/ρ̂²] > 1), hence the minimum number of outputs. The reported error is the main run's per-particle error
 times ρ̂ of its window: ``f_se = ρ̂_f(step) · s_0`` (``f_se_inflation``,
 ``probe_f_se_inflation``). The estimate q̂_0 itself is the main run's, unchanged.
-Replica runs smaller than the main one have a larger finite-P bias; a bias difference
-only adds to the spread, so ρ̂ errs on the wide side.
+Limits of the method, measured: ρ itself drifts with the run size below a few
+thousand particles (relu teacher, K = 64: σ_eff/σ 1.17, 1.24, 1.26, 1.31 coupled at
+P = 128, 512, 2048, 8192), so replicas of P/8 particles can see a ρ a few percent
+smaller than the main run's: the errors of large coupled runs may be about 5% narrow.
+A finite-P bias difference between the runs, on the other hand, only adds to the
+spread.
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ import numpy as np
 import xarray as xr
 
 from ._schema import annotate
+from ._sim_state import seed_word
 
 __all__ = ["DEFAULT_ERROR_REPLICAS", "REPLICA_SHARE", "REPLICA_MIN_PARTICLES",
-           "WINDOW_STEPS", "replica_particles", "replica_seeds", "windows", "inflation",
+           "WINDOW_TRAJECTORIES", "WINDOW_MIN_OUTPUTS", "replica_particles", "replica_seeds", "windows", "inflation",
            "windowed_inflation", "calibrate_errors", "uncalibrated"]
 
 #: Replica runs of ``simulate`` by default (``error_replicas``). With the main run
@@ -62,9 +68,15 @@ REPLICA_SHARE = 8
 #: replicas of 256 particles left the errors of a P = 2048 run 7% narrow (decoupled).
 #: A run's fixed cost per layer-step makes smaller replicas hardly cheaper anyway.
 REPLICA_MIN_PARTICLES = 512
-#: The inflation is pooled over windows of at most this many SGD steps
-#: (:func:`windows`).
-WINDOW_STEPS = 50
+#: The inflation is pooled over windows of at most this many training trajectories
+#: (:func:`windows`): it changes with the history's size k·B, at B ≥ 2 as fast per
+#: sample as at B = 1 (measured: one window for K = 32 steps of batch 4 left the first
+#: steps' errors 27% too narrow) ...
+WINDOW_TRAJECTORIES = 50
+#: ... and over at least this many outputs: ρ̂² has R degrees of freedom per output,
+#: and a noisy error bar is too narrow on average (E[ρ²/ρ̂²] = ν/(ν − 2) for ν degrees
+#: of freedom; measured: 2-step windows at K = 8 gave mean z² = 1.41).
+WINDOW_MIN_OUTPUTS = 32
 #: Spawn key of the replica seeds (``numpy.random.SeedSequence``): disjoint from the
 #: run's role streams (``nfd._sim_state.ROLES``, keys 0, 1, …).
 _REPLICA_KEY = 2 ** 20
@@ -80,21 +92,25 @@ def replica_seeds(seed: int, replicas: int) -> list[int]:
     """Seeds of the replica runs of a run with ``seed``: 63-bit words of
     ``SeedSequence(seed, spawn_key=(2²⁰, r))``, so replica r draws streams
     independent of the main run's and of the other replicas'."""
-    out = []
-    for r in range(replicas):
-        state = np.random.SeedSequence(seed, spawn_key=(_REPLICA_KEY, r)).generate_state(
-            2, np.uint32)
-        out.append((int(state[0]) << 31) | (int(state[1]) >> 1))
-    return out
+    return [seed_word(seed, (_REPLICA_KEY, r)) for r in range(replicas)]
 
 
-def windows(steps: np.ndarray, K: int) -> np.ndarray:
-    """The window of each SGD step in ``steps`` (0..K) over which ρ̂ is pooled: K steps
-    cut into ⌈K / :data:`WINDOW_STEPS`⌉ equal windows (one up to 50 steps). Training
-    outputs and probe evaluations share the windows of their SGD step."""
-    count = max(1, math.ceil(K / WINDOW_STEPS))
-    inner = np.linspace(0, K, count + 1)[1:-1]
-    return np.searchsorted(inner, np.asarray(steps), side="right")
+def windows(trajectories: np.ndarray, N: int, minimum: int = 1) -> np.ndarray:
+    """The window of each output over which ρ̂ is pooled, from the number of training
+    trajectories before it (``trajectories``: k·B + b for sample b of step k, s·B for a
+    probe evaluation after s steps; N = K·B in all): N cut into
+    ⌈N / :data:`WINDOW_TRAJECTORIES`⌉ equal windows, then a window with fewer than
+    ``minimum`` outputs merged into its neighbour (:data:`WINDOW_MIN_OUTPUTS`)."""
+    count = max(1, math.ceil(N / WINDOW_TRAJECTORIES))
+    inner = np.linspace(0, N, count + 1)[1:-1]
+    window = np.searchsorted(inner, np.asarray(trajectories), side="right")
+    while True:
+        labels, sizes = np.unique(window, return_counts=True)
+        if len(labels) < 2 or sizes.min() >= minimum:
+            return np.searchsorted(labels, window)
+        i = int(np.argmin(sizes))
+        j = i - 1 if i == len(labels) - 1 or (i > 0 and sizes[i - 1] <= sizes[i + 1]) else i + 1
+        window[window == labels[i]] = labels[j]
 
 
 def inflation(q: np.ndarray, s: np.ndarray) -> float:
@@ -115,12 +131,40 @@ def inflation(q: np.ndarray, s: np.ndarray) -> float:
 
 
 def windowed_inflation(q: np.ndarray, s: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """ρ̂ per step (axis 1 of ``q`` and ``s``, run axis first): :func:`inflation`
-    pooled over the steps that share a ``window`` (:func:`windows`)."""
+    """ρ̂ per output column (axis 1 of ``q`` and ``s``, run axis first):
+    :func:`inflation` pooled over the columns that share a ``window``
+    (:func:`windows`)."""
     rho = np.full(q.shape[1], np.nan)
     for w in np.unique(window):
         rho[window == w] = inflation(q[:, window == w], s[:, window == w])
     return rho
+
+
+def _outputs(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, ...]:
+    """Estimates, per-particle errors (run, output) and trajectory counts (output) of
+    f and then probe_f, flattened in that order."""
+    B, N = ds.sizes["sample"], ds.sizes["step"] * ds.sizes["sample"]
+    traj_f = np.arange(N)
+    traj_p = np.repeat(ds["probe_step"].values * B, ds.sizes["probe"])
+    q = np.concatenate([np.stack([r[v].values.reshape(-1) for r in runs])
+                        for v in ("f", "probe_f")], 1)
+    s = np.concatenate([np.stack([r[f"{v}_se"].values.reshape(-1) for r in runs])
+                        for v in ("f", "probe_f")], 1)
+    return q, s, traj_f, traj_p
+
+
+def _inflations(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, np.ndarray]:
+    """ρ̂ of every f and every probe_f output (flat): each variable pooled over its own
+    :func:`windows`; probe_f, when it has fewer than :data:`WINDOW_MIN_OUTPUTS`
+    outputs, together with the f outputs of the windows its evaluations fall in."""
+    q, s, traj_f, traj_p = _outputs(ds, runs)
+    N, nf = len(traj_f), len(traj_f)
+    rho_f = windowed_inflation(q[:, :nf], s[:, :nf], windows(traj_f, N, WINDOW_MIN_OUTPUTS))
+    if len(traj_p) >= WINDOW_MIN_OUTPUTS:
+        win = windows(traj_p, N, WINDOW_MIN_OUTPUTS)
+        return rho_f, windowed_inflation(q[:, nf:], s[:, nf:], win)
+    win = windows(np.concatenate([traj_f, traj_p]), N, WINDOW_MIN_OUTPUTS)
+    return rho_f, windowed_inflation(q, s, win)[nf:]
 
 
 def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
@@ -132,13 +176,13 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
     diverged: ``reason`` says how) makes the errors NaN, with a ``RuntimeWarning``:
     an error bar that is unknown is not shown as a narrow one."""
     out = ds.copy()
-    for var, axis in (("f", "step"), ("probe_f", "probe_step")):
+    if replicas is None:
+        rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))
+    else:
+        rho = _inflations(ds, [ds, *replicas])
+    for var, r in zip(("f", "probe_f"), rho):
         se = f"{var}_se"
-        rho = np.full(ds.sizes[axis], np.nan) if replicas is None else windowed_inflation(
-            np.stack([r[var].values for r in (ds, *replicas)]),
-            np.stack([r[se].values for r in (ds, *replicas)]),
-            windows(ds[axis].values, ds.sizes["step"]))
-        out[f"{se}_inflation"] = (axis, rho)
+        out[f"{se}_inflation"] = (ds[var].dims, r.reshape(ds[var].shape))
         out[se] = (ds[se] * out[f"{se}_inflation"]).assign_attrs(ds[se].attrs)
     if replicas is None:
         warnings.warn(f"the standard errors f_se and probe_f_se are NaN: {reason}; the "
@@ -151,6 +195,6 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
 def uncalibrated(ds: xr.Dataset) -> xr.Dataset:
     """A run without error replicas: its per-particle errors as they are, and NaN
     inflations (the schema's variables are there either way)."""
-    ds["f_se_inflation"] = ("step", np.full(ds.sizes["step"], np.nan))
-    ds["probe_f_se_inflation"] = ("probe_step", np.full(ds.sizes["probe_step"], np.nan))
+    for var in ("f", "probe_f"):
+        ds[f"{var}_se_inflation"] = (ds[var].dims, np.full(ds[var].shape, np.nan))
     return annotate(ds)

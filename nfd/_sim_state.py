@@ -16,7 +16,7 @@ from ._schema import EXTRA_VARIABLES, VARIABLES
 from ._sim_checks import Config
 from ._sim_model import History, Model
 
-__all__ = ["ROLES", "streams", "RunState", "start"]
+__all__ = ["ROLES", "seed_word", "streams", "RunState", "start"]
 
 #: The random roles of a run, each with its own stream derived from the seed
 #: (:func:`streams`). A role added later gets a new name at the end: the streams
@@ -35,12 +35,15 @@ def streams(seed: int, device: torch.device) -> dict[str, torch.Generator]:
     ``numpy.random.SeedSequence(seed, spawn_key=(i,))`` for role i: independent
     streams, so that whether a role draws (probes) or how much it draws never
     changes the numbers of another role."""
-    out = {}
-    for i, role in enumerate(ROLES):
-        state = np.random.SeedSequence(seed, spawn_key=(i,)).generate_state(2, np.uint32)
-        word = (int(state[0]) << 31) | (int(state[1]) >> 1)  # 63 bits: a valid torch seed
-        out[role] = torch.Generator(device=device).manual_seed(word)
-    return out
+    return {role: torch.Generator(device=device).manual_seed(seed_word(seed, (i,)))
+            for i, role in enumerate(ROLES)}
+
+
+def seed_word(seed: int, key: tuple[int, ...]) -> int:
+    """The first 63 bits of ``numpy.random.SeedSequence(seed, spawn_key=key)``: a valid
+    torch seed, independent for every (seed, key)."""
+    state = np.random.SeedSequence(seed, spawn_key=key).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) | (int(state[1]) >> 1)
 
 
 @dataclass

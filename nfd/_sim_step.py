@@ -96,7 +96,7 @@ def record_eigenvalues(state: RunState, j: int) -> None:
     state.rec["theta_min_eig"][j] = th
 
 
-def warn_if_floors_matter(state: RunState) -> float:
+def warn_if_floors_matter(state: RunState, stacklevel: int = 3) -> float:
     """Warn (``RuntimeWarning``) when the drivers' eigenvalue floor was both high and
     often active (:data:`FLOOR_WARN_JITTER`, :data:`FLOOR_WARN_SHARE`: the measurement
     behind them); return the floored share of all K·B·L components of both drivers.
@@ -112,6 +112,6 @@ def warn_if_floors_matter(state: RunState) -> float:
             f"rel_jitter={cfg.rel_jitter:g}; at rel_jitter >= {FLOOR_WARN_JITTER:g} such "
             "floors move f by up to several Monte Carlo standard errors (measured); "
             "lower rel_jitter (ds.sigma_floored / ds.theta_floored show where)",
-            RuntimeWarning, stacklevel=3)
+            RuntimeWarning, stacklevel=stacklevel)
     return share
 
