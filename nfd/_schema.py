@@ -66,12 +66,12 @@ EXTRA_VARIABLES: dict[str, Variable] = {
     "probe_f_se": Variable(("probe_step", "probe"),
                            "Monte Carlo standard error of probe_f (particles, interaction "
                            "included by error replicas)"),
-    "f_se_inflation": Variable(("step",),
+    "f_se_inflation": Variable(("step", "sample"),
                                "error inflation of f: f_se over the per-particle error "
-                               "(error replicas, pooled over a window of steps)"),
-    "probe_f_se_inflation": Variable(("probe_step",),
+                               "(error replicas, pooled over a window of the history)"),
+    "probe_f_se_inflation": Variable(("probe_step", "probe"),
                                      "error inflation of probe_f: probe_f_se over the "
-                                     "per-particle error (pooled over a window of steps)"),
+                                     "per-particle error (pooled over a window of the history)"),
     "sigma_pivot": Variable(("step", "time"),
                             "smallest squared Cholesky pivot of the new block of the "
                             "forward driver"),

@@ -30,7 +30,7 @@ over the per-particle error fell from about 0.9 in the first quarter of the step
 too narrow; windows of 50 steps kept every quarter within 0.89–1.10 of the seed
 spread. Shorter windows make ρ̂ noisier, and a noisy error bar is too narrow on
 average (E[ρ²/ρ̂²] > 1), hence the minimum number of outputs. The reported error is the main run's per-particle error
-times ρ̂ of its window: ``f_se = ρ̂_f(step) · s_0`` (``f_se_inflation``,
+times ρ̂ of its window: ``f_se = ρ̂ · s_0`` (``f_se_inflation``,
 ``probe_f_se_inflation``). The estimate q̂_0 itself is the main run's, unchanged.
 Limits of the method, measured: ρ itself drifts with the run size below a few
 thousand particles (relu teacher, K = 64: σ_eff/σ 1.17, 1.24, 1.26, 1.31 coupled at
@@ -172,7 +172,7 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
     """Scale ``f_se`` and ``probe_f_se`` of a run ``ds`` by the inflation
     :func:`windowed_inflation` measured with its ``replicas`` (each a run of the same
     stream, probes and settings with another seed), recorded as ``f_se_inflation``
-    (step) and ``probe_f_se_inflation`` (probe_step). ``replicas=None`` (a replica
+    and ``probe_f_se_inflation`` (the dims of ``f`` and ``probe_f``). ``replicas=None`` (a replica
     diverged: ``reason`` says how) makes the errors NaN, with a ``RuntimeWarning``:
     an error bar that is unknown is not shown as a narrow one."""
     out = ds.copy()

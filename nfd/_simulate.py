@@ -187,7 +187,7 @@ def simulate(
         mean-field estimates (measured: the per-particle error is 15–40% too small
         in the coupled limit and 0–20% too large in the decoupled one). The
         reported error is the per-particle one times the inflation ρ̂ pooled over
-        the R + 1 runs within windows of steps (variables ``f_se_inflation``,
+        the R + 1 runs within windows of the history (variables ``f_se_inflation``,
         ``probe_f_se_inflation``). Never changes an estimate. Default 2 (±2 s.e.
         covered 93–95% of the seed deviations in our measurements); ``0`` reports
         the per-particle errors (inflations NaN) and saves the replicas' cost
@@ -210,9 +210,9 @@ def simulate(
         time): how many of the step's B new components of each driver sat at the
         eigenvalue floor (0 where no driver acts); ``sigma_min_eig`` / ``theta_min_eig``
         (eig_step, time); ``probe_f``, ``probe_f_se``, ``probe_loss``
-        (probe_step, probe) and ``probe_y``; ``f_se_inflation`` (step) and
-        ``probe_f_se_inflation`` (probe_step), see ``error_replicas``; ``h_path`` /
-        ``g_path`` (particle, step, sample, time) when ``paths``. Every parameter is in ``attrs``;
+        (probe_step, probe) and ``probe_y``; ``f_se_inflation`` (step, sample)
+        and ``probe_f_se_inflation`` (probe_step, probe), see ``error_replicas``;
+        ``h_path`` / ``g_path`` (particle, step, sample, time) when ``paths``. Every parameter is in ``attrs``;
         every variable and coordinate has ``long_name`` and ``units``
         (:mod:`nfd.schema`).
 
