@@ -14,10 +14,11 @@ largest P, of the same backward mode:
 * ``f err``: the rms over SGD steps of (estimate − reference) of the training
   output f (networks: the mean over their S seeds);
 * ``f s.e.``: the rms over steps of the estimate's reported standard error
-  (particles: ``f_se``, the per-particle spread / √P, which ignores the particles'
-  interaction: measured over 24 seeds at K = 64, P = 2048 it matched the seed spread
-  of the decoupled limit within 0.87–1.18× and understated the coupled one's by
-  1.2–1.3×; networks: the spread over seeds / √S, n/a for S = 1). ``f err`` is the
+  (particles: ``f_se``; with ``--error-replicas 0``, the default here, the
+  per-particle spread / √P, which ignores the particles' interaction: measured over
+  24 seeds at K = 64, P = 2048 it matched the seed spread of the decoupled limit
+  within 0.87–1.18× and understated the coupled one's by 1.2–1.3×; networks: the
+  spread over seeds / √S, n/a for S = 1). ``f err`` is the
   figure to compare: it includes the reference's own error (its ``f s.e.`` is printed);
 * ``loss err``, ``loss s.e.``: the same for the probe loss after the last step,
   the mse of the mean probe output, with a delta-method standard error (probes
@@ -68,7 +69,8 @@ def _timed(fn, device: str):
 
 def run_simulate(args, train, probes, P: int, backward: str, seed: int = 0):
     kw = dict(eta_c=args.eta_c, steps=args.depth, particles=P, backward=backward,
-              probes=probes, eig_steps=[], progress=False, device=args.device, seed=seed)
+              probes=probes, eig_steps=[], progress=False, device=args.device, seed=seed,
+              error_replicas=args.error_replicas)
     return _timed(lambda: nfd.simulate(*train, **kw), args.device)
 
 
@@ -153,6 +155,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--probes", type=int, default=32)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--ref-factor", type=int, default=8)
+    ap.add_argument("--error-replicas", type=int, default=0,
+                    help="simulate's error_replicas (0: the integration alone, as the "
+                         "README table; the default of simulate, 2, roughly doubles its "
+                         "time: benchmarks/bench_simulate.py --errors-only)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--quick", action="store_true", help="P = 1024, K = 50: seconds")

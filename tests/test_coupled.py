@@ -21,24 +21,16 @@ from scipy.stats import f as f_dist
 from scipy.stats import t as t_dist
 
 import nfd
+from _references import ALPHA, t_bound, t_stats, flat, one_step_forms
 import validation
 from conftest import sphere
 
-ALPHA = 1e-3  # family-wise false-alarm rate of every statistical assertion here
 
 
-def _t_bound(S: int, m: int) -> float:
-    """Two-sided Bonferroni t quantile for m entries from S seeds (module rule)."""
-    return float(t_dist.isf(ALPHA / (2 * m), S - 1))
 
 
-def _t_stats(dev: np.ndarray) -> np.ndarray:
-    """Seed-mean over seed-standard-error of deviations ``dev`` (S, m)."""
-    return dev.mean(0) / (dev.std(0, ddof=1) / np.sqrt(len(dev)))
 
 
-def _flat(ds, names) -> np.ndarray:
-    return np.concatenate([np.asarray(ds[name].values, float).ravel() for name in names])
 
 
 # ---------------------------------------------------------------------------
@@ -70,9 +62,9 @@ def _oracle_t(backward, dtype, B, fields, particles=4096, S=10):
     runs = [nfd.simulate(X, y, activation="identity", backward=backward, particles=particles,
                          seed=s, dtype=dtype, progress=False, error_replicas=0, **kw)
             for s in range(S)]
-    t = _t_stats(np.stack([_flat(ds, fields) for ds in runs]) - _flat(exact, fields))
+    t = t_stats(np.stack([flat(ds, fields) for ds in runs]) - flat(exact, fields))
     few = ("f", "probe_f")
-    t_other = _t_stats(np.stack([_flat(ds, few) for ds in runs]) - _flat(wrong, few))
+    t_other = t_stats(np.stack([flat(ds, few) for ds in runs]) - flat(wrong, few))
     return t, t_other
 
 
@@ -90,9 +82,9 @@ def test_particles_match_linear_limit_over_sgd_steps(backward, dtype, B):
     # dropped its history correlation put E[g_0²] 8% low, max |t| ≈ 12.)
     S = 10
     t, t_other = _oracle_t(backward, dtype, B, _ORACLE_FIELDS, S=S)
-    bound = _t_bound(S, t.size)
+    bound = t_bound(S, t.size)
     assert np.all(np.abs(t) < bound), (backward, dtype, B, float(np.abs(t).max()), bound)
-    assert np.abs(t_other).max() > _t_bound(S, t_other.size), float(np.abs(t_other).max())
+    assert np.abs(t_other).max() > t_bound(S, t_other.size), float(np.abs(t_other).max())
 
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
@@ -116,8 +108,8 @@ def test_probe_at_a_training_input_has_the_law_of_its_training_output(backward):
                           error_replicas=0)
         pf, f = ds.probe_f.values, ds.f.values[:, 0]
         dev.append([pf[k, k] - f[k] for k in range(1, K)])
-    t = _t_stats(np.array(dev))
-    assert np.all(np.abs(t) < _t_bound(S, t.size)), (t, _t_bound(S, t.size))
+    t = t_stats(np.array(dev))
+    assert np.all(np.abs(t) < t_bound(S, t.size)), (t, t_bound(S, t.size))
 
 
 @pytest.mark.slow  # ~3 s of CPU
@@ -129,7 +121,7 @@ def test_batch_moments_match_linear_limit_at_high_precision():
     # against the quantile 10.4.
     S = 8
     t, _ = _oracle_t("coupled", "float64", 2, ("h2", "g2"), particles=16384, S=S)
-    bound = _t_bound(S, t.size)
+    bound = t_bound(S, t.size)
     assert np.all(np.abs(t) < bound), (float(np.abs(t).max()), bound)
 
 
@@ -142,12 +134,6 @@ _YG = np.array([2.0, 0.0])
 _XGP = np.array([[0.0, 0.6, 0.8], [0.8, 0.0, 0.6]]) * np.sqrt(3)
 
 
-def _one_step_forms(eps, rho, L, T=1.0):
-    """(decoupled, coupled) f after one step: −2ερ(1+τ)^L and
-    −ερ(1+τ)^{L−1}(2(1+τ)+τL)."""
-    tau = T / L
-    return (-2 * eps * rho * (1 + tau) ** L,
-            -eps * rho * (1 + tau) ** (L - 1) * (2 * (1 + tau) + tau * L))
 
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
@@ -165,12 +151,12 @@ def test_one_step_closed_forms_for_particles(backward):
                           probes=(_XGP, np.zeros(2)), probe_steps=[1], progress=False,
                           error_replicas=0)
         got = np.concatenate([[float(ds.f[1, 0])], ds.probe_f.sel(probe_step=1).values])
-        forms = _one_step_forms(eta * float(ds.dloss[0, 0]), rho, L)
+        forms = one_step_forms(eta * float(ds.dloss[0, 0]), rho, L)
         for which in (0, 1):
             dev[which].append(got - forms[which])
     mine = 0 if backward == "decoupled" else 1
-    t_mine, t_other = _t_stats(np.array(dev[mine])), _t_stats(np.array(dev[1 - mine]))
-    bound = _t_bound(S, 3)
+    t_mine, t_other = t_stats(np.array(dev[mine])), t_stats(np.array(dev[1 - mine]))
+    bound = t_bound(S, 3)
     assert np.all(np.abs(t_mine) < bound), (t_mine, bound)
     assert np.abs(t_other).max() > bound, (t_other, bound)
 
@@ -245,7 +231,7 @@ def test_coupled_float32_matches_float64_within_monte_carlo_error():
     kw = dict(eta_c=0.3, activation="tanh", steps=4, particles=4096, batch_size=B,
               probes=(_XP, _YP), probe_steps=[K], progress=False, error_replicas=0)
     X, y = _X[:K * B], _Y[:K * B]
-    runs = {dt: np.stack([_flat(nfd.simulate(X, y, seed=s, dtype=dt, **kw), ("f", "probe_f"))
+    runs = {dt: np.stack([flat(nfd.simulate(X, y, seed=s, dtype=dt, **kw), ("f", "probe_f"))
                           for s in range(S)]) for dt in ("float32", "float64")}
     a, b = runs["float32"], runs["float64"]
     va, vb = a.var(0, ddof=1) / S, b.var(0, ddof=1) / S
@@ -315,8 +301,8 @@ def test_float32_probes_with_a_rank_deficient_history_match_linear_limit(backwar
     runs = np.stack([nfd.simulate(X, y, activation="identity", backward=backward,
                                   particles=4096, seed=s, dtype="float32", progress=False, error_replicas=0,
                                   **kw).probe_f.values.ravel() for s in range(S)])
-    t = _t_stats(runs - exact)
-    assert np.abs(t).max() < _t_bound(S, t.size), (float(np.abs(t).max()), _t_bound(S, t.size))
+    t = t_stats(runs - exact)
+    assert np.abs(t).max() < t_bound(S, t.size), (float(np.abs(t).max()), t_bound(S, t.size))
 
 
 @pytest.mark.slow  # ~30 s

@@ -22,25 +22,16 @@ particles' interaction through the drivers).
 import numpy as np
 import pytest
 import torch
-from scipy.stats import t as t_dist
 
 import nfd
-
-ALPHA = 1e-3  # family-wise false-alarm rate of every statistical assertion here
-
-
-def _t_bound(S: int, m: int) -> float:
-    """Two-sided Bonferroni t quantile for m entries from S seeds (module rule)."""
-    return float(t_dist.isf(ALPHA / (2 * m), S - 1))
+from _references import t_bound, t_stats, flat, one_step_forms, linear_second_moments
 
 
-def _t_stats(dev: np.ndarray) -> np.ndarray:
-    """Seed-mean over seed-standard-error of deviations ``dev`` (S, m)."""
-    return dev.mean(0) / (dev.std(0, ddof=1) / np.sqrt(len(dev)))
 
 
-def _flat(ds, names) -> np.ndarray:
-    return np.concatenate([np.asarray(ds[name].values, float).ravel() for name in names])
+
+
+
 
 
 # ---------------------------------------------------------------------------
@@ -67,44 +58,20 @@ def test_particles_match_linear_limit_at_horizons_other_than_one(backward, T, et
     S, K = 8, 4
     kw = dict(eta_c=eta, steps=4, T=T, probes=(_XTP, np.zeros(2)), probe_steps=[1, K])
     exact = nfd.linear_limit(_XT[:K], _YT[:K], backward=backward, **kw)
-    runs = np.stack([_flat(nfd.simulate(_XT[:K], _YT[:K], activation="identity",
+    runs = np.stack([flat(nfd.simulate(_XT[:K], _YT[:K], activation="identity",
                                         backward=backward, particles=8192, seed=s,
                                         dtype="float64", progress=False, divergence=None,
                                         error_replicas=0, **kw), _FIELDS)
                      for s in range(S)])
-    t = _t_stats(runs - _flat(exact, _FIELDS))
-    bound = _t_bound(S, t.size)
+    t = t_stats(runs - flat(exact, _FIELDS))
+    bound = t_bound(S, t.size)
     names = np.repeat(_FIELDS, [exact[n].size for n in _FIELDS])
     worst = int(np.abs(t).argmax())
     assert np.abs(t).max() < bound, (names[worst], float(t[worst]), bound)
 
 
-def _one_step_forms(eps, rho, L, T):
-    """(decoupled, coupled) f after one SGD step of the linear system on (x₀, y₀),
-    ε = η_c χ₀, ρ = x₀·x/d, τ = T/L (tests/test_simulate.py and tests/test_coupled.py
-    derive them): −2ερ(1+τ)^L and −ερ(1+τ)^{L−1}(2(1+τ) + τL). The readout,
-    embedding and hidden-weight updates contribute ρ(1+τ)^L, ρ and ρ((1+τ)^L − 1)
-    decoupled: the last is the forward drift −τη_cχΣg, the one that sees τ."""
-    tau = T / L
-    return (-2 * eps * rho * (1 + tau) ** L,
-            -eps * rho * (1 + tau) ** (L - 1) * (2 * (1 + tau) + tau * L))
 
 
-def _linear_second_moments(x0, x1, eps, L, T):
-    """E[h_ℓ⁽¹⁾²] and E[g_ℓ⁽¹⁾²] after one step of the decoupled linear system (the
-    recursion of tests/test_simulate.py's module docstring, with τ = T/L)."""
-    d, tau = len(x0), T / L
-    rho, q0, q1 = x0 @ x1 / d, x0 @ x0 / d, x1 @ x1 / d
-    g = (1 + tau) ** np.arange(L + 1)
-    c, a, b = rho * g, q0 * g, g[::-1]
-    s, r = np.empty(L + 1), np.empty(L + 1)
-    s[0] = q1 + eps**2 * rho**2 * b[0]
-    for l in range(1, L + 1):
-        s[l] = (1 + tau) * s[l - 1] + eps**2 * (2 * tau + tau**2) * c[l - 1] ** 2 * b[l]
-    r[L] = 1 + eps**2 * a[L]
-    for l in range(L, 0, -1):
-        r[l - 1] = (1 + tau) * r[l] + eps**2 * (2 * tau + tau**2) * b[l] ** 2 * a[l - 1]
-    return s, r
 
 
 _XG = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]) * np.sqrt(3)
@@ -130,14 +97,14 @@ def test_one_step_closed_forms_at_horizons_other_than_one(backward, T):
                           divergence=None, error_replicas=0)
         eps = eta * float(ds.dloss[0, 0])
         got = np.concatenate([[float(ds.f[1, 0])], ds.probe_f.sel(probe_step=1).values])
-        want = _one_step_forms(eps, rho, L, T)[0 if backward == "decoupled" else 1]
+        want = one_step_forms(eps, rho, L, T)[0 if backward == "decoupled" else 1]
         row = [got - want]
         if backward == "decoupled":
-            s_ref, r_ref = _linear_second_moments(_XG[0], _XG[1], eps, L, T)
+            s_ref, r_ref = linear_second_moments(_XG[0], _XG[1], eps, L, T)
             row += [ds.h2[1].values - s_ref, ds.g2[1].values - r_ref]
         dev.append(np.concatenate(row))
-    t = _t_stats(np.array(dev))
-    assert np.all(np.abs(t) < _t_bound(S, t.size)), (t, _t_bound(S, t.size))
+    t = t_stats(np.array(dev))
+    assert np.all(np.abs(t) < t_bound(S, t.size)), (t, t_bound(S, t.size))
 
 
 # ---------------------------------------------------------------------------
@@ -198,8 +165,8 @@ def test_tanh_at_init_moments_match_the_exact_recursion_at_T_2(two_inputs):
     dev = np.stack([entries(nfd.backward_sde(two_inputs, activation="tanh", T=2.0,
                                              steps=L, particles=100_000, seed=s))
                     for s in range(S)]) - entries(ref)
-    t = _t_stats(dev)
-    assert np.all(np.abs(t) < _t_bound(S, t.size)), (np.abs(t).max(), _t_bound(S, t.size))
+    t = t_stats(dev)
+    assert np.all(np.abs(t) < t_bound(S, t.size)), (np.abs(t).max(), t_bound(S, t.size))
 
 
 # ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import torch
 import xarray as xr
 
 import nfd
+from _references import linear_second_moments
 from nfd._exact import exact_covariance
 
 from conftest import sphere
@@ -44,22 +45,6 @@ def _assert_within_se(diffs, label):
     assert np.all(np.abs(diffs.mean(0)) < 5 * se + 1e-12), (label, diffs.mean(0), se)
 
 
-def _linear_second_moments(x0, x1, eps, L, T):
-    """s_ℓ = E[h_ℓ⁽¹⁾²] and r_ℓ = E[g_ℓ⁽¹⁾²] of the linear NFD (module docstring)."""
-    d, tau = len(x0), T / L
-    rho, q0, q1 = x0 @ x1 / d, x0 @ x0 / d, x1 @ x1 / d
-    g = (1 + tau) ** np.arange(L + 1)  # (1+τ)^j
-    c, a, b = rho * g, q0 * g, g[::-1]
-    s, r = np.empty(L + 1), np.empty(L + 1)
-    s[0] = q1 + eps**2 * rho**2 * b[0]
-    for l in range(1, L + 1):
-        s[l] = (1 + tau) * s[l - 1] + eps**2 * (2 * tau + tau**2) * c[l - 1] ** 2 * b[l]
-    r[L] = 1 + eps**2 * a[L]
-    for l in range(L, 0, -1):
-        r[l - 1] = (1 + tau) * r[l] + eps**2 * (2 * tau + tau**2) * b[l] ** 2 * a[l - 1]
-    return s, r
-
-
 @pytest.mark.parametrize("dtype, L, eta, y0", [("float32", 6, 0.5, 1.0), ("float64", 2, 1.0, 2.0)])
 def test_linear_one_step_closed_form(dtype, L, eta, y0):
     # (L = 2, η_c = 1, y₀ = 2 puts the eq.-4 typo g_{ℓ−1} ~10 standard errors off.)
@@ -74,7 +59,7 @@ def test_linear_one_step_closed_form(dtype, L, eta, y0):
     d_f, d_p, d_h, d_g = [], [], [], []
     for ds in runs:
         chi0 = float(ds.dloss[0, 0])
-        s_ref, r_ref = _linear_second_moments(X[0], X[1], eta * chi0, L, T)
+        s_ref, r_ref = linear_second_moments(X[0], X[1], eta * chi0, L, T)
         d_h.append(ds.h2[1].values - s_ref)
         d_g.append(ds.g2[1].values - r_ref)
         d_f.append(float(ds.f[1, 0]) - (-2 * eta * chi0 * rho * growth))
