@@ -21,11 +21,14 @@ come from one run under one machine load; at the target size (P = 16384, L = 64,
 K = 128) the two modes alternate ``--reps`` times and the ratio of the fastest times
 is printed beside the ratio of each pair.
 
-Prints the exponents fitted on a log-log scale for each mode, the achieved traffic
+First it prints the cost of the standard errors (``error_replicas``, the replica runs
+that carry the particles' interaction into ``f_se``) at a default-size run; the sweeps
+and the target then time the integration alone (``error_replicas=0``). Prints the
+exponents fitted on a log-log scale for each mode, the achieved traffic
 against the copy bandwidth measured in the same run, and the peak resident memory of
 a run (in a fresh subprocess, above its import baseline) against nfd.memory_estimate.
 
-    python benchmarks/bench_simulate.py [--quick] [--target-only] [--device cuda] [--reps 2]
+    python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only] [--device cuda] [--reps 2]
 """
 
 from __future__ import annotations
