@@ -184,16 +184,17 @@ def simulate(
         ``probe_f_se`` take the particles' interaction into account
         (``nfd._sim_errors``): the error of a particle mean is not its per-particle
         spread / √P, because every particle moves with the noise of the shared
-        mean-field estimates (measured: the per-particle error is 15–40% too small
-        in the coupled limit and 0–20% too large in the decoupled one). The
-        reported error is the per-particle one times the inflation ρ̂ pooled over
-        the R + 1 runs within windows of the history (variables ``f_se_inflation``,
-        ``probe_f_se_inflation``). Never changes an estimate. Default 2 (±2 s.e.
-        covered 93–95% of the seed deviations in our measurements); ``0`` reports
-        the per-particle errors (inflations NaN) and saves the replicas' cost
-        (measured: +96% coupled, +141% decoupled at P = 4096, L = 64, K = 200 on 2
-        CPU threads, mostly the fixed cost per layer-step that a replica pays in
-        full; ``benchmarks/bench_simulate.py --errors-only``).
+        mean-field estimates (measured: the per-particle error was up to 25–33% too
+        small early in training in the coupled limit, and up to 2–3× too large late
+        in a K = 200 run in both limits). The reported error is the per-particle one
+        times the inflation ρ̂ pooled over the R + 1 runs within windows of the
+        history (variables ``f_se_inflation``, ``probe_f_se_inflation``). Never
+        changes an estimate. Default 2 (measured: the seed spread over the reported
+        error was 0.84–1.06, over the per-particle one 0.30–1.33; README, "Error
+        bars"); ``0`` reports the per-particle errors (inflations NaN) and saves the
+        replicas' cost (measured: +96% coupled, +141% decoupled at P = 4096, L = 64,
+        K = 200 on 2 CPU threads, mostly the fixed cost per layer-step that a
+        replica pays in full; ``benchmarks/bench_simulate.py --errors-only``).
 
     Returns
     -------
