@@ -36,7 +36,7 @@ _SYNTHETIC_INTS = {"d": 1, "train": 1, "probes": 0, "seed": 0}
 _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
-               "backward"}
+               "backward", "error_replicas"}
 NPZ_ARRAYS = "arrays X (m, d) and y (m,), optionally X_probe and y_probe"
 
 EXAMPLE_CONFIG = """\
@@ -64,6 +64,9 @@ seed = 0
 # forward weights; the network people train); "decoupled" = the backward pass uses an
 # independent weight copy receiving the same updates (Definition 1 of Yao, Wu & Gao).
 backward = "coupled"
+# Standard errors that include the particles' interaction, from independent replica
+# runs (about doubles the run time); 0 gives the per-particle errors.
+error_replicas = 2
 """
 
 
