@@ -21,17 +21,19 @@ is nearly the same for every run size, as measured), the weighted spread
     q̄_o = Σ_r q̂_{r,o}/s_{r,o}² / Σ_r 1/s_{r,o}²,
 
 pooled over the M outputs o of a window (:func:`windows`: about 50 training
-trajectories of the history, at least 32 outputs; f: steps and samples, probe_f: the
-probe evaluations in those steps and the probes, pooled with f's when there are fewer
-than 32), is an unbiased estimate of ρ² there (a χ² with R degrees of freedom per
-output). The inflation changes along training (tanh teacher, K = 200: the seed spread
-over the per-particle error fell from about 0.9 in the first quarter of the steps to
-0.4 in the last), so one ρ̂ for the whole run left the first quarter's errors 30–60%
-too narrow; windows of 50 steps kept every quarter within 0.89–1.10 of the seed
+trajectories of the history, at least 32 outputs; f: steps and samples; probe_f: the
+probe evaluations whose history falls in f's window, with the window's f outputs when
+they are fewer than 32), is an unbiased estimate of ρ² there (a χ² with R degrees of
+freedom per output). The inflation changes along training (tanh teacher, K = 200: the
+seed spread over the per-particle error fell from about 0.9 in the first quarter of the
+steps to 0.4 in the last), so one ρ̂ for the whole run left the first quarter's errors
+30–60% too narrow; windows of 50 steps kept every quarter within 0.89–1.10 of the seed
 spread. Shorter windows make ρ̂ noisier, and a noisy error bar is too narrow on
-average (E[ρ²/ρ̂²] > 1), hence the minimum number of outputs. The reported error is the main run's per-particle error
-times ρ̂ of its window: ``f_se = ρ̂ · s_0`` (``f_se_inflation``,
-``probe_f_se_inflation``). The estimate q̂_0 itself is the main run's, unchanged.
+average (E[ρ²/ρ̂²] > 1), hence the minimum number of outputs. The reported error is
+the main run's per-particle error times ρ̂ of its window: ``f_se = ρ̂ · s_0``
+(``f_se_inflation``, ``probe_f_se_inflation``). The estimate q̂_0 itself is the main
+run's, unchanged.
+
 Limits of the method, measured: ρ itself drifts with the run size below a few
 thousand particles (relu teacher, K = 64: σ_eff/σ 1.17, 1.24, 1.26, 1.31 coupled at
 P = 128, 512, 2048, 8192), so replicas of P/8 particles can see a ρ a few percent
@@ -52,8 +54,9 @@ from ._schema import annotate
 from ._sim_state import seed_word
 
 __all__ = ["DEFAULT_ERROR_REPLICAS", "REPLICA_SHARE", "REPLICA_MIN_PARTICLES",
-           "WINDOW_TRAJECTORIES", "WINDOW_MIN_OUTPUTS", "replica_particles", "replica_seeds", "windows", "inflation",
-           "windowed_inflation", "calibrate_errors", "uncalibrated"]
+           "WINDOW_TRAJECTORIES", "WINDOW_MIN_OUTPUTS", "replica_particles",
+           "replica_seeds", "windows", "inflation", "windowed_inflation",
+           "calibrate_errors", "uncalibrated"]
 
 #: Replica runs of ``simulate`` by default (``error_replicas``). With the main run
 #: they give R + 1 = 3 estimates of every output. Measured (relu K = 64 and tanh
@@ -75,8 +78,8 @@ REPLICA_MIN_PARTICLES = 512
 #: steps' errors 27% too narrow) ...
 WINDOW_TRAJECTORIES = 50
 #: ... and over at least this many outputs: ρ̂² has R degrees of freedom per output,
-#: and a noisy error bar is too narrow on average (E[ρ²/ρ̂²] = ν/(ν − 2) for ν degrees
-#: of freedom; measured: 2-step windows at K = 8 gave mean z² = 1.41).
+#: and a noisy error bar is too narrow on average (E[ρ²/ρ̂²] = ν/(ν − 2) for ν
+#: degrees of freedom; measured: 2-step windows at K = 8 gave mean z² = 1.41).
 WINDOW_MIN_OUTPUTS = 32
 #: Spawn key of the replica seeds (``numpy.random.SeedSequence``): disjoint from the
 #: run's role streams (``nfd._sim_state.ROLES``, keys 0, 1, …).
@@ -110,7 +113,8 @@ def windows(trajectories: np.ndarray, N: int, minimum: int = 1) -> np.ndarray:
         if len(labels) < 2 or sizes.min() >= minimum:
             return np.searchsorted(labels, window)
         i = int(np.argmin(sizes))
-        j = i - 1 if i == len(labels) - 1 or (i > 0 and sizes[i - 1] <= sizes[i + 1]) else i + 1
+        left = i == len(labels) - 1 or (i > 0 and sizes[i - 1] <= sizes[i + 1])
+        j = i - 1 if left else i + 1
         window[window == labels[i]] = labels[j]
 
 
@@ -155,17 +159,24 @@ def _outputs(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, ...]:
 
 
 def _inflations(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, np.ndarray]:
-    """ρ̂ of every f and every probe_f output (flat): each variable pooled over its own
-    :func:`windows`; probe_f, when it has fewer than :data:`WINDOW_MIN_OUTPUTS`
-    outputs, together with the f outputs of the windows its evaluations fall in."""
+    """ρ̂ of every f and every probe_f output (flat). f is pooled over its
+    :func:`windows`; a probe evaluation takes the window of f that holds its history
+    size, pooled over that window's probe outputs, or, when these are fewer than
+    :data:`WINDOW_MIN_OUTPUTS`, over them and the window's f outputs together (f at the
+    same history size, rather than probes at another: measured at batch 8, pooling the
+    first probe evaluations with later ones left their errors 25% too narrow)."""
     q, s, traj_f, traj_p = _outputs(ds, runs)
-    N, nf = len(traj_f), len(traj_f)
-    rho_f = windowed_inflation(q[:, :nf], s[:, :nf], windows(traj_f, N, WINDOW_MIN_OUTPUTS))
-    if len(traj_p) >= WINDOW_MIN_OUTPUTS:
-        win = windows(traj_p, N, WINDOW_MIN_OUTPUTS)
-        return rho_f, windowed_inflation(q[:, nf:], s[:, nf:], win)
-    win = windows(np.concatenate([traj_f, traj_p]), N, WINDOW_MIN_OUTPUTS)
-    return rho_f, windowed_inflation(q, s, win)[nf:]
+    N = len(traj_f)
+    win_f = windows(traj_f, N, WINDOW_MIN_OUTPUTS)
+    rho_f = windowed_inflation(q[:, :N], s[:, :N], win_f)
+    win_p = win_f[np.minimum(traj_p, N - 1)]
+    rho_p = np.full(len(traj_p), np.nan)
+    for w in np.unique(win_p):
+        cols = N + np.flatnonzero(win_p == w)
+        if len(cols) < WINDOW_MIN_OUTPUTS:
+            cols = np.concatenate([cols, np.flatnonzero(win_f == w)])
+        rho_p[win_p == w] = inflation(q[:, cols], s[:, cols])
+    return rho_f, rho_p
 
 
 def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
@@ -173,9 +184,9 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
     """Scale ``f_se`` and ``probe_f_se`` of a run ``ds`` by the inflation
     :func:`windowed_inflation` measured with its ``replicas`` (each a run of the same
     stream, probes and settings with another seed), recorded as ``f_se_inflation``
-    and ``probe_f_se_inflation`` (the dims of ``f`` and ``probe_f``). ``replicas=None`` (a replica
-    diverged: ``reason`` says how) makes the errors NaN, with a ``RuntimeWarning``:
-    an error bar that is unknown is not shown as a narrow one."""
+    and ``probe_f_se_inflation`` (the dims of ``f`` and ``probe_f``). ``replicas=None``
+    (a replica diverged: ``reason`` says how) makes the errors NaN, with a
+    ``RuntimeWarning``: an error bar that is unknown is not shown as a narrow one."""
     out = ds.copy()
     if replicas is None:
         rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))
