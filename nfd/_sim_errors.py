@@ -181,27 +181,24 @@ def _inflations(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, np.
 
 def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
                      reason: str = "") -> xr.Dataset:
-    """Scale ``f_se`` and ``probe_f_se`` of a run ``ds`` by the inflation
+    """Scale ``f_se`` and ``probe_f_se`` of a run ``ds`` (in place) by the inflation
     :func:`windowed_inflation` measured with its ``replicas`` (each a run of the same
     stream, probes and settings with another seed), recorded as ``f_se_inflation``
     and ``probe_f_se_inflation`` (the dims of ``f`` and ``probe_f``). ``replicas=None``
     (a replica diverged: ``reason`` says how) makes the errors NaN, with a
     ``RuntimeWarning``: an error bar that is unknown is not shown as a narrow one."""
-    out = ds.copy()
-    if replicas is None:
-        rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))
-    else:
-        rho = _inflations(ds, [ds, *replicas])
-    for var, r in zip(("f", "probe_f"), rho):
-        se = f"{var}_se"
-        out[f"{se}_inflation"] = (ds[var].dims, r.reshape(ds[var].shape))
-        out[se] = (ds[se] * out[f"{se}_inflation"]).assign_attrs(ds[se].attrs)
     if replicas is None:
         warnings.warn(f"the standard errors f_se and probe_f_se are NaN: {reason}; the "
                       "estimates themselves are unaffected (use more particles, or "
                       "error_replicas=0 for the per-particle errors, which ignore the "
                       "particles' interaction)", RuntimeWarning, stacklevel=3)
-    return annotate(out)
+        rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))
+    else:
+        rho = _inflations(ds, [ds, *replicas])
+    for var, r in zip(("f", "probe_f"), rho):
+        ds[f"{var}_se_inflation"] = (ds[var].dims, r.reshape(ds[var].shape))
+        ds[f"{var}_se"] = ds[f"{var}_se"] * ds[f"{var}_se_inflation"]
+    return annotate(ds)
 
 
 def uncalibrated(ds: xr.Dataset) -> xr.Dataset:

@@ -201,7 +201,8 @@ def simulate(
     xarray.Dataset
         Dimensions ``step`` (K), ``sample`` (B), ``time`` (t_ℓ = ℓT/L, ℓ = 0..L),
         ``probe``, ``probe_step``, ``eig_step``, ``particle``. Variables:
-        ``f``, ``f_se`` (Monte Carlo standard error, see ``error_replicas``), ``y``, ``loss``, ``dloss``
+        ``f``, ``f_se`` (Monte Carlo standard error, see ``error_replicas``), ``y``,
+        ``loss``, ``dloss``
         (step, sample); ``h2`` = E[h²] and ``g2`` = E[g²] (step, time), averaged
         over the batch; ``sigma_pivot`` / ``theta_pivot`` (step, time): the smallest
         squared Cholesky pivot of each driver's new components, i.e. the conditional
@@ -213,7 +214,8 @@ def simulate(
         (eig_step, time); ``probe_f``, ``probe_f_se``, ``probe_loss``
         (probe_step, probe) and ``probe_y``; ``f_se_inflation`` (step, sample)
         and ``probe_f_se_inflation`` (probe_step, probe), see ``error_replicas``;
-        ``h_path`` / ``g_path`` (particle, step, sample, time) when ``paths``. Every parameter is in ``attrs``;
+        ``h_path`` / ``g_path`` (particle, step, sample, time) when ``paths``.
+        Every parameter is in ``attrs``;
         every variable and coordinate has ``long_name`` and ``units``
         (:mod:`nfd.schema`).
 
