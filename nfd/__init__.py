@@ -8,15 +8,14 @@ training, the forward–backward system of Definition 1 (:func:`simulate`).
 
 from ._activations import ACTIVATIONS, Activation, get_activation
 from ._compare import compare
-from ._coupling import coarsen_innovations
 from ._data import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
 from ._exact import exact_covariance
 from ._init_sde import ForwardSDE, backward_sde, forward_sde
 from ._kernels import nngp_kernel
 from ._losses import LOSSES, Loss, get_loss
-from ._memory import memory_estimate
 from ._oracle import linear_limit
-from ._simulate import BACKWARD_LIMITS, simulate
+from ._simulation import coarsen_innovations, memory_estimate, simulate
+from ._training import BACKWARD_LIMITS
 from . import plot, schema  # public submodules: nfd.plot.plot_run, nfd.schema.annotate
 
 __all__ = [

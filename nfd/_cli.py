@@ -26,7 +26,8 @@ from ._checks import check_choice, check_int, check_positive_float
 from ._data import TEACHERS, synthetic_task
 from ._plot import pyplot
 from ._results import netcdf_engine
-from ._simulate import BACKWARD_LIMITS, simulate
+from ._simulation import simulate
+from ._training import BACKWARD_LIMITS
 
 __all__ = ["main", "load_config", "load_data", "EXAMPLE_CONFIG"]
 

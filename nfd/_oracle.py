@@ -1,6 +1,6 @@
 """The exact P → ∞ limit of :func:`nfd.simulate` for the identity activation.
 
-With φ(h) = h every field of the L-step system (``nfd._simulate`` docstring) is a
+With φ(h) = h every field of the L-step system (``nfd._simulation._simulate`` docstring) is a
 linear functional of independent standard normals: the particle's row u of U (d of
 them), its readout v, and one innovation per layer, trajectory and driver (the
 forward sources z_ℓ and the backward sources z̃_ℓ). Carrying each field as its
@@ -31,7 +31,7 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 
 from ._results import base_attrs, data_attrs
-from ._sim_checks import check_stream
+from ._training import check_stream
 
 __all__ = ["linear_limit"]
 

@@ -1,17 +1,16 @@
-"""Standard errors of ``nfd.simulate`` (``nfd._sim_errors``): the replica inflation
+"""Standard errors of ``nfd.simulate`` (``nfd._simulation._errors``): the replica inflation
 estimator against known scales, the options around it, and the calibration of the
 reported errors against the spread of independent seeds."""
 
-import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
 
 import nfd
-from nfd import _simulate
-from nfd._sim_errors import (inflation, replica_particles, replica_seeds, windowed_inflation,
-                             windows)
+from nfd._simulation import _simulate
+from nfd._simulation._errors import (inflation, replica_particles, replica_seeds,
+                                     windowed_inflation, windows)
 
 
 # --- the estimator ρ̂ on data of known scale ---------------------------------------

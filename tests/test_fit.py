@@ -8,9 +8,9 @@ import pytest
 from scipy import stats
 
 from validation._fit import PowerFit, bootstrap_replicates, fit_power_law
-from validation._report import (Finding, exponent_finding, fit_finding, format_report,
-                                plateau_finding)
-from validation._study_depth import mean_square_seed_mean
+from validation.studies._report import (Finding, exponent_finding, fit_finding,
+                                        format_report, plateau_finding)
+from validation.studies._depth import mean_square_seed_mean
 
 
 def _row(finding: Finding) -> str:

@@ -67,7 +67,7 @@ def test_options_leave_training_bit_identical(backward, B):
 
 def test_each_role_has_its_own_stream():
     # the streams are distinct (no two roles draw the same numbers) and depend on the seed
-    from nfd._sim_state import ROLES, streams
+    from nfd._simulation._state import ROLES, streams
 
     draws = {role: torch.randn(4, generator=g) for role, g in streams(0, "cpu").items()}
     assert len({tuple(v.tolist()) for v in draws.values()}) == len(ROLES)

@@ -1,12 +1,12 @@
-"""The split products of a layer-step (nfd._streams) against whole products, and a
+"""The split products of a layer-step (nfd._simulation._streams) against whole products, and a
 run's training numbers independent of the thread count."""
 
 import pytest
 import torch
 
 import nfd
-from nfd import _streams
-from nfd._streams import CHUNKS, SPLIT_MIN, Pass, history_rows
+from nfd._simulation import _streams
+from nfd._simulation._streams import CHUNKS, SPLIT_MIN, Pass, history_rows
 
 
 @pytest.fixture

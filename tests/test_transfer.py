@@ -11,9 +11,9 @@ import pytest
 
 import nfd
 from validation import STUDIES, train_resnet
-from validation._study_transfer import CONFIG, _window, run_transfer, task_data
-from validation._study_transfer_fit import (Optimum, drift, extrapolate, seed_intercepts,
-                                            seed_optimum, spread, vertex)
+from validation.studies.transfer._run import CONFIG, _window, run_transfer, task_data
+from validation.studies.transfer._fit import (Optimum, drift, extrapolate, seed_intercepts,
+                                              seed_optimum, spread, vertex)
 
 from conftest import needs
 

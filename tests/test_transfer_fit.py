@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from validation._study_transfer_fit import Optimum, seed_optimum
+from validation.studies.transfer._fit import Optimum, seed_optimum
 
 # the study's η_c grid (log), a parabola with its vertex between grid points
 X = np.log(0.0125 * 2.0 ** (np.arange(11) / 2))

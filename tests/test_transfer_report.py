@@ -11,9 +11,10 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from validation._study_transfer_fit import Optimum, seed_optimum
-from validation._study_transfer_report import (_best_T_finding, _check_finding, _exp_finding,
-                                               _overlap, _signed, _T_verdict)
+from validation.studies.transfer._fit import Optimum, seed_optimum
+from validation.studies.transfer._report import (_best_T_finding, _check_finding,
+                                                 _exp_finding, _overlap, _signed,
+                                                 _T_verdict)
 
 DOF = 10**6
 K = stats.t.ppf(0.975, DOF) * math.sqrt((DOF + 1) / DOF)  # half-width per s.d.

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from validation import STUDIES, PowerFit, fit_power_law, write_report
-from validation._study_depth import run_depth, summarize_depth
-from validation._study_gia import run_gia, summarize_gia
-from validation._study_init import run_init, summarize_init
-from validation._study_training import run_training, summarize_training
+from validation.studies._depth import run_depth, summarize_depth
+from validation.studies._gia import run_gia, summarize_gia
+from validation.studies._init import run_init, summarize_init
+from validation.studies._training import run_training, summarize_training
 from validation._fit import stored_fit
 from conftest import needs, widened
-from validation._report import (
+from validation.studies._report import (
     Finding,
     exponent_finding,
     format_report,
@@ -281,7 +281,7 @@ def test_study3_quick_limits_differ(gia_study):
 
 
 def test_study3_quick_schema_and_conclusion(gia_study):
-    from validation._study_gia import conclude_gia
+    from validation.studies._gia import conclude_gia
 
     ds, _ = gia_study
     assert ds["lim_f"].dims == ("activation", "eta_c", "lim_seed", "backward", "lim_depth",
@@ -295,7 +295,7 @@ def test_mean_square_seed_mean_is_unbiased():
     # pure seed noise of zero mean: the debiased mean square must average to 0
     # within its Monte Carlo error (dropping the −var/S term gives ≈ +1/S = 0.125,
     # about 40 standard errors away)
-    from validation._study_depth import mean_square_seed_mean
+    from validation.studies._depth import mean_square_seed_mean
 
     rng = np.random.default_rng(7)
     v = rng.standard_normal((4000, 8, 6))

@@ -23,15 +23,15 @@ import xarray as xr
 from conftest import needs, widened
 from sde import fit_slope
 
-from validation._report import Finding
-from validation._study_assumption1 import (
+from validation.studies._report import Finding
+from validation.studies._assumption1 import (
     plot_assumption1,
     run_assumption1,
     summarize_assumption1,
 )
-from validation._study_collapse import plot_collapse, run_collapse, summarize_collapse
-from validation._study_kernel import plot_kernel, run_kernel, summarize_kernel
-from validation._study_postact import (
+from validation.studies._collapse import plot_collapse, run_collapse, summarize_collapse
+from validation.studies._kernel import plot_kernel, run_kernel, summarize_kernel
+from validation.studies._postact import (
     _mean_field,
     plot_postact,
     run_postact,

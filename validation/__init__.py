@@ -9,6 +9,11 @@ intervals, how fast they approach the NFD, and how fast the two limits
 (coupled and decoupled backprop) converge in depth (``nfd-validate``, or
 ``python -m validation``).
 
+Two subpackages show the two halves: :mod:`validation.networks`, the finite
+networks and their trainer, and :mod:`validation.studies`, the studies that compare
+them with the limit. Statistics (``_fit``), sweeps (``_sweep``, ``_grid``) and data
+(:mod:`validation.data`) sit at the top, with the CLI.
+
 The public names: the study registry (:data:`STUDIES`: each :class:`Study` holds
 its ``run``, ``summarize`` and ``plot``; :func:`run_validation`,
 :func:`write_report`), the models (:class:`ResNetEnsemble`, :func:`train_resnet`,
@@ -19,16 +24,13 @@ sweep tools (:func:`fit_power_law`, :class:`PowerFit`, :class:`Finding`,
 ``nfd.simulate`` or :func:`train_resnet` as one Dataset).
 """
 
-from . import data
+from . import data, networks, studies
 from ._fit import PowerFit, fit_power_law
 from ._grid import sweep_grid
-from ._memory import network_memory_estimate
-from ._models import ResNetEnsemble
-from ._report import Finding
-from ._studies import STUDIES, Study, run_validation, write_report
 from ._sweep import ResultsStore, run_jobs
-from ._train import init_increments, train_resnet
 from .data import load_cifar10_pair, load_digits, sphere_stream, synthetic_task, teacher
+from .networks import ResNetEnsemble, init_increments, network_memory_estimate, train_resnet
+from .studies import STUDIES, Finding, Study, run_validation, write_report
 
 __all__ = [
     "STUDIES",
@@ -39,6 +41,8 @@ __all__ = [
     "train_resnet",
     "init_increments",
     "network_memory_estimate",
+    "networks",
+    "studies",
     "data",
     "load_cifar10_pair",
     "load_digits",

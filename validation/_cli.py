@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nfd.schema import resolve_device_dtype
 
-from ._studies import STUDIES, run_validation, write_report
+from .studies import STUDIES, run_validation, write_report
 from ._sweep import run_jobs
 
 __all__ = ["main"]

@@ -24,7 +24,7 @@ import nfd
 from nfd.schema import EXTRA_VARIABLES, VARIABLES
 
 from ._sweep import ResultsStore, _plain, run_jobs
-from ._train import train_resnet
+from .networks import train_resnet
 
 __all__ = ["sweep_grid", "GRID_KINDS"]
 

@@ -1,0 +1,132 @@
+"""Argument checks of ``nfd.simulate``: the validated run configuration
+(:class:`Config`); the stream checks it shares with ``nfd.linear_limit`` are
+``nfd._training``'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sde import default_jitter
+
+from .._activations import Activation, get_activation
+from .._checks import (
+    check_divergence,
+    check_int,
+    check_positive_float,
+    check_steps,
+    resolve_device_dtype,
+)
+from .._losses import Loss
+from .._schema import DEFAULT_EIG_STEPS, default_steps
+from .._training import check_stream
+
+__all__ = ["Config", "check_simulate"]
+
+@dataclass(frozen=True)
+class Config:
+    """The validated arguments of one ``simulate`` run (sizes: K SGD steps of B
+    samples, N = K·B trajectories, d inputs, L Euler steps, P particles, Q probes)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    eta_c: float
+    T: float
+    L: int
+    B: int
+    loss: Loss
+    act: Activation
+    Xp: np.ndarray | None
+    yp: np.ndarray | None
+    probe_steps: list[int]
+    eig_steps: list[int]
+    P: int
+    paths: int
+    seed: int
+    device: torch.device
+    dtype: torch.dtype
+    rel_jitter: float
+    backward: str
+    divergence: float | None
+    innovations: tuple[torch.Tensor | None, torch.Tensor | None]
+    error_replicas: int = 0
+
+    @property
+    def N(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def K(self) -> int:
+        return self.N // self.B
+
+    @property
+    def Q(self) -> int:
+        return 0 if self.Xp is None else self.Xp.shape[0]
+
+    @property
+    def coupled(self) -> bool:
+        return self.backward == "coupled"
+
+
+def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
+                   probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
+                   rel_jitter, divergence, innovations, error_replicas) -> Config:
+    """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
+    (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+        X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
+        loss=loss, probes=probes, probe_steps=probe_steps)
+    K = Xn.shape[0] // B
+    P = check_int("particles", particles, 2)
+    paths = check_int("paths", paths, 0)
+    seed = check_int("seed", seed, 0)
+    error_replicas = check_int("error_replicas", error_replicas, 0)
+    if rel_jitter is not None:
+        rel_jitter = check_positive_float("rel_jitter", rel_jitter)
+        if rel_jitter >= 1:
+            raise ValueError(f"rel_jitter must be below 1, got {rel_jitter!r}: it is a "
+                             "relative eigenvalue floor, and at 1 or above a driver "
+                             "component would get more than its requested variance (the "
+                             "default is 1e-5 in float32, 1e-10 in float64)")
+    divergence = check_divergence(divergence)
+    if paths > P:
+        raise ValueError(f"paths={paths} exceeds particles={P}")
+    act = get_activation(activation)
+    eig_steps = (default_steps(K, DEFAULT_EIG_STEPS, False) if eig_steps is None
+                 else check_steps("eig_steps", eig_steps, 0, K - 1))
+    device, dtype = resolve_device_dtype(device, dtype)
+    rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
+    given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
+    return Config(Xn, yn, eta_c, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
+                  paths, seed, device, dtype, rel_jitter, backward, divergence, given,
+                  error_replicas)
+
+
+def check_innovations(innovations, shape: tuple, device, dtype) -> tuple:
+    """The pair of driver innovations, moved to ``device``, or (None, None)."""
+    if innovations is None:
+        return None, None
+    if not isinstance(innovations, (tuple, list)) or len(innovations) != 2:
+        raise TypeError("innovations must be a pair (forward, backward) of tensors")
+    out = []
+    for name, xi in zip(("innovations[0]", "innovations[1]"), innovations):
+        if not isinstance(xi, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(xi).__name__}")
+        if tuple(xi.shape) != shape:
+            raise ValueError(f"{name} must have shape (steps, K·B, particles) = {shape}, "
+                             f"got {tuple(xi.shape)}")
+        if xi.dtype != dtype:
+            raise ValueError(f"{name} has dtype {xi.dtype} but the run's dtype is {dtype}; "
+                             "pass dtype= to simulate or convert the innovations")
+        if not bool(torch.isfinite(xi).all()):
+            raise ValueError(f"{name} holds NaN or inf; innovations are standard normals")
+        out.append(xi.detach().to(device=device))
+    if out[0].data_ptr() == out[1].data_ptr():
+        raise ValueError("innovations must be two independent tensors: the forward and "
+                         "backward drivers' noises are independent")
+    return tuple(out)

@@ -1,0 +1,60 @@
+"""The ``xarray.Dataset`` of a ``nfd.simulate`` run: record buffers under the names,
+dims, ``long_name`` and ``units`` of the shared schema (:mod:`nfd.schema`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import xarray as xr
+
+from .._results import base_attrs, data_attrs
+from .._schema import EXTRA_VARIABLES, VARIABLES, annotate
+from ._checks import Config
+from ._errors import replica_particles
+
+__all__ = ["assemble"]
+
+
+def _coords(cfg: Config) -> dict[str, np.ndarray]:
+    """Coordinates: SGD steps, batch samples, depth times t_ℓ = ℓT/L, probes, the
+    probe and eigenvalue steps, kept particles."""
+    coords = {"step": np.arange(cfg.K), "sample": np.arange(cfg.B),
+              "time": np.arange(cfg.L + 1) * (cfg.T / cfg.L), "probe": np.arange(cfg.Q),
+              "probe_step": np.asarray(cfg.probe_steps, int),
+              "eig_step": np.asarray(cfg.eig_steps, int)}
+    if cfg.paths:
+        coords["particle"] = np.arange(cfg.paths)
+    return coords
+
+
+def _attrs(cfg: Config) -> dict:
+    """Every parameter of the run, with the scaling of the matching network."""
+    return base_attrs(
+        model="nfd", backward=cfg.backward, activation=cfg.act.name, loss=cfg.loss.name,
+        eta_c=cfg.eta_c, T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
+        batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
+        device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
+        rel_jitter=cfg.rel_jitter, error_replicas=cfg.error_replicas,
+        error_replica_particles=replica_particles(cfg.P) if cfg.error_replicas else 0,
+        divergence="none" if cfg.divergence is None else cfg.divergence,
+        alpha="1/sqrt(n)", learning_rate="eta_c*n",
+        # the network whose limit this is (eq. 1), as train_resnet records it
+        style="pre", block="one-layer", scaling="depth-mup", regime="feature",
+        **data_attrs(cfg.X, cfg.Xp),
+    )
+
+
+def assemble(cfg: Config, rec: dict[str, torch.Tensor]) -> xr.Dataset:
+    """The run's Dataset from its record buffers (one device-to-host copy each), the
+    targets and the probe targets; dims from :data:`nfd.schema.VARIABLES` and
+    :data:`nfd.schema.EXTRA_VARIABLES`."""
+    table = {**VARIABLES, **EXTRA_VARIABLES}
+    out = {key: val.cpu().numpy() for key, val in rec.items()}
+    for name in ("h_path", "g_path"):
+        if name in out:  # (step, time, sample, particle) → (particle, step, sample, time)
+            out[name] = out[name].transpose(3, 0, 2, 1)
+    out["y"] = cfg.y.reshape(cfg.K, cfg.B)
+    out["probe_y"] = np.zeros(0) if cfg.yp is None else cfg.yp
+    data = {name: (table[name].dims, out[name]) for name in table if name in out}
+    ds = xr.Dataset(data, coords=_coords(cfg), attrs=_attrs(cfg))
+    return annotate(ds)

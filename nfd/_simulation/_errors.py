@@ -1,0 +1,209 @@
+"""Standard errors of ``nfd.simulate`` that carry the particles' interaction.
+
+The P particles of a run form one mean field: every particle's drift and driver use
+particle estimates (the Gram matrices Σ, Θ, the outputs f̊ through χ and, coupled,
+the Stein estimates of the response functions A, B), whose Monte Carlo error moves
+all particles together. An estimate q̂ = (1/P) Σ_i F_i therefore has the variance
+σ²_eff/P of its influence function (the per-particle term plus the propagated noise
+of every mean-field estimate), not the per-particle variance σ²/P that
+``prod.std() / √P`` gives. Measured over 24–64 seeds (relu and tanh teachers, K = 64
+and 200, L = 8, P = 64–8192): σ_eff/σ is 1.15–1.4 for the coupled limit and
+0.8–1.05 for the decoupled one (it changes along training, and slowly with P).
+
+Method (chosen by measurement; batch means over blocks of one run cannot see the
+shared noise, since it is common to every block): **independent replicas**. R
+further runs with their own seeds and their own mean field of P_r particles
+(:func:`replica_particles`) give R + 1 independent estimates of every output. Under
+Var(q̂_r) = ρ²·s_r² (s_r the per-particle standard error of run r: the inflation ρ
+is nearly the same for every run size, as measured), the weighted spread
+
+    ρ̂² = (1 / (M·R)) Σ_o Σ_{r=0..R} (q̂_{r,o} − q̄_o)² / s_{r,o}²,
+    q̄_o = Σ_r q̂_{r,o}/s_{r,o}² / Σ_r 1/s_{r,o}²,
+
+pooled over the M outputs o of a window (:func:`windows`: about 50 training
+trajectories of the history, at least 32 outputs; f: steps and samples; probe_f: the
+probe evaluations whose history falls in f's window, with the window's f outputs when
+they are fewer than 32), is an unbiased estimate of ρ² there (a χ² with R degrees of
+freedom per output). The inflation changes along training (tanh teacher, K = 200: the
+seed spread over the per-particle error fell from about 0.9 in the first quarter of the
+steps to 0.4 in the last), so one ρ̂ for the whole run left the first quarter's errors
+30–60% too narrow; windows of 50 steps kept every quarter within 0.89–1.10 of the seed
+spread. Shorter windows make ρ̂ noisier, and a noisy error bar is too narrow on
+average (E[ρ²/ρ̂²] > 1), hence the minimum number of outputs. The reported error is
+the main run's per-particle error times ρ̂ of its window: ``f_se = ρ̂ · s_0``
+(``f_se_inflation``, ``probe_f_se_inflation``). The estimate q̂_0 itself is the main
+run's, unchanged.
+
+Limits of the method, measured: ρ itself drifts with the run size below a few
+thousand particles (relu teacher, K = 64: σ_eff/σ 1.17, 1.24, 1.26, 1.31 coupled at
+P = 128, 512, 2048, 8192), so replicas of P/8 particles can see a ρ a few percent
+smaller than the main run's: the errors of large coupled runs may be about 5% narrow.
+A finite-P bias difference between the runs, on the other hand, only adds to the
+spread.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import xarray as xr
+
+from .._schema import annotate
+from ._state import seed_word
+
+__all__ = ["DEFAULT_ERROR_REPLICAS", "REPLICA_SHARE", "REPLICA_MIN_PARTICLES",
+           "WINDOW_TRAJECTORIES", "WINDOW_MIN_OUTPUTS", "replica_particles",
+           "replica_seeds", "windows", "inflation", "windowed_inflation",
+           "calibrate_errors", "uncalibrated"]
+
+#: Replica runs of ``simulate`` by default (``error_replicas``). With the main run
+#: they give R + 1 = 3 estimates of every output. Measured (relu K = 64 and tanh
+#: K = 200, L = 8, P = 2048, 16 seeds, both limits): ρ̂ varies from run to run by
+#: 5–20% at R = 2, and the seed spread over the reported error, √(mean z²), was
+#: 0.84–1.06 (per-particle errors: 0.30–1.33); README "Error bars" has the table.
+DEFAULT_ERROR_REPLICAS = 2
+#: A replica has 1/REPLICA_SHARE of the main run's particles ...
+REPLICA_SHARE = 8
+#: ... but at least this many (or all P when P is smaller). The inflation drifts with
+#: the run size below that (relu teacher, K = 64, L = 8: σ_eff/σ was 0.91, 0.93, 0.97,
+#: 1.01 decoupled and 1.17, 1.24, 1.26, 1.31 coupled at P = 128, 512, 2048, 8192);
+#: replicas of 256 particles left the errors of a P = 2048 run 7% narrow (decoupled).
+#: A run's fixed cost per layer-step makes smaller replicas hardly cheaper anyway.
+REPLICA_MIN_PARTICLES = 512
+#: The inflation is pooled over windows of at most this many training trajectories
+#: (:func:`windows`): it changes with the history's size k·B, at B ≥ 2 as fast per
+#: sample as at B = 1 (measured: one window for K = 32 steps of batch 4 left the first
+#: steps' errors 27% too narrow) ...
+WINDOW_TRAJECTORIES = 50
+#: ... and over at least this many outputs: ρ̂² has R degrees of freedom per output,
+#: and a noisy error bar is too narrow on average (E[ρ²/ρ̂²] = ν/(ν − 2) for ν
+#: degrees of freedom; measured: 2-step windows at K = 8 gave mean z² = 1.41).
+WINDOW_MIN_OUTPUTS = 32
+#: Spawn key of the replica seeds (``numpy.random.SeedSequence``): disjoint from the
+#: run's role streams (``nfd._simulation._state.ROLES``, keys 0, 1, …).
+_REPLICA_KEY = 2 ** 20
+
+
+def replica_particles(P: int) -> int:
+    """Particles of one replica run: P / :data:`REPLICA_SHARE`, at least
+    :data:`REPLICA_MIN_PARTICLES`, at most P."""
+    return min(P, max(P // REPLICA_SHARE, REPLICA_MIN_PARTICLES))
+
+
+def replica_seeds(seed: int, replicas: int) -> list[int]:
+    """Seeds of the replica runs of a run with ``seed``: 63-bit words of
+    ``SeedSequence(seed, spawn_key=(2²⁰, r))``, so replica r draws streams
+    independent of the main run's and of the other replicas'."""
+    return [seed_word(seed, (_REPLICA_KEY, r)) for r in range(replicas)]
+
+
+def windows(trajectories: np.ndarray, N: int, minimum: int = 1) -> np.ndarray:
+    """The window of each output over which ρ̂ is pooled, from the number of training
+    trajectories before it (``trajectories``: k·B + b for sample b of step k, s·B for a
+    probe evaluation after s steps; N = K·B in all): N cut into
+    ⌈N / :data:`WINDOW_TRAJECTORIES`⌉ equal windows, then a window with fewer than
+    ``minimum`` outputs merged into its neighbour (:data:`WINDOW_MIN_OUTPUTS`)."""
+    count = max(1, math.ceil(N / WINDOW_TRAJECTORIES))
+    inner = np.linspace(0, N, count + 1)[1:-1]
+    window = np.searchsorted(inner, np.asarray(trajectories), side="right")
+    while True:
+        labels, sizes = np.unique(window, return_counts=True)
+        if len(labels) < 2 or sizes.min() >= minimum:
+            return np.searchsorted(labels, window)
+        i = int(np.argmin(sizes))
+        left = i == len(labels) - 1 or (i > 0 and sizes[i - 1] <= sizes[i + 1])
+        j = i - 1 if left else i + 1
+        window[window == labels[i]] = labels[j]
+
+
+def inflation(q: np.ndarray, s: np.ndarray) -> float:
+    """ρ̂ of the module docstring from the estimates ``q`` and per-particle errors
+    ``s`` of R + 1 ≥ 2 independent runs (run axis first, outputs after), pooled over
+    all outputs. Outputs that are not finite in every run, or have a zero error, are
+    left out; NaN if none is left."""
+    q, s = np.asarray(q, float), np.asarray(s, float)
+    runs = q.shape[0]
+    q, s = q.reshape(runs, q[0].size), s.reshape(runs, s[0].size)
+    keep = np.all(np.isfinite(q) & np.isfinite(s) & (s > 0), axis=0)
+    if runs < 2 or not keep.any():
+        return float("nan")
+    q, w = q[:, keep], 1.0 / s[:, keep] ** 2
+    mean = (w * q).sum(0) / w.sum(0)
+    chi2 = (w * (q - mean) ** 2).sum(0)
+    return float(np.sqrt(chi2.mean() / (runs - 1)))
+
+
+def windowed_inflation(q: np.ndarray, s: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """ρ̂ per output column (axis 1 of ``q`` and ``s``, run axis first):
+    :func:`inflation` pooled over the columns that share a ``window``
+    (:func:`windows`)."""
+    rho = np.full(q.shape[1], np.nan)
+    for w in np.unique(window):
+        rho[window == w] = inflation(q[:, window == w], s[:, window == w])
+    return rho
+
+
+def _outputs(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, ...]:
+    """Estimates, per-particle errors (run, output) and trajectory counts (output) of
+    f and then probe_f, flattened in that order."""
+    B, N = ds.sizes["sample"], ds.sizes["step"] * ds.sizes["sample"]
+    traj_f = np.arange(N)
+    traj_p = np.repeat(ds["probe_step"].values * B, ds.sizes["probe"])
+    q = np.concatenate([np.stack([r[v].values.reshape(-1) for r in runs])
+                        for v in ("f", "probe_f")], 1)
+    s = np.concatenate([np.stack([r[f"{v}_se"].values.reshape(-1) for r in runs])
+                        for v in ("f", "probe_f")], 1)
+    return q, s, traj_f, traj_p
+
+
+def _inflations(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, np.ndarray]:
+    """ρ̂ of every f and every probe_f output (flat). f is pooled over its
+    :func:`windows`; a probe evaluation takes the window of f that holds its history
+    size, pooled over that window's probe outputs, or, when these are fewer than
+    :data:`WINDOW_MIN_OUTPUTS`, over them and the window's f outputs together (f at the
+    same history size, rather than probes at another: measured at batch 8, pooling the
+    first probe evaluations with later ones left their errors 25% too narrow)."""
+    q, s, traj_f, traj_p = _outputs(ds, runs)
+    N = len(traj_f)
+    win_f = windows(traj_f, N, WINDOW_MIN_OUTPUTS)
+    rho_f = windowed_inflation(q[:, :N], s[:, :N], win_f)
+    win_p = win_f[np.minimum(traj_p, N - 1)]
+    rho_p = np.full(len(traj_p), np.nan)
+    for w in np.unique(win_p):
+        cols = N + np.flatnonzero(win_p == w)
+        if len(cols) < WINDOW_MIN_OUTPUTS:
+            cols = np.concatenate([cols, np.flatnonzero(win_f == w)])
+        rho_p[win_p == w] = inflation(q[:, cols], s[:, cols])
+    return rho_f, rho_p
+
+
+def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
+                     reason: str = "") -> xr.Dataset:
+    """Scale ``f_se`` and ``probe_f_se`` of a run ``ds`` (in place) by the inflation
+    :func:`windowed_inflation` measured with its ``replicas`` (each a run of the same
+    stream, probes and settings with another seed), recorded as ``f_se_inflation``
+    and ``probe_f_se_inflation`` (the dims of ``f`` and ``probe_f``). ``replicas=None``
+    (a replica diverged: ``reason`` says how) makes the errors NaN, with a
+    ``RuntimeWarning``: an error bar that is unknown is not shown as a narrow one."""
+    if replicas is None:
+        warnings.warn(f"the standard errors f_se and probe_f_se are NaN: {reason}; the "
+                      "estimates themselves are unaffected (use more particles, or "
+                      "error_replicas=0 for the per-particle errors, which ignore the "
+                      "particles' interaction)", RuntimeWarning, stacklevel=3)
+        rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))
+    else:
+        rho = _inflations(ds, [ds, *replicas])
+    for var, r in zip(("f", "probe_f"), rho):
+        ds[f"{var}_se_inflation"] = (ds[var].dims, r.reshape(ds[var].shape))
+        ds[f"{var}_se"] = ds[f"{var}_se"] * ds[f"{var}_se_inflation"]
+    return annotate(ds)
+
+
+def uncalibrated(ds: xr.Dataset) -> xr.Dataset:
+    """A run without error replicas: its per-particle errors as they are, and NaN
+    inflations (the schema's variables are there either way)."""
+    for var in ("f", "probe_f"):
+        ds[f"{var}_se_inflation"] = (ds[var].dims, np.full(ds[var].shape, np.nan))
+    return annotate(ds)

@@ -1,0 +1,99 @@
+"""Bytes :func:`nfd.simulate` allocates (:func:`memory_estimate`), consulted before it
+allocates anything."""
+
+from __future__ import annotations
+
+import torch
+
+from sde import GrowingGaussianDriver
+
+from .._checks import check_choice, check_int, resolve_device_dtype
+from .._training import BACKWARD_LIMITS
+from ._streams import history_rows
+
+__all__ = ["memory_estimate"]
+
+
+def memory_estimate(
+    *,
+    n_train: int,
+    input_dim: int,
+    steps: int,
+    particles: int,
+    batch_size: int = 1,
+    probes: int = 0,
+    paths: int = 0,
+    dtype: torch.dtype = torch.float32,
+    backward: str = "coupled",
+) -> dict[str, int]:
+    """Bytes :func:`nfd.simulate` allocates, by buffer.
+
+    The NFD of Definition 1 (paper 002) is non-Markovian in the SGD step: step k
+    needs every earlier trajectory, so the history grows like P·L·K·B.
+
+    The two backward limits need the same history. ``backward="coupled"`` (ordinary
+    backprop) estimates its response functions by Stein's lemma from the driver
+    innovations, which are stored in either mode (the ``"drivers"`` entry), so it adds
+    no history memory; it only adds a transient workspace of O(K·B) per layer-step
+    (the float64 moments E[ξ F], their triangular solve and the drift weights, about
+    3·K·B·8 bytes, counted in ``"workspace"``), negligible next to the P-sized
+    buffers.
+
+    Parameters
+    ----------
+    n_train : int
+        Number of training trajectories K·B.
+    input_dim : int
+        d.
+    steps : int
+        L.
+    particles : int
+        P.
+    batch_size, probes, paths : int
+        B, number of probe inputs, number of recorded particle paths.
+    dtype : torch.dtype
+    backward : {"coupled", "decoupled"}
+        The ``backward`` argument of :func:`nfd.simulate`.
+
+    Returns
+    -------
+    dict
+        Bytes per buffer and their ``"total"``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a count that is not an integer of the range ``simulate`` accepts
+        (``n_train, input_dim, steps, batch_size`` ≥ 1, ``particles`` ≥ 2,
+        ``probes, paths`` ≥ 0), ``backward`` other than ``"coupled"`` or
+        ``"decoupled"``, or ``dtype`` other than float32 or float64.
+    """
+    N = check_int("n_train", n_train, 1)
+    d = check_int("input_dim", input_dim, 1)
+    L = check_int("steps", steps, 1)
+    P = check_int("particles", particles, 2)
+    B = check_int("batch_size", batch_size, 1)
+    probes = check_int("probes", probes, 0)
+    paths = check_int("paths", paths, 0)
+    check_choice("backward", backward, BACKWARD_LIMITS)
+    _, dtype = resolve_device_dtype("cpu", dtype)
+    item = torch.tensor([], dtype=dtype).element_size()
+    width = max(B, probes, 1)
+    rows = history_rows(N)  # the history's rows (a few zero rows beyond N)
+    est = {
+        "phi_history": L * rows * P * item,  # φ(h_ℓ) for ℓ < L
+        "g_history": (L + 1) * rows * P * item,  # g_ℓ for ℓ ≤ L
+        "hL_history": N * P * item,
+        # both drivers' innovations, stored beside φ and g (one unused layer)
+        "innovations": (2 * L + 1) * rows * P * item,
+        "drivers": 2 * GrowingGaussianDriver.memory_bytes(
+            L, P, N, item, storage=True, responses=backward == "coupled"),
+        "particles": P * (d + 1) * item,
+        # the current step's path and per-layer temporaries of the batch / probes
+        "workspace": (L + 1 + 8) * width * P * item
+        # coupled: Stein moments, their solve (float64) and the drift weights
+        + (3 * N * width * 8 if backward == "coupled" else 0),
+        "paths": 2 * paths * N * (L + 1) * item,
+    }
+    est["total"] = sum(est.values())
+    return est

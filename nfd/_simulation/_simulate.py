@@ -1,0 +1,291 @@
+"""``nfd.simulate``: the Neural Feature Dynamics of Definition 1 over a particle ensemble.
+
+Discretisation (τ = T/L, trajectories i = 0, 1, … in SGD order, B per step,
+χ_i = ℒ′(f̊^{(i)}, y^{(i)})/B, history = trajectories of earlier steps):
+
+    h_0^{(k)} = u·x^{(k)}/√d − η_c Σ_i χ_i (x^{(i)}·x^{(k)}/d) g_0^{(i)}
+    h_ℓ^{(k)} = h_{ℓ−1}^{(k)} − τ η_c Σ_i χ_i Σ_{ℓ−1}[i,k] g_ℓ^{(i)} + √τ z_ℓ^{(k)}
+    g_L^{(k)} = v − η_c Σ_i χ_i h_L^{(i)},        f̊^{(k)} = E[g_L^{(k)} h_L^{(k)}]
+    g_{ℓ−1}^{(k)} = g_ℓ^{(k)} − τ η_c Σ_i χ_i Θ_ℓ[i,k] φ(h_{ℓ−1}^{(i)}) φ′(h_{ℓ−1}^{(k)})
+                    + √τ φ′(h_{ℓ−1}^{(k)}) z̃_ℓ^{(k)}
+
+with Σ_{ℓ−1}[i,j] = E[φ(h_{ℓ−1}^{(i)})φ(h_{ℓ−1}^{(j)})], Θ_ℓ[i,j] = E[g_ℓ^{(i)}g_ℓ^{(j)}],
+and z, z̃ independent growing Gaussian drivers (:class:`sde.GrowingGaussianDriver`).
+The drift of h_ℓ multiplies g_ℓ (appendix E of paper 002; the g_{ℓ−1} of its eq. 4
+is a typo). With L steps this is exactly the n → ∞ limit of a depth-L network whose
+backward pass uses an independent weight copy receiving the same updates
+(``backward="decoupled"``); as L → ∞ it is Definition 1.
+
+Ordinary backprop (``backward="coupled"``) uses W_ℓ forward and W_ℓᵀ backward, so
+the sources z_ℓ = W_ℓφ/√n and z̃_ℓ = W_ℓᵀg/√n respond to each other. Its n → ∞ limit
+(Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise hyperparameter transfer in
+residual networks: dynamics and scaling limit", ICLR 2024, paper 000 eq. 38, here
+for SGD steps) adds two response drifts:
+
+    h_ℓ^{(k)}     += √τ Σ_{s<k} A_ℓ(k,s) g_ℓ^{(s)},      A_ℓ(k,s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
+    g_{ℓ−1}^{(k)} += √τ φ′(h_{ℓ−1}^{(k)}) Σ_{s≤k} B_ℓ(k,s) φ(h_{ℓ−1}^{(s)}),
+                                                          B_ℓ(k,s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}]
+
+Both are estimated from the particles by Stein's lemma: a driver stores its
+innovations ξ with z = 𝓛ξ, so E[∂F/∂z] = 𝓛^{−T} E[F ξ]
+(:meth:`sde.GrowingGaussianDriver.stein_derivative`). For P particles this is the
+conditional mean of a width-P network's W φ given both W Φ_{<k} and Wᵀ G_{<k}: the
+term Gᵀ𝓛̃^{−T}(Ξ̃φ/P). It costs two more k×P streams per layer-step and no memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import torch
+import xarray as xr
+from tqdm.auto import tqdm
+
+from .._activations import Activation
+from .._checks import check_input_scale
+from .._guard import DEFAULT_DIVERGENCE
+from .._losses import Loss
+from .._schema import DEFAULT_PROGRESS
+from ._checks import Config, check_simulate
+from ._dataset import assemble
+from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,
+                      replica_seeds, uncalibrated)
+from ._state import start
+from ._step import evaluate_probes, record_eigenvalues, sgd_step, warn_if_floors_matter
+
+__all__ = ["simulate"]
+
+
+def simulate(
+    X,
+    y,
+    *,
+    eta_c: float,
+    activation: str | Activation | Callable = "relu",
+    loss: str | Loss | Callable = "mse",
+    T: float = 1.0,
+    steps: int = 64,
+    particles: int = 4096,
+    batch_size: int = 1,
+    probes: tuple | None = None,
+    probe_steps: Sequence[int] | None = None,
+    eig_steps: Sequence[int] | None = None,
+    paths: int = 0,
+    backward: str = "coupled",
+    seed: int = 0,
+    device=None,
+    dtype=None,
+    progress: bool = DEFAULT_PROGRESS,
+    rel_jitter: float | None = None,
+    divergence: float | None = DEFAULT_DIVERGENCE,
+    innovations: tuple[torch.Tensor, torch.Tensor] | None = None,
+    error_replicas: int = DEFAULT_ERROR_REPLICAS,
+) -> xr.Dataset:
+    """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
+
+    Particles carry their row ``u ~ N(0, I_d)`` of U and readout ``v ~ N(0, 1)``; the
+    L-step Euler–Maruyama system (module docstring) is the n → ∞ limit of a depth-L
+    ResNet (eq. 1 of paper 002) trained in the feature-learning regime (α = 1/√n,
+    learning rate η_c·n on every parameter), either by ordinary backprop
+    (``backward="coupled"``, the response-function limit of paper 000) or with an
+    independent backward weight copy (``backward="decoupled"``, whose ``steps → ∞``
+    limit is the Neural Feature Dynamics of paper 002, Definition 1 / Theorem 1).
+
+    Parameters
+    ----------
+    X : array_like, shape (K·B, d)
+        Training stream, consumed in order, B rows per SGD step.
+    y : array_like, shape (K·B,)
+        Targets (±1 labels for ``loss="logistic"``).
+    eta_c : float
+        Effective learning rate η_c ≥ 0 (η = η_c·n in the finite network).
+    activation : str or callable
+        φ; see :func:`nfd.get_activation`.
+    loss : {"mse", "logistic"} or callable
+        ``"mse"``: ½(f − y)²; ``"logistic"``: log(1 + e^{−yf}); or a callable
+        returning ∂ℒ/∂f(f, y) (the recorded loss is then NaN).
+    T : float
+        Time horizon.
+    steps : int
+        L, the number of Euler–Maruyama steps = the depth of the matching network.
+    particles : int
+        P ≥ 2.
+    batch_size : int
+        B; each SGD step averages the gradient over B samples, each with its own
+        trajectory in the history.
+    probes : (array_like (Q, d), array_like (Q,)), optional
+        Held-out inputs and targets evaluated forward-only at ``probe_steps`` with
+        the parameters of that step; their noise is conditioned on the training
+        history, not appended to it. Each probe has exactly its own conditional law;
+        the probes share their fresh noise (one normal per layer and particle), so
+        their errors are correlated: average a loss over probes, but take its
+        standard error from seeds, not from ``probe_f_se`` / √Q.
+    probe_steps : sequence of int, optional
+        In 0..K (K = after the last update); default ≤ 17 evenly spaced, with 0, K
+        (``nfd.schema.DEFAULT_PROBE_STEPS``: an evaluation of Q probes costs about
+        Q/16 training steps).
+    eig_steps : sequence of int, optional
+        Steps (0..K−1) after which to record the smallest eigenvalues of Σ_ℓ and
+        Θ_ℓ (Assumption 1); default ≤ 5 evenly spaced steps.
+    paths : int
+        Number of particles whose h and g paths are kept.
+    backward : {"coupled", "decoupled"}
+        Which network's limit to integrate. ``"coupled"`` (default): ordinary
+        backpropagation, the network people train; its limit keeps the forward and
+        backward response functions A_ℓ, B_ℓ of Bordelon, Noci, Li, Hanin &
+        Pehlevan, "Depthwise hyperparameter transfer in residual networks: dynamics
+        and scaling limit", ICLR 2024 (paper 000, eq. 38, App. E), estimated from
+        the particles by Stein's lemma (module docstring). ``"decoupled"``: the
+        backward pass uses an independent weight copy receiving the same updates
+        (gradient independence); its limit is Definition 1 of paper 002. The two
+        differ by O(1) at every depth (docs/validation/REPORT.md). The coupled
+        estimate's finite-P error grows with the number k of trajectories relative
+        to P: keep P ≫ K·B (measured on digits 3 vs 8, K = 200, L = 8: P = 16384
+        agrees with P = 65536 within Monte Carlo error, P = 4096 drifts by an rms
+        of 0.08 in f over the last 50 steps).
+    seed : int
+        Seed of the run. Each random role draws from its own stream derived from it
+        (particles u, v; forward driver; backward driver; probe draws), so probes,
+        ``paths``, ``eig_steps`` and ``progress`` never change a training number.
+        Reproducibility: bit for bit for the same seed, device, dtype, torch version
+        and thread count (``torch.get_num_threads()``). Across thread counts the
+        reductions may be summed in another order, so runs agree to float rounding,
+        at most K·(2L+1)·max(P, K·B)·u·max|f| with u the unit roundoff (tested in
+        tests/test_options.py). Measured on CPU with torch 2.13, 1 vs 2 threads:
+        training f identical up to P = 8192, L = 32; probe_f 2.9e-6 apart on digits
+        (float32, P = 4096, L = 16); issue 11 reported 3.3e-5 in f.
+    device, dtype :
+        Default CUDA if available, float32.
+    progress : bool
+        Show a tqdm progress bar over SGD steps (default ``nfd.schema.DEFAULT_PROGRESS``).
+    rel_jitter : float, optional
+        Relative eigenvalue floor of the growing drivers (singular covariances from
+        repeated inputs or dead units are regularised; ``sigma_floored`` and
+        ``theta_floored`` count the floored components); default 1e-5 in float32,
+        1e-10 in float64. At the default, floors never moved f by more than 0.41
+        Monte Carlo s.e. in our measurements, at any floored share; a
+        ``RuntimeWarning`` is issued only for rel_jitter ≥ 1e-3 with ≥ 2% of the
+        components floored (measured at K = 64, L = 8, P = 2048 against rel_jitter
+        = 1e-10: up to 0.86 s.e. at 1e-3 and 4.3 s.e. at 1e-2).
+    divergence : float or None
+        Stop with ``FloatingPointError`` once E[h_t²] or E[g_t²] exceeds this many
+        times its largest value at step 0, or f² this many times E[h²]E[g²] at step
+        0 (training and probe passes alike; :class:`nfd.schema.DivergenceGuard`).
+        ``None`` stops on NaN/inf only. Default 1e4.
+    innovations : (Tensor, Tensor), optional
+        Standard normal innovations of the forward and backward drivers, each of
+        shape (steps, K·B, particles) in ``dtype``, used instead of drawing them
+        (probe noise is still drawn from ``seed``). For runs that share their
+        Brownian paths across depths: see :func:`nfd.coarsen_innovations`.
+    error_replicas : int
+        R, the number of independent replica runs (own seeds, own mean field of
+        P/8 particles, at least 512) from which the standard errors ``f_se`` and
+        ``probe_f_se`` take the particles' interaction into account
+        (``nfd._simulation._errors``): the error of a particle mean is not its per-particle
+        spread / √P, because every particle moves with the noise of the shared
+        mean-field estimates (measured: the per-particle error was up to 25–33% too
+        small early in training in the coupled limit, and up to 2–3× too large late
+        in a K = 200 run in both limits). The reported error is the per-particle one
+        times the inflation ρ̂ pooled over the R + 1 runs within windows of the
+        history (variables ``f_se_inflation``, ``probe_f_se_inflation``). Never
+        changes an estimate. Default 2 (measured: the seed spread over the reported
+        error was 0.84–1.06, over the per-particle one 0.30–1.33; README, "Error
+        bars"); ``0`` reports the per-particle errors (inflations NaN) and saves the
+        replicas' cost (measured: +96% coupled, +141% decoupled at P = 4096, L = 64,
+        K = 200 on 2 CPU threads, mostly the fixed cost per layer-step that a
+        replica pays in full; ``benchmarks/bench_simulate.py --errors-only``).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dimensions ``step`` (K), ``sample`` (B), ``time`` (t_ℓ = ℓT/L, ℓ = 0..L),
+        ``probe``, ``probe_step``, ``eig_step``, ``particle``. Variables:
+        ``f``, ``f_se`` (Monte Carlo standard error, see ``error_replicas``), ``y``,
+        ``loss``, ``dloss``
+        (step, sample); ``h2`` = E[h²] and ``g2`` = E[g²] (step, time), averaged
+        over the batch; ``sigma_pivot`` / ``theta_pivot`` (step, time): the smallest
+        squared Cholesky pivot of each driver's new components, i.e. the conditional
+        variance of a new component given the history (and, for B ≥ 2, the batch's
+        earlier samples), before the floor (NaN where no driver acts: Σ at t_L, Θ at
+        t_0); ``sigma_floored`` / ``theta_floored`` (step,
+        time): how many of the step's B new components of each driver sat at the
+        eigenvalue floor (0 where no driver acts); ``sigma_min_eig`` / ``theta_min_eig``
+        (eig_step, time); ``probe_f``, ``probe_f_se``, ``probe_loss``
+        (probe_step, probe) and ``probe_y``; ``f_se_inflation`` (step, sample)
+        and ``probe_f_se_inflation`` (probe_step, probe), see ``error_replicas``;
+        ``h_path`` / ``g_path`` (particle, step, sample, time) when ``paths``.
+        Every parameter is in ``attrs``;
+        every variable and coordinate has ``long_name`` and ``units``
+        (:mod:`nfd.schema`).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (the message names the argument).
+    MemoryError
+        Before allocating, if the run does not fit (see :func:`nfd.memory_estimate`).
+    FloatingPointError
+        When a training step or probe pass diverges (see ``divergence``) or becomes
+        NaN/inf; names the step, the layer and the quantity, and the input scale
+        when |x|²/d is far from 1.
+
+    Warns
+    -----
+    UserWarning
+        Once, when the inputs' mean |x|²/d is outside [1/4, 4] (the sphere
+        convention the documented η_c and T ranges assume).
+    RuntimeWarning
+        When the drivers' eigenvalue floor was high and often active (``rel_jitter``).
+    """
+    cfg = check_simulate(
+        X, y, eta_c=eta_c, activation=activation, loss=loss, T=T, steps=steps,
+        particles=particles, batch_size=batch_size, probes=probes, probe_steps=probe_steps,
+        eig_steps=eig_steps, paths=paths, backward=backward, seed=seed, device=device,
+        dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
+        error_replicas=error_replicas)
+    scale = check_input_scale("X", cfg.X)
+    ds = _integrate(cfg, scale, progress)
+    if not cfg.error_replicas:
+        return uncalibrated(ds)
+    return calibrate_errors(ds, *_replicas(cfg, scale))
+
+
+def _integrate(cfg: Config, input_scale: float, progress: bool,
+               replica: bool = False) -> xr.Dataset:
+    """One run of the particle system (module docstring) for a checked configuration
+    (``input_scale``: mean |x|²/d, for the divergence messages): its Dataset with the
+    per-particle standard errors. An error ``replica`` leaves the floor warning to the
+    main run."""
+    state = start(cfg, input_scale)
+    probe_index = {s: j for j, s in enumerate(cfg.probe_steps)}
+    eig_index = {s: j for j, s in enumerate(cfg.eig_steps)}
+    for k in tqdm(range(cfg.K + 1), disable=not progress, desc="nfd.simulate", unit="step"):
+        if k in probe_index:
+            evaluate_probes(state, probe_index[k])
+        if k == cfg.K:
+            break
+        sgd_step(state, k)
+        if k in eig_index:
+            record_eigenvalues(state, eig_index[k])
+    if not replica:
+        warn_if_floors_matter(state, stacklevel=4)
+    return assemble(cfg, state.rec)
+
+
+def _replicas(cfg: Config, input_scale: float) -> tuple[list[xr.Dataset] | None, str]:
+    """The ``error_replicas`` replica runs of ``cfg`` (``nfd._simulation._errors``): the same
+    stream, probes and settings with their own seeds and
+    :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
+    innovations, recording no paths or eigenvalues. ``(None, reason)`` when one
+    diverges."""
+    P = replica_particles(cfg.P)
+    runs = []
+    for r, seed in enumerate(replica_seeds(cfg.seed, cfg.error_replicas)):
+        rep = dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
+                                  innovations=(None, None), error_replicas=0)
+        try:
+            runs.append(_integrate(rep, input_scale, progress=False, replica=True))
+        except FloatingPointError as err:
+            return None, f"error replica {r} ({P} particles) diverged: {err}"
+    return runs, ""

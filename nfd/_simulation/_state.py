@@ -1,0 +1,128 @@
+"""The state of one ``nfd.simulate`` run: its random streams, the particles' parameters,
+the history and drivers, the guards and the record buffers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sde import GrowingGaussianDriver
+
+from .._guard import DivergenceGuard
+from .._memory import ensure_fits
+from .._schema import EXTRA_VARIABLES, VARIABLES
+from ._checks import Config
+from ._memory import memory_estimate
+from ._model import History, Model
+
+__all__ = ["ROLES", "seed_word", "streams", "RunState", "start"]
+
+#: The random roles of a run, each with its own stream derived from the seed
+#: (:func:`streams`). A role added later gets a new name at the end: the streams
+#: of the others do not move.
+ROLES = ("parameters", "forward", "backward", "probes")
+
+#: Recorded quantities kept in float64 on the device (the others: floored counts
+#: in int64, particle paths in the run's dtype).
+_FLOAT_RECORD = ("f", "f_se", "loss", "dloss", "h2", "g2", "sigma_pivot", "theta_pivot",
+                 "sigma_min_eig", "theta_min_eig", "probe_f", "probe_f_se", "probe_loss")
+_COUNT_RECORD = ("sigma_floored", "theta_floored")
+
+
+def streams(seed: int, device: torch.device) -> dict[str, torch.Generator]:
+    """One generator per role of :data:`ROLES`, seeded with the first 63 bits of
+    ``numpy.random.SeedSequence(seed, spawn_key=(i,))`` for role i: independent
+    streams, so that whether a role draws (probes) or how much it draws never
+    changes the numbers of another role."""
+    return {role: torch.Generator(device=device).manual_seed(seed_word(seed, (i,)))
+            for i, role in enumerate(ROLES)}
+
+
+def seed_word(seed: int, key: tuple[int, ...]) -> int:
+    """The first 63 bits of ``numpy.random.SeedSequence(seed, spawn_key=key)``: a valid
+    torch seed, independent for every (seed, key)."""
+    state = np.random.SeedSequence(seed, spawn_key=key).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) | (int(state[1]) >> 1)
+
+
+@dataclass
+class RunState:
+    """Everything a run's steps read and write (tensors on ``cfg.device``)."""
+
+    cfg: Config
+    model: Model
+    hist: History
+    drivers: tuple[GrowingGaussianDriver, GrowingGaussianDriver]
+    rec: dict[str, torch.Tensor]
+    guard: DivergenceGuard
+    probe_guard: DivergenceGuard
+    x: torch.Tensor  # (K, B, d) training inputs
+    y: torch.Tensor  # (K, B) training targets
+    xp: torch.Tensor | None  # (Q, d) probe inputs
+    yp: torch.Tensor | None  # (Q,) probe targets
+    h_buf: torch.Tensor  # (L+1, B, P) the current step's forward path
+    work: torch.Tensor  # (2, B, P) backward increments and φ′
+    probe_h: torch.Tensor | None  # (L+1, Q, P) the probes' forward path
+    probe_phi: torch.Tensor | None  # (Q, P) the probes' φ at one layer
+
+
+def _record(cfg: Config) -> dict[str, torch.Tensor]:
+    """Record buffers shaped by the schema dims (:mod:`nfd._schema`), NaN-filled
+    (zero for counts); the paths are kept (step, time, sample, particle) in the run's
+    dtype and transposed to the schema's order at assembly."""
+    sizes = {"step": cfg.K, "sample": cfg.B, "time": cfg.L + 1, "probe": cfg.Q,
+             "probe_step": len(cfg.probe_steps), "eig_step": len(cfg.eig_steps)}
+    table = {**VARIABLES, **EXTRA_VARIABLES}
+    kw = {"device": cfg.device}
+    rec = {name: torch.full(tuple(sizes[d] for d in table[name].dims), float("nan"),
+                            dtype=torch.float64, **kw) for name in _FLOAT_RECORD}
+    rec.update({name: torch.zeros(tuple(sizes[d] for d in table[name].dims),
+                                  dtype=torch.int64, **kw) for name in _COUNT_RECORD})
+    if cfg.paths:
+        for name in ("h_path", "g_path"):
+            rec[name] = torch.empty(cfg.K, cfg.L + 1, cfg.B, cfg.paths, dtype=cfg.dtype, **kw)
+    return rec
+
+
+def _ensure_memory(cfg: Config) -> None:
+    """``MemoryError`` before allocating if the run does not fit (:func:`nfd.memory_estimate`)."""
+    est = memory_estimate(n_train=cfg.N, input_dim=cfg.d, steps=cfg.L, particles=cfg.P,
+                          batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
+                          backward=cfg.backward)
+    ensure_fits(est["total"], cfg.device, parts={k: v for k, v in est.items() if k != "total"},
+                advice="lower particles, steps (depth) or the number of SGD steps")
+
+
+def start(cfg: Config, input_scale: float) -> RunState:
+    """Allocate a run: particles u ~ N(0, I_d), v ~ N(0, 1) (the initial U row and
+    readout of each particle, paper 002 eq. 1), an empty history, the two growing
+    drivers of z and z̃ and the record buffers."""
+    _ensure_memory(cfg)
+    gens = streams(cfg.seed, cfg.device)
+    kw = {"device": cfg.device, "dtype": cfg.dtype}
+    u = torch.randn(cfg.P, cfg.d, generator=gens["parameters"], **kw)
+    v = torch.randn(cfg.P, generator=gens["parameters"], **kw)
+    hist = History(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype)
+    hist.X = torch.as_tensor(cfg.X, **kw)
+    storage = (hist.forward_innovations(), hist.backward_innovations())
+    drivers = tuple(GrowingGaussianDriver(cfg.L, cfg.P, cfg.N, generator=gens[role],
+                                          rel_jitter=cfg.rel_jitter, innovations=xi,
+                                          storage=buf, responses=cfg.coupled, **kw)
+                    for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
+    model = Model(cfg.act, cfg.L, cfg.T, cfg.eta_c, u, v, hist, *drivers,
+                  coupled=cfg.coupled, probe_gen=gens["probes"])
+    return RunState(
+        cfg=cfg, model=model, hist=hist, drivers=drivers, rec=_record(cfg),
+        guard=DivergenceGuard(cfg.divergence, input_scale),
+        probe_guard=DivergenceGuard(cfg.divergence, input_scale),
+        x=hist.X.reshape(cfg.K, cfg.B, cfg.d),
+        y=torch.as_tensor(cfg.y, **kw).reshape(cfg.K, cfg.B),
+        xp=None if cfg.Xp is None else torch.as_tensor(cfg.Xp, **kw),
+        yp=None if cfg.yp is None else torch.as_tensor(cfg.yp, **kw),
+        h_buf=torch.empty(cfg.L + 1, cfg.B, cfg.P, **kw),
+        work=torch.empty(2, cfg.B, cfg.P, **kw),
+        probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),
+        probe_phi=None if cfg.Xp is None else torch.empty(cfg.Q, cfg.P, **kw),
+    )

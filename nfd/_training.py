@@ -1,0 +1,59 @@
+"""What both limits of training share (:func:`nfd.simulate` and
+:func:`nfd.linear_limit`): the backward-pass limits and the checks of the training
+stream and its hyperparameters."""
+
+from __future__ import annotations
+
+from ._checks import (
+    check_choice,
+    check_int,
+    check_labels,
+    check_matrix,
+    check_positive_float,
+    check_probes,
+    check_steps,
+    check_targets,
+)
+from ._losses import get_loss
+from ._schema import DEFAULT_PROBE_STEPS, default_steps
+
+__all__ = ["BACKWARD_LIMITS", "check_stream"]
+
+#: Backward-pass limits ``simulate`` and ``linear_limit`` integrate. ``"coupled"``: ordinary
+#: backpropagation (the backward pass uses the forward weights), whose limit keeps
+#: the response functions of Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise
+#: hyperparameter transfer in residual networks: dynamics and scaling limit",
+#: ICLR 2024 (paper 000, App. D–E). ``"decoupled"``: the backward pass uses an
+#: independent weight copy (gradient independence), Definition 1 of paper 002.
+BACKWARD_LIMITS = ("coupled", "decoupled")
+
+
+def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
+                 probe_steps) -> tuple:
+    """Checks of the training stream and its hyperparameters shared by
+    :func:`nfd.simulate` and :func:`nfd.linear_limit`.
+
+    Returns ``(X, y, eta_c, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
+    validated arrays, numbers and a :class:`Loss`; the probes are ``None`` and the
+    step list empty without probes. The messages name the argument.
+    """
+    Xn = check_matrix("X", X)
+    N, d = Xn.shape
+    yn = check_targets("y", y, N)
+    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+    T = check_positive_float("T", T)
+    L = check_int("steps", steps, 1)
+    B = check_int("batch_size", batch_size, 1)
+    check_choice("backward", backward, BACKWARD_LIMITS)
+    if N % B:
+        raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
+    lossf = get_loss(loss)
+    check_labels("y", yn, lossf.name)
+    probes = check_probes(probes, d, lossf.name)
+    if probes is None:
+        return Xn, yn, eta_c, T, L, B, lossf, None, None, []
+    Xp, yp = probes
+    K = N // B
+    probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
+                   else check_steps("probe_steps", probe_steps, 0, K))
+    return Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps

@@ -1,0 +1,542 @@
+"""The interface every finite ResNet ensemble shares: argument checks, parameters,
+seeds, and the per-step API ``forward_pass`` → ``backward_pass`` → ``apply_update``
+(appendix E of paper 002); the architectures fill in their blocks.
+
+An architecture (one subclass per module: ``_preact``, ``_postact``,
+``_twolayer``) registers itself with its ``style`` and ``block`` and provides
+
+* ``_embed(X, fp)``: h_0 from the inputs;
+* ``_block(l, h, fp)``: h_{ℓ+1} from h_ℓ (``fp`` is ``None`` for a forward-only pass,
+  else the :class:`ForwardPass` whose buffers it fills);
+* ``_block_backward(l, fp, G, w)``: writes g_ℓ into ``G[l]`` from g_{ℓ+1} and returns
+  the layer's gradients as :class:`RankUpdate` s by family;
+* ``_input_gradient(fp, g0)``: (√n/α) ∂f/∂(Ux/√d) from g_0;
+* ``layer_inputs(fp)``: the input z_ℓ of each block's first weight matrix.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from abc import ABC, abstractmethod
+from typing import Callable, ClassVar, Sequence
+
+import torch
+
+import nfd
+from nfd.schema import (
+    check_choice,
+    check_int,
+    check_matrix,
+    check_positive_float,
+    check_targets,
+    resolve_device_dtype,
+)
+
+from ._memory import ensure_network_fits, network_memory_estimate
+from ._scaling import SCALINGS, Stream, make_stream
+from ._step import ForwardPass, Gradients, RankUpdate, mean_square
+
+__all__ = ["ResNetEnsemble", "resolve_seeds", "STYLES", "BLOCKS", "BACKWARDS", "REGIMES",
+           "FIRST_LAYER_LRS", "SCALINGS"]
+
+STYLES = ("pre", "post")
+BLOCKS = ("one-layer", "two-layer")
+BACKWARDS = ("coupled", "decoupled")
+REGIMES = ("feature", "kernel")
+FIRST_LAYER_LRS = ("depth-mup", "depth-aware")
+
+
+def resolve_seeds(seeds: int | Sequence[int]) -> list[int]:
+    """Seeds as a list of distinct non-negative ints.
+
+    ``seeds=S`` (an int) means ``[0, 1, …, S−1]``; a sequence is taken as given.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``seeds``.
+    """
+    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
+        count = check_int("seeds", seeds, 1)
+        return list(range(count))
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(
+            f"seeds must be an int count or a sequence of ints, got {type(seeds).__name__}"
+        )
+    out = []
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"seeds must contain ints, got {type(s).__name__}")
+        if s < 0:
+            raise ValueError(f"seeds must be non-negative, got {int(s)}")
+        out.append(int(s))
+    if not out:
+        raise ValueError("seeds must not be empty")
+    if len(set(out)) != len(out):
+        raise ValueError(f"seeds must be distinct, got {out}")
+    return out
+
+
+def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, str]:
+    """Check that (style, block, scaling) names a network of eq. 1, 6 or 9."""
+    check_choice("style", style, STYLES)
+    check_choice("block", block, BLOCKS)
+    check_choice("scaling", scaling, SCALINGS)
+    if block == "two-layer" and style != "pre":
+        raise ValueError("style='post' is only available with block='one-layer' (eq. 9)")
+    if block == "two-layer" and scaling == "mlp":
+        raise ValueError("scaling='mlp' is only available with block='one-layer'")
+    return style, block, scaling
+
+
+class ResNetEnsemble(ABC):
+    """S finite depth-μP ResNets (eq. 1, 6, 9 of paper 002) trained at once.
+
+    ``ResNetEnsemble(...)`` builds the architecture that ``style`` and ``block``
+    name (:class:`validation.networks._preact.PreActResNet`, ``PostActResNet``,
+    ``TwoLayerResNet``); ``scaling`` picks its residual stream
+    (:mod:`validation.networks._scaling`). See :mod:`validation.networks._models` for
+    every formula.
+
+    Parameters
+    ----------
+    input_dim : int
+        d.
+    width, depth : int
+        n and L (number of residual blocks / hidden weight matrices).
+    activation : str, nfd.Activation or callable
+        φ (see :func:`nfd.get_activation`).
+    T : float
+        Time horizon; the depth-μP branch scale is √(T/L).
+    seeds : int or sequence of int
+        An int S means seeds 0..S−1. Seed s initializes network s from its own
+        ``torch.Generator`` (draw order U, v, W layer by layer, then the backward
+        copy), so an ensemble equals its members trained one at a time, and the
+        coupled and decoupled networks of one seed share U, v and W.
+    backward : {"coupled", "decoupled"}
+        True gradient (eq. 3) or GIA-decoupled backward (Corollary 1).
+    style : {"pre", "post"}
+        Pre-activation (eq. 1, the default) or post-activation (eq. 9) residual
+        stream; an architecture class defaults to its own.
+    block : {"one-layer", "two-layer"}
+        Eq. 1 (the default) or the two-layer residual block of eq. 6 (pre style only).
+    scaling : {"depth-mup", "mup", "mlp"}
+        Branch scale √(T/L) (depth-μP), √T (μP ResNet), or an MLP without skips.
+    regime : {"feature", "kernel"}
+        α = 1/√n with η = η_c n, or α = 1 with η = η_c (footnote 2).
+    eta_c : float
+        Width-independent learning-rate constant η_c ≥ 0.
+    first_layer_lr : {"depth-mup", "depth-aware"}
+        Two-layer blocks: η₁ = η (depth-μP) or η √L (eq. 8).
+    record_collapse : bool
+        Two-layer blocks: keep W_{ℓ,1}⁽⁰⁾, W_{ℓ,2}⁽⁰⁾ and compute the collapse
+        observables of eq. 27 and 33–34 at every stored forward pass.
+    tie_backward : bool
+        Decoupled network with W̃⁽⁰⁾ := W⁽⁰⁾ (for testing: equals the coupled one).
+    device, dtype
+        See :func:`nfd.schema.resolve_device_dtype`.
+    check_memory : bool
+        Compare the weight memory with what is available before allocating.
+
+    Attributes
+    ----------
+    U : Tensor (S, n, d)
+    v : Tensor (S, n)
+    W : Tensor (S, L, n, n)
+        One-layer blocks (``W1``, ``W2`` for two-layer blocks).
+    alpha, eta, kappa : float
+        α, the learning rate η of W (and U, v) and κ = ηα/√n.
+    stream : Stream
+        τ, the branch coefficient s and the skip connection.
+    """
+
+    #: (style, block) → architecture, filled by ``__init_subclass__``.
+    _ARCHITECTURES: ClassVar[dict[tuple[str, str], type]] = {}
+    #: Weight families of one block.
+    families: ClassVar[tuple[str, ...]] = ("W",)
+    #: Extra per-layer buffers of a stored pass: name → number of layers beyond L.
+    _layer_buffers: ClassVar[dict[str, int]] = {}
+    style: ClassVar[str]
+    block: ClassVar[str]
+
+    def __init_subclass__(cls, *, style: str, block: str, **kw) -> None:
+        super().__init_subclass__(**kw)
+        cls.style, cls.block = style, block
+        ResNetEnsemble._ARCHITECTURES[(style, block)] = cls
+
+    def __new__(cls, *args, style: str | None = None, block: str | None = None,
+                scaling: str = "depth-mup", **kw):
+        if cls is ResNetEnsemble:
+            style, block = style or "pre", block or "one-layer"
+            check_architecture(style, block, scaling)
+            cls = ResNetEnsemble._ARCHITECTURES[(style, block)]
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        input_dim: int,
+        *,
+        width: int,
+        depth: int,
+        activation: str | nfd.Activation | Callable = "relu",
+        T: float = 1.0,
+        seeds: int | Sequence[int] = 1,
+        backward: str = "coupled",
+        style: str | None = None,
+        block: str | None = None,
+        scaling: str = "depth-mup",
+        regime: str = "feature",
+        eta_c: float = 1.0,
+        first_layer_lr: str = "depth-mup",
+        record_collapse: bool = False,
+        tie_backward: bool = False,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | str | None = None,
+        check_memory: bool = True,
+    ) -> None:
+        style = self.style if style is None else style
+        block = self.block if block is None else block
+        if (style, block) != (self.style, self.block):
+            raise ValueError(f"{type(self).__name__} is style={self.style!r}, "
+                             f"block={self.block!r}; got style={style!r}, block={block!r}")
+        self.d = check_int("input_dim", input_dim, 1)
+        self.n = check_int("width", width, 1)
+        self.L = check_int("depth", depth, 1)
+        self.T = check_positive_float("T", T)
+        self.eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+        self.act = nfd.get_activation(activation)
+        self.seeds = resolve_seeds(seeds)
+        self.S = len(self.seeds)
+        self.backward = check_choice("backward", backward, BACKWARDS)
+        self.scaling = check_architecture(style, block, scaling)[2]
+        self.regime = check_choice("regime", regime, REGIMES)
+        self.first_layer_lr = check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS)
+        self.record_collapse = bool(record_collapse) and self.block == "two-layer"
+        self.device, self.dtype = resolve_device_dtype(device, dtype)
+        self.alpha = 1.0 / math.sqrt(self.n) if self.regime == "feature" else 1.0
+        self.eta = self.eta_c / self.alpha**2
+        self.kappa = self.eta * self.alpha / math.sqrt(self.n)
+        self.stream: Stream = make_stream(self.scaling, T=self.T, depth=self.L,
+                                          width=self.n, post_activation=self.style == "post")
+        if check_memory:
+            parts = network_memory_estimate(
+                self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
+                backward=self.backward, block=self.block, style=self.style,
+                record_collapse=self.record_collapse, dtype=self.dtype)
+            ensure_network_fits(parts, self.device, what="the ensemble's weights")
+        self._init_parameters(bool(tie_backward))
+        self._workspace: dict[str, torch.Tensor] = {}
+        self._last: ForwardPass | None = None
+
+    # ------------------------------------------------------------ parameters
+    def _init_parameters(self, tie_backward: bool) -> None:
+        """Draw U, v, W (and the backward copy) seed by seed, in the documented order."""
+        S, L, n, d = self.S, self.L, self.n, self.d
+        kw = dict(device=self.device, dtype=self.dtype)
+        self._U = torch.empty((S, n, d), **kw)
+        self._v = torch.empty((S, n), **kw)
+        self._w = {k: torch.empty((L, S, n, n), **kw) for k in self.families}
+        decoupled = self.backward == "decoupled"
+        self._dback = {k: torch.empty((L, S, n, n), **kw) for k in self.families} \
+            if decoupled else {}
+        for i, seed in enumerate(self.seeds):
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(seed)
+            self._U[i].normal_(generator=gen)
+            self._v[i].normal_(generator=gen)
+            for l in range(L):
+                for k in self.families:
+                    self._w[k][l, i].normal_(generator=gen)
+            for l in range(L) if decoupled else ():
+                for k in self.families:
+                    dk = self._dback[k][l, i]
+                    if tie_backward:
+                        dk.zero_()
+                    else:  # D = W̃⁽⁰⁾ − W⁽⁰⁾ with W̃⁽⁰⁾ i.i.d. N(0, 1)
+                        dk.normal_(generator=gen).sub_(self._w[k][l, i])
+        self._w0 = {k: w.clone() for k, w in self._w.items()} if self.record_collapse else {}
+
+    @property
+    def tau(self) -> float:
+        """τ: T/L (depth-μP), T (μP ResNet), NaN (MLP)."""
+        return self.stream.tau
+
+    @property
+    def s(self) -> float:
+        """Branch coefficient s of h_ℓ = skip·h_{ℓ−1} + s·branch_ℓ."""
+        return self.stream.s
+
+    @property
+    def skip(self) -> float:
+        """1 with a skip connection, 0 for the μP MLP."""
+        return self.stream.skip
+
+    @property
+    def lr_mult_first(self) -> float:
+        """η₁/η for the first matrix of a block (√L only for depth-aware two-layer
+        blocks, eq. 8)."""
+        return 1.0
+
+    @property
+    def U(self) -> torch.Tensor:
+        """Input weights, (S, n, d)."""
+        return self._U
+
+    @property
+    def v(self) -> torch.Tensor:
+        """Readout weights, (S, n)."""
+        return self._v
+
+    def _seed_first(self, name: str) -> torch.Tensor:
+        if name not in self._w:
+            raise AttributeError(f"{name} is not a parameter of a {self.block} network")
+        return self._w[name].transpose(0, 1)
+
+    @property
+    def W(self) -> torch.Tensor:
+        """Hidden weights W_ℓ (one-layer blocks), a (S, L, n, n) view."""
+        return self._seed_first("W")
+
+    @property
+    def W1(self) -> torch.Tensor:
+        """First-layer weights W_{ℓ,1} of two-layer blocks, (S, L, n, n) view."""
+        return self._seed_first("W1")
+
+    @property
+    def W2(self) -> torch.Tensor:
+        """Second-layer weights W_{ℓ,2} of two-layer blocks, (S, L, n, n) view."""
+        return self._seed_first("W2")
+
+    def backward_weights(self, name: str = "W") -> torch.Tensor:
+        """Weights used in the backward pass, (S, L, n, n): W (coupled) or
+        W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + (W̃⁽⁰⁾ − W⁽⁰⁾) (decoupled); a new tensor when decoupled."""
+        w = self._seed_first(name)
+        if not self._dback:
+            return w
+        return w + self._dback[name].transpose(0, 1)
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        """Trainable parameters by name, seed axis first (views, not copies)."""
+        out = {"U": self._U, "v": self._v}
+        out.update({k: self._seed_first(k) for k in self._w})
+        return out
+
+    # --------------------------------------------------------------- helpers
+    def _as_input(self, X, name: str = "X") -> torch.Tensor:
+        """X as a (B, d) tensor on the network's device and dtype."""
+        if isinstance(X, torch.Tensor):
+            if X.ndim == 1:
+                X = X[None]
+            if X.ndim != 2 or X.shape[1] != self.d:
+                raise ValueError(f"{name} must have shape (B, {self.d}), got {tuple(X.shape)}")
+            return X.to(device=self.device, dtype=self.dtype)
+        arr = check_matrix(name, X, columns=self.d)
+        return torch.as_tensor(arr, device=self.device, dtype=self.dtype)
+
+    def _as_targets(self, y, B: int) -> torch.Tensor:
+        if isinstance(y, torch.Tensor) and y.shape == (B,):
+            return y.to(device=self.device, dtype=self.dtype)
+        arr = check_targets("y", y, B)
+        return torch.as_tensor(arr, device=self.device, dtype=self.dtype)
+
+    def _buffers(self, B: int) -> dict[str, torch.Tensor]:
+        """The workspace of a stored pass on B inputs, reused while B stays the same:
+        h, g (L+1, S, B, n) and the architecture's ``_layer_buffers``."""
+        if self._workspace and self._workspace["h"].shape[2] == B:
+            return self._workspace
+        shape = (self.S, B, self.n)
+        kw = dict(device=self.device, dtype=self.dtype)
+        sizes = {"h": 1, "g": 1, **self._layer_buffers}
+        self._workspace = {k: torch.empty((self.L + extra,) + shape, **kw)
+                           for k, extra in sizes.items()}
+        return self._workspace
+
+    def _back_product(self, left: torch.Tensor, name: str, l: int) -> torch.Tensor:
+        """Row form of W̃_ℓᵀ·left: left @ W (+ left @ D for the decoupled copy)."""
+        out = torch.bmm(left, self._w[name][l])
+        if self._dback:
+            out.baddbmm_(left, self._dback[name][l])
+        return out
+
+    def _rank_update(self, left: torch.Tensor, right: torch.Tensor, coef: float,
+                     lr_mult: float = 1.0) -> RankUpdate:
+        """The gradient coef·(α/√n)·leftᵀ right of a hidden matrix (left carries χ_b/B)
+        and its SGD step −κ·lr_mult·coef (appendix E)."""
+        return RankUpdate(left, right, coef * self.alpha / math.sqrt(self.n),
+                          -self.kappa * lr_mult * coef)
+
+    def _readout(self, h: torch.Tensor) -> torch.Tensor:
+        """f = (α/√n) vᵀ h_L, (S, B)."""
+        f = torch.bmm(h, self._v.unsqueeze(-1)).squeeze(-1)
+        return f.mul_(self.alpha * (1.0 / math.sqrt(self.n)))
+
+    def _input_preactivation(self, X: torch.Tensor) -> torch.Tensor:
+        """Ux/√d, (S, B, n)."""
+        return torch.matmul(X, self._U.mT).mul_(1.0 / math.sqrt(self.d))
+
+    # --------------------------------------------------------- per-step API
+    @torch.no_grad()
+    def forward_pass(self, X) -> ForwardPass:
+        """Forward pass of eq. 1 / 6 / 9 on X (B, d), kept for :meth:`backward_pass`.
+
+        Its buffers are reused by the next ``forward_pass`` on the same batch size.
+        Two-layer blocks with ``record_collapse`` also compute the collapse
+        observables of eq. 27 and 33–34 (``internal``, ``residual``).
+        """
+        X = self._as_input(X)
+        buf = self._buffers(X.shape[0])
+        fp = ForwardPass(X=X, h=buf["h"], u=buf.get("u"), x=buf.get("x"))
+        h = self._embed(X, fp)
+        for l in range(self.L):
+            h = self._block(l, h, fp)
+        fp.f = self._readout(h)
+        self._last = fp
+        return fp
+
+    @torch.no_grad()
+    def evaluate(self, X) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward-only pass storing nothing: outputs f (S, B) and the mean square
+        features ‖h_ℓ‖²/n averaged over the batch, (L+1, S) (for divergence checks)."""
+        h2 = torch.empty((self.L + 1, self.S), device=self.device, dtype=self.dtype)
+        return self._forward_only(self._as_input(X), h2), h2
+
+    def _forward_only(self, X: torch.Tensor, h2: torch.Tensor | None) -> torch.Tensor:
+        """f on X without storing the pass; fills ``h2[ℓ]`` with ‖h_ℓ‖²/n when given."""
+        h = self._embed(X, None)
+        for l in range(self.L + 1):
+            if h2 is not None:
+                h2[l] = mean_square(h)
+            if l < self.L:
+                h = self._block(l, h, None)
+        return self._readout(h)
+
+    @torch.no_grad()
+    def backward_pass(self, fp: ForwardPass, chi: torch.Tensor) -> Gradients:
+        """Backward pass (eq. 3 / 24, with W̃ when decoupled) after :meth:`forward_pass`.
+
+        Fills g_ℓ, ℓ = L..0 (g_L = v), and returns the gradient of the batch-mean loss
+        ℒ̄ = (1/B) Σ_b ℒ(f_b, y_b) given χ = ℒ'(f, y) (S, B), in factored form. Nothing
+        moves: see :meth:`apply_update`.
+        """
+        S, L, B = self.S, self.L, fp.X.shape[0]
+        G = self._buffers(B)["g"]
+        G[L].copy_(self._v.unsqueeze(1).expand(S, B, self.n))  # g_L = v
+        w = (chi / B).unsqueeze(-1)  # (S, B, 1): χ_b / B
+        hidden: dict[str, list[RankUpdate]] = {k: [None] * L for k in self.families}
+        for l in range(L - 1, -1, -1):
+            for name, term in self._block_backward(l, fp, G, w).items():
+                hidden[name][l] = term
+        g0 = self._input_gradient(fp, G[0])
+        inv_sqrt_d, inv_sqrt_n = 1.0 / math.sqrt(self.d), 1.0 / math.sqrt(self.n)
+        Xe = fp.X.unsqueeze(0).expand(S, B, self.d)
+        U = RankUpdate(w * g0, Xe, inv_sqrt_d * self.alpha * inv_sqrt_n, -self.kappa * inv_sqrt_d)
+        v = RankUpdate(w, fp.h[L], self.alpha * inv_sqrt_n, -self.kappa)
+        return Gradients(g=G, U=U, v=v, hidden=hidden)
+
+    @torch.no_grad()
+    def apply_update(self, grads: Gradients) -> None:
+        """One SGD step θ ← θ − η ∂ℒ̄/∂θ for every parameter (appendix E; η₁ = η√L
+        for W_{ℓ,1} when ``first_layer_lr="depth-aware"``), in place."""
+        for name, per_layer in grads.hidden.items():
+            for l, term in enumerate(per_layer):
+                term.apply_to(self._w[name][l])
+        grads.U.apply_to(self._U)
+        self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=self.kappa)
+
+    def layer_inputs(self, fp: ForwardPass) -> torch.Tensor:
+        """z_ℓ, ℓ = 0..L−1, (L, S, B, n): the input of block ℓ+1's first weight matrix
+        (whose Gram matrix is the empirical Σ of Definition 1 for pre-activation)."""
+        return fp.h[:self.L]
+
+    # ---------------------------------------------------- convenience API
+    @torch.no_grad()
+    def forward(self, X) -> torch.Tensor:
+        """Outputs f(x) = (α/√n) vᵀ h_L(x) of every network, (S, B) (eq. 1/6/9).
+
+        Forward only: nothing is stored, nothing trained.
+        """
+        return self._forward_only(self._as_input(X), None)
+
+    @torch.no_grad()
+    def propagate(self, X) -> dict[str, torch.Tensor]:
+        """Forward and backward pass without an update.
+
+        Returns
+        -------
+        dict
+            ``f`` (S, B); ``h`` (S, L+1, B, n) the residual stream h_ℓ; ``g``
+            (S, L+1, B, n) the scaled gradients g_ℓ = (√n/α)∂f/∂h_ℓ of eq. 3 (with
+            W̃ when decoupled); for post-activation networks ``u`` (S, L+1, B, n)
+            the pre-activations u_0 = Ux/√d, u_ℓ = W_ℓ h_{ℓ−1}/√n; for two-layer
+            blocks ``x`` (S, L, B, n) the internal representations x_ℓ (eq. 6).
+        """
+        fp = self.forward_pass(X)
+        grads = self.backward_pass(fp, torch.zeros_like(fp.f))
+        out = {"f": fp.f, "h": fp.h.transpose(0, 1).clone(),
+               "g": grads.g.transpose(0, 1).clone()}
+        for name in ("u", "x"):
+            if getattr(fp, name) is not None:
+                out[name] = getattr(fp, name).transpose(0, 1).clone()
+        return out
+
+    @torch.no_grad()
+    def gradients(self, X, y, loss: str | nfd.Loss | Callable = "mse") -> dict[str, torch.Tensor]:
+        """∂ℒ̄/∂θ, ℒ̄ = (1/B) Σ_b ℒ(f(x_b), y_b), by the hand-written backward pass.
+
+        For ``backward="coupled"`` this is the true gradient (appendix E, eq. 3,
+        24); for ``"decoupled"`` it is the GIA gradient that the decoupled network
+        follows. Seed axis first, same shapes as :meth:`parameters`.
+        """
+        loss = nfd.get_loss(loss)
+        fp = self.forward_pass(X)
+        y = self._as_targets(y, fp.X.shape[0])
+        return self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))).dense()
+
+    @torch.no_grad()
+    def sgd_step(self, X, y, loss: str | nfd.Loss | Callable = "mse") -> torch.Tensor:
+        """One SGD step on the batch (X, y) (appendix E); returns f before the update.
+
+        Every parameter moves by −η ∂ℒ̄/∂θ (η₁ = η√L for W_{ℓ,1} when
+        ``first_layer_lr="depth-aware"``).
+        """
+        loss = nfd.get_loss(loss)
+        fp = self.forward_pass(X)
+        y = self._as_targets(y, fp.X.shape[0])
+        self.apply_update(self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))))
+        return fp.f
+
+    def collapse_observables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Collapse observables of the last stored forward pass (two-layer blocks).
+
+        Returns
+        -------
+        internal, residual : Tensor (S, L)
+            Batch means of ‖x_ℓ⁽ᵏ⁾ − x̃_ℓ⁽ᵏ⁾‖/√n with x̃ = W_{ℓ,1}⁽⁰⁾h_{ℓ−1}⁽ᵏ⁾/√n
+            (eq. 27) and ‖∂h − ∂h̃‖/√n with ∂h = (h_ℓ − h_{ℓ−1})/τ =
+            (1/√(τn)) W_{ℓ,2}⁽ᵏ⁾φ(x_ℓ⁽ᵏ⁾) and ∂h̃ the same with W_{ℓ,2}⁽⁰⁾
+            (eq. 33–34; √(L/n) at T = 1).
+        """
+        if not self.record_collapse:
+            raise RuntimeError("collapse observables need block='two-layer' and record_collapse=True")
+        if self._last is None:
+            raise RuntimeError("no forward pass has been stored yet")
+        return self._last.internal.T.clone(), self._last.residual.T.clone()
+
+    # ------------------------------------------------- architecture hooks
+    @abstractmethod
+    def _embed(self, X: torch.Tensor, fp: ForwardPass | None) -> torch.Tensor:
+        """h_0 from X (B, d); stored into ``fp.h[0]`` when ``fp`` is given."""
+
+    @abstractmethod
+    def _block(self, l: int, h: torch.Tensor, fp: ForwardPass | None) -> torch.Tensor:
+        """h_{ℓ+1} from h_ℓ (block ℓ+1 of eq. 1 / 6 / 9)."""
+
+    @abstractmethod
+    def _block_backward(self, l: int, fp: ForwardPass, G: torch.Tensor,
+                        w: torch.Tensor) -> dict[str, RankUpdate]:
+        """Write g_ℓ into ``G[l]`` from ``G[l+1]``; return block ℓ+1's gradients."""
+
+    @abstractmethod
+    def _input_gradient(self, fp: ForwardPass, g0: torch.Tensor) -> torch.Tensor:
+        """(√n/α) ∂f/∂(Ux/√d) from g_0."""

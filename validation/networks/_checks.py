@@ -1,0 +1,129 @@
+"""Argument checks of :func:`validation.train_resnet`: every argument validated once,
+through the checks ``nfd.simulate`` uses (:mod:`nfd.schema`), into a :class:`TrainRun`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+import nfd
+from nfd.schema import (
+    DEFAULT_PROBE_STEPS,
+    check_choice,
+    check_divergence,
+    check_input_scale,
+    check_int,
+    check_labels,
+    check_matrix,
+    check_positive_float,
+    check_probes,
+    check_steps,
+    check_targets,
+    default_steps,
+    resolve_device_dtype,
+)
+
+from ._models import BACKWARDS, FIRST_LAYER_LRS, REGIMES, resolve_seeds
+from ._base import check_architecture
+
+__all__ = ["TrainRun", "check_train"]
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """The validated arguments of one ``train_resnet`` run: K SGD steps of B samples
+    from X (K·B, d), S seeds, Q probes.
+
+    ``net`` holds the keyword arguments of :class:`validation.ResNetEnsemble`
+    (``activation`` already an :class:`nfd.Activation`).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    K: int
+    B: int
+    seeds: list[int]
+    loss: nfd.Loss
+    net: dict
+    probes: tuple[np.ndarray, np.ndarray] | None
+    probe_steps: list[int]
+    eig_steps: list[int]
+    device: torch.device
+    dtype: torch.dtype
+    divergence: float | None
+    input_scale: float
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def Q(self) -> int:
+        return 0 if self.probes is None else self.probes[0].shape[0]
+
+    @property
+    def eig_history(self) -> int:
+        """Trajectories kept for the eigenvalue records: (last eig step + 1)·B."""
+        return (self.eig_steps[-1] + 1) * self.B if self.eig_steps else 0
+
+    @property
+    def collapse(self) -> bool:
+        return self.net["record_collapse"]
+
+
+def check_batches(total: int, batch_size, n_steps) -> tuple[int, int]:
+    """(K, B): ``n_steps`` (default ``total // batch_size``, which must then divide
+    ``total``) steps of ``batch_size`` rows that fit in the ``total`` rows of X."""
+    B = check_int("batch_size", batch_size, 1)
+    if n_steps is None:
+        if total % B:
+            raise ValueError(
+                f"batch_size={B} does not divide the {total} training rows of X; pass "
+                "n_steps to train on the first n_steps·batch_size rows")
+        K = total // B
+    else:
+        K = check_int("n_steps", n_steps, 1)
+        if K * B > total:
+            raise ValueError(f"n_steps·batch_size = {K * B} exceeds the {total} rows of X")
+    if K < 1:
+        raise ValueError(f"X has {total} rows, fewer than batch_size = {B}")
+    return K, B
+
+
+def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, style, block,
+                scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
+                probe_steps, eig_steps, record_collapse, device, dtype,
+                divergence) -> TrainRun:
+    """Validate every argument of :func:`validation.train_resnet`; the messages name
+    the argument (the same messages as ``nfd.simulate`` for the shared ones).
+
+    Warns once (``UserWarning``) when the inputs are far from |x|²/d = 1.
+    """
+    Xn = check_matrix("X", X)
+    yn = check_targets("y", y, Xn.shape[0])
+    K, B = check_batches(Xn.shape[0], batch_size, n_steps)
+    lossf = nfd.get_loss(loss)
+    check_labels("y", yn, lossf.name)
+    check_architecture(style, block, scaling)
+    net = dict(
+        width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
+        activation=nfd.get_activation(activation), T=check_positive_float("T", T),
+        eta_c=check_positive_float("eta_c", eta_c, allow_zero=True),
+        backward=check_choice("backward", backward, BACKWARDS), style=style, block=block,
+        scaling=scaling, regime=check_choice("regime", regime, REGIMES),
+        first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
+        record_collapse=bool(record_collapse) and block == "two-layer")
+    probe_data = check_probes(probes, Xn.shape[1], lossf.name)
+    if probe_data is None and probe_steps is not None:
+        raise ValueError("probe_steps was given without probes")
+    if probe_data is not None:
+        probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
+                       else check_steps("probe_steps", probe_steps, 0, K))
+    eig_steps = [] if eig_steps is None else check_steps("eig_steps", eig_steps, 0, K - 1)
+    divergence = check_divergence(divergence)
+    dev, dt = resolve_device_dtype(device, dtype)
+    scale = check_input_scale("X", Xn[: K * B], stacklevel=4)  # user → train_resnet → here
+    return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
+                    probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale)

@@ -1,0 +1,87 @@
+"""Dataset assembly of :func:`validation.train_resnet`: the records as an
+``xarray.Dataset`` in the schema of ``nfd.simulate`` (:mod:`nfd.schema`) with a
+leading ``seed`` dimension, annotated with ``long_name`` and ``units``."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import xarray as xr
+
+from nfd.schema import annotate, base_attrs, data_attrs
+
+from ._base import ResNetEnsemble
+from ._checks import TrainRun
+from ._record import EigenHistory, Records
+
+__all__ = ["to_dataset", "as_numpy"]
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a float64 numpy array on the host."""
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def _step_seed(t: torch.Tensor) -> np.ndarray:
+    """(K, S, …) → (S, K, …)."""
+    return as_numpy(t).swapaxes(0, 1)
+
+
+def _layer_seed(t: torch.Tensor) -> np.ndarray:
+    """(K, layer, S) → (S, K, layer)."""
+    return as_numpy(t).transpose(2, 0, 1)
+
+
+def to_dataset(run: TrainRun, net: ResNetEnsemble, rec: Records,
+               eig: EigenHistory) -> xr.Dataset:
+    """The Dataset documented in :func:`validation.train_resnet`."""
+    K, B, L, T = run.K, run.B, net.L, net.T
+    times = np.arange(L + 1) * (T / L)
+    coords = {"seed": np.asarray(run.seeds, dtype=np.int64), "step": np.arange(K),
+              "sample": np.arange(B), "time": times, "probe": np.arange(run.Q),
+              "probe_step": np.asarray(run.probe_steps, dtype=np.int64),
+              "eig_step": np.asarray(run.eig_steps, dtype=np.int64)}
+    ssb, sst, spp = ("seed", "step", "sample"), ("seed", "step", "time"), \
+        ("seed", "probe_step", "probe")
+    yp = np.zeros(0) if run.probes is None else run.probes[1]
+    yp_dev = torch.as_tensor(yp, device=run.device, dtype=run.dtype)
+    data_vars = {
+        "f": (ssb, _step_seed(rec.f)),
+        "y": (("step", "sample"), run.y.reshape(K, B)),
+        "loss": (ssb, _step_seed(rec.loss)),
+        "dloss": (ssb, _step_seed(rec.dloss)),
+        "h2": (sst, _layer_seed(rec.h2)),
+        "g2": (sst, _layer_seed(rec.g2)),
+        "probe_f": (spp, _step_seed(rec.probe_f)),
+        "probe_loss": (spp, _step_seed(run.loss(rec.probe_f, yp_dev.expand_as(rec.probe_f)))),
+        "probe_y": (("probe",), yp),
+        "sigma_min_eig": (("seed", "eig_step", "time"), _layer_seed(eig.sigma)),
+        "theta_min_eig": (("seed", "eig_step", "time"), _layer_seed(eig.theta)),
+    }
+    if run.collapse:
+        coords["block_time"] = times[1:]
+        data_vars["internal_update"] = (("seed", "step", "block_time"),
+                                        _layer_seed(rec.internal))
+        data_vars["residual_update"] = (("seed", "step", "block_time"),
+                                        _layer_seed(rec.residual))
+    ds = xr.Dataset(data_vars, coords=coords, attrs=run_attrs(run, net))
+    return annotate(ds)
+
+
+def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
+    """Every parameter of the run, netCDF-safe, with the keys of ``nfd.simulate``
+    where they mean the same thing (``model="network"``)."""
+    feature = net.regime == "feature"
+    return base_attrs(
+        model="network", source="validation.train_resnet", backward=net.backward,
+        activation=net.act.name, loss=run.loss.name, eta_c=net.eta_c, T=net.T,
+        steps=net.L, depth=net.L, width=net.n, batch_size=run.B, sgd_steps=run.K,
+        input_dim=net.d, seeds=[int(s) for s in net.seeds],
+        device=str(net.device), dtype=str(net.dtype).split(".")[-1],
+        alpha="1/sqrt(n)" if feature else "1", alpha_value=net.alpha,
+        learning_rate="eta_c*n" if feature else "eta_c", learning_rate_value=net.eta,
+        learning_rate_first_layer_value=net.eta * net.lr_mult_first,
+        style=net.style, block=net.block, scaling=net.scaling,
+        regime=net.regime, first_layer_lr=net.first_layer_lr, divergence=run.divergence,
+        **data_attrs(run.X, None if run.probes is None else run.probes[0]),
+    )

@@ -1,0 +1,271 @@
+"""The validation studies and the driver behind ``nfd-validate`` (``python -m validation``).
+
+Each :class:`Study` bundles a ``run`` function (→ xarray.Dataset, jobs kept in a
+resumable :class:`validation.ResultsStore`), ``summarize`` (→ findings computed
+from the Dataset) and ``plot`` (→ PNG). :func:`run_validation` runs a selection,
+writes one netCDF and one PNG per study and REPORT.md.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import xarray as xr
+
+from nfd.plot import pyplot
+from nfd.schema import PAPER, netcdf_engine, package_version
+
+from ._report import Finding, format_report
+from ._assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
+from ._collapse import plot_collapse, run_collapse, summarize_collapse
+from ._depth import plot_depth, run_depth, summarize_depth
+from ._gia import conclude_gia, plot_gia, run_gia, summarize_gia
+from ._init import plot_init, run_init, summarize_init
+from ._kernel import plot_kernel, run_kernel, summarize_kernel
+from ._postact import plot_postact, run_postact, summarize_postact
+from ._training import plot_training, run_training, summarize_training
+from .transfer import run_transfer
+from .transfer import plot_transfer
+from .transfer import conclude_transfer, summarize_transfer
+from .._sweep import ResultsStore
+
+__all__ = ["Study", "STUDIES", "run_validation", "write_report"]
+
+
+@dataclass(frozen=True)
+class Study:
+    """One validation study.
+
+    Attributes
+    ----------
+    name : str
+        CLI name.
+    number : int
+        Number in the issue / report.
+    title : str
+    description : str
+        What is measured and the paper's claim (a paragraph of the report).
+    run : callable
+        ``run(*, quick, store, scheduler, progress, device) -> xarray.Dataset``.
+    summarize : callable
+        ``summarize(ds) -> list[Finding]``.
+    plot : callable
+        ``plot(ds, path) -> None``.
+    conclude : callable, optional
+        ``conclude(ds) -> str``: the study's answer in numbers, printed under the
+        description.
+    """
+
+    name: str
+    number: int
+    title: str
+    description: str
+    run: Callable[..., xr.Dataset]
+    summarize: Callable[[xr.Dataset], list[Finding]]
+    plot: Callable[[xr.Dataset, Path], None]
+    conclude: Callable[[xr.Dataset], str] | None = None
+
+
+STUDIES: dict[str, Study] = {s.name: s for s in (
+    Study("init", 1, "Initialization: strong error by synchronous coupling (Props. 2, 6)",
+          "Finite networks driven against fine-grid forward/backward SDEs with their own "
+          "normalized increments (Brownian-bridge refined); E|h_{ℓ,i} − h_{t_ℓ}|² at t = T "
+          "and E|g_{ℓ,i} − g_{t_ℓ}|² at t = 0, fitted as a·n^-p + b·L^-q + c. "
+          "Paper 002 bounds both by C(1/L + 1/n).",
+          run_init, summarize_init, plot_init),
+    Study("training", 2, "Training: networks against the limit of their backward mode "
+          "(Theorem 1, Fig. 3)",
+          "Networks trained by online SGD over a width × depth grid in both backward modes, "
+          "each against the limit of its own mode: coupled (ordinary backprop) against "
+          "nfd.simulate(backward=\"coupled\") (response terms of paper 000, Bordelon et al. "
+          "ICLR 2024), decoupled (independent backward copy) against "
+          "nfd.simulate(backward=\"decoupled\") (Definition 1 of paper 002); "
+          "simulate(steps=L) gives the pure width error, the Richardson-extrapolated "
+          "simulate(steps=L_ref) the joint error. Expected: width exponent 1 and no plateau "
+          "at every depth in both modes. Paper 002 reports O(1/L + 1/n) for the decoupled "
+          "networks.",
+          run_training, summarize_training, plot_training),
+    Study("gia", 3, "The GIA question: do ordinary and decoupled backprop share a limit?",
+          "The gap f_coupled − f_decoupled of the two limits, simulate(backward=\"coupled\") "
+          "− simulate(backward=\"decoupled\"), paired on the same u, v and Brownian path, "
+          "for L up to 512 and extrapolated to L → ∞ (plateau c of c + b·L^-q fitted to "
+          "its mean square over SGD steps); beside it the same gap of finite networks, "
+          "paired on the same forward weights and data. Paper 002 (Cor. 1) says the gap "
+          "vanishes as L → ∞; paper 000 keeps forward–backward response terms in the limit.",
+          run_gia, summarize_gia, plot_gia, conclude_gia),
+    Study("assumption1", 4, "Assumption 1: smallest eigenvalues of Σ and Θ along training",
+          "λ_min of the covariance matrices Σ_t and Θ_t of Definition 1 at chosen SGD steps, "
+          "from the limit (nfd.simulate) and from decoupled networks across widths (Fig. 6). "
+          "Paper 002 assumes them bounded away from 0.",
+          run_assumption1, summarize_assumption1, plot_assumption1),
+    Study("collapse", 5, "Two-layer blocks: internal learning collapse (§5, eq. 7–8)",
+          "Internal update ‖x − x̃‖/√n (eq. 27) and residual update (eq. 33–34) against depth "
+          "under the depth-μP and the depth-aware first-layer learning rate. Paper 002 "
+          "predicts the internal update ∝ L^(−1/2) under depth-μP and ≈ L^0 with eq. 8.",
+          run_collapse, summarize_collapse, plot_collapse),
+    Study("postact", 6, "Post- vs pre-activation at initialization (Prop. 1)",
+          "E[h_L] and ‖h_L‖²/n against depth for relu, post-activation (eq. 9) vs "
+          "pre-activation (eq. 1). Prop. 1 predicts growth for post-act relu; pre-act stays "
+          "bounded.",
+          run_postact, summarize_postact, plot_postact),
+    Study("kernel", 7, "Kernel regime: NNGP kernels and RKHS containment (Props. 3, 5)",
+          "Finite-network kernels h_L·h_L'/n against nfd.nngp_kernel, over widths and depths, "
+          "and the smallest eigenvalue of C_t' − C_t for t < t' (Prop. 5: ≥ 0).",
+          run_kernel, summarize_kernel, plot_kernel),
+    Study("depth", 8, "Depth convergence of the limits: weak-error exponent q (shared noise)",
+          "nfd.simulate(backward=mode, steps=L) for both modes and L up to 512, every L on "
+          "the same Brownian path per seed (fine innovations coarsened with "
+          "nfd.coarsen_innovations, u, v from the same seed): the paired differences "
+          "f_L − f_2L ∝ L^-q give the weak-error exponent of E f_L − E f_∞ without f_∞. "
+          "Euler–Maruyama has weak order 1 for smooth coefficients.",
+          run_depth, summarize_depth, plot_depth),
+    Study("transfer", 9, "Learning-rate transfer across depth on real data: networks "
+          "beside the limits (eq. 1, eq. 6/8, Figs. 2, 5)",
+          "Online SGD (batch 1, mse, relu) on scikit-learn's digits 3 vs 8 (|x|² = d) and "
+          "on the synthetic tanh teacher. One-layer blocks (eq. 1) with ordinary backprop "
+          "over depths × two widths × a log-spaced η_c grid up to divergence × seeds; "
+          "beside them both limits, nfd.simulate(backward=\"coupled\" | \"decoupled\"), "
+          "on the same η_c grid at several L with a few seeds each (the same seeds at "
+          "every grid point), extrapolated to L = ∞ by a fit a + b/L per η_c and seed. "
+          "Digits are standardised with the training images' statistics only. "
+          "Observables: the running-mean train loss (online loss of the last K/4 "
+          "steps) and the probe loss after K steps. The optimal η_c is the vertex of the "
+          "parabola through the grid minimum and its neighbours in log η_c, with a 95% "
+          "studentised bootstrap interval over seeds (t with S − 1 degrees of freedom; the "
+          "networks' seeds, or the limit's own). Two-layer blocks (eq. 6) under depth-μP and the "
+          "depth-aware η₁ = η_c n√L (eq. 8): the spread and drift of the optimum across "
+          "depths (paper 002, Fig. 5). The horizon T at one η_c: networks at one depth "
+          "beside the coupled limit (Fig. 2). Papers 000/001 derive depth-μP so that the "
+          "optimum transfers across depth.",
+          run_transfer, summarize_transfer, plot_transfer, conclude_transfer),
+)}
+
+
+def _run_info(quick: bool, scheduler: str | None, device) -> str:
+    return (f"nfd {package_version()} · torch {torch.__version__} · "
+            f"Python {platform.python_version()} · {'quick' if quick else 'full'} "
+            f"version, scheduler {scheduler or 'serial'}, device {device or 'default'}")
+
+
+def _header(quick: bool, scheduler: str | None, device) -> str:
+    return (f"Last run: {_run_info(quick, scheduler, device)}\n\nReference: {PAPER}. "
+            "Every verdict below is computed from the measured estimate and its 95% "
+            "bootstrap interval (over seeds).")
+
+
+def run_validation(studies: Sequence[str] | None = None, *, out: str | Path,
+                   quick: bool = False, scheduler: str | None = None,
+                   progress: bool = True, device=None) -> Path:
+    """Run validation studies and write ``out/<study>.nc``, ``out/<study>.png`` and
+    ``out/REPORT.md``; finished jobs are kept in ``out/jobs`` and reused by a rerun.
+
+    Parameters
+    ----------
+    studies : sequence of str, optional
+        Names from :data:`STUDIES` (default: all).
+    out : str or Path
+        Output directory.
+    quick : bool
+        The small versions (each about a minute on a 2-core CPU).
+    scheduler : str, optional
+        ``None``/``"serial"``, ``"processes[:N]"`` or a dask scheduler address.
+    progress : bool
+        Progress bars.
+    device
+        Torch device for every study.
+
+    Returns
+    -------
+    Path
+        The report (covering every study whose netCDF is in ``out``, and the
+        sections of an earlier REPORT.md there for studies whose netCDF is not).
+    """
+    names = list(STUDIES) if not studies else list(studies)
+    unknown = [s for s in names if s not in STUDIES]
+    if unknown:
+        raise ValueError(f"studies: unknown {unknown}; choose from {list(STUDIES)}")
+    netcdf_engine(), pyplot()  # a missing extra fails now, not after hours of sweeps
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = ResultsStore(out / "jobs" / ("quick" if quick else "full"))
+    for name in names:
+        study = STUDIES[name]
+        t0 = time.perf_counter()
+        ds = study.run(quick=quick, store=store, scheduler=scheduler, progress=progress,
+                       device=device)
+        ds.attrs["wall_time_s"] = time.perf_counter() - t0
+        ds.attrs["run_info"] = _run_info(quick, scheduler, device)
+        ds.to_netcdf(out / f"{name}.nc", engine=netcdf_engine())
+        study.plot(ds, out / f"{name}.png")
+    return write_report(out, header=_header(quick, scheduler, device))
+
+
+_KEPT_NOTE = ("_Not regenerated: this section is kept from the earlier REPORT.md in this "
+              "folder, whose data file `{name}.nc` is not here._")
+
+
+def _earlier_sections(report: Path) -> dict[int, tuple[str, str]]:
+    """``{number: (title, body)}`` of the ``## N. title`` sections of an existing
+    report (body verbatim, without the heading)."""
+    if not report.exists():
+        return {}
+    parts = re.split(r"^## (\d+)\. (.*)$", report.read_text(), flags=re.MULTILINE)
+    return {int(parts[i]): (parts[i + 1].strip(), parts[i + 2].strip("\n"))
+            for i in range(1, len(parts) - 2, 3)}
+
+
+def _study_section(out: Path, name: str, study: Study, refit: bool) -> tuple:
+    """(title, description, findings, figure) of a study from ``out/<name>.nc``;
+    with ``refit`` the stored fits are recomputed and the file and figure rewritten."""
+    path = out / f"{name}.nc"
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    if refit:
+        prefixes = [k[: -len("_model")] for k in ds.attrs if k.endswith("_model")]
+        ds.attrs = {k: v for k, v in ds.attrs.items()
+                    if not any(k.startswith(p + "_") for p in prefixes)}
+    findings = study.summarize(ds)  # (re)fits missing fits, keeping them in attrs
+    if refit:
+        ds.to_netcdf(path, engine=netcdf_engine())
+        study.plot(ds, out / f"{name}.png")
+    wall = float(ds.attrs.get("wall_time_s", float("nan")))
+    mode = "quick" if int(ds.attrs.get("quick", 0)) else "full"
+    run = f"; {ds.attrs['run_info']}" if "run_info" in ds.attrs else ""
+    description = (f"{study.description}\n\n({mode} version, {wall:.0f} s{run}; "
+                   f"data: `{name}.nc`)")
+    if study.conclude is not None:
+        description += "\n\n" + study.conclude(ds)
+    figure = f"{name}.png" if (out / f"{name}.png").exists() else None
+    return f"{study.number}. {study.title}", description, findings, figure
+
+
+def write_report(out: str | Path, *, header: str = "", refit: bool = False) -> Path:
+    """REPORT.md for every study whose ``<name>.nc`` is in ``out`` (so runs of
+    different studies accumulate), findings recomputed from the files.
+
+    A study without its netCDF in ``out`` keeps its section of the REPORT.md
+    already there, verbatim, marked as not regenerated. With ``refit=True`` the
+    fits kept in each file's attrs are discarded and recomputed (after a change
+    to the fitting code), and the files and figures are rewritten.
+    """
+    out = Path(out)
+    report = out / "REPORT.md"
+    earlier = _earlier_sections(report)
+    sections = []
+    for name, study in sorted(STUDIES.items(), key=lambda item: item[1].number):
+        if (out / f"{name}.nc").exists():
+            sections.append(_study_section(out, name, study, refit))
+        elif study.number in earlier:
+            title, body = earlier[study.number]
+            note = _KEPT_NOTE.format(name=name)
+            if "Not regenerated" not in body:
+                body = f"{note}\n\n{body}"
+            sections.append((f"{study.number}. {title}", body, None, None))
+    report.write_text(format_report(sections, header=header))
+    return report

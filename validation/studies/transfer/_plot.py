@@ -1,0 +1,184 @@
+"""The figure of the transfer study: loss against η_c per depth with the limits drawn
+over the networks, optimal η_c against depth with intervals, the two-layer rules and T.
+
+Error bars on losses are ±2 s.e. over seeds (the networks' seeds; the limits' own
+seeds, whose spread is their Monte Carlo error); error bars on optima are 95%
+studentised bootstrap intervals over the same seeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from .._plotting import figure, legend_outside, log_x_at, save
+from ._optima import (limit_at, limit_inf, net_optima, seed_matrix, two_optima)
+
+__all__ = ["plot_transfer"]
+
+_LOSS = {"train": "running-mean train loss ½(f − y)²\n(last K/4 SGD steps)",
+         "probe": "probe loss ½(f − y)² after K steps\n(held-out images)"}
+_IV = "95% interval"
+
+
+def _log_y(ax) -> None:
+    """Log y axis when something finite was drawn, else a note (nothing resolved)."""
+    if ax.has_data() and np.isfinite(ax.dataLim.ymin) and ax.dataLim.ymin > 0:
+        ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, "no optimum inside the grid", ha="center",
+                transform=ax.transAxes, fontsize=8)
+
+
+def _legend(ax) -> None:
+    """The legend beside the axes, when something was drawn."""
+    if ax.get_legend_handles_labels()[0]:
+        legend_outside(ax, fontsize=6)
+
+
+def _seed_band(ax, x, per_seed: np.ndarray, **kw) -> None:
+    """Seed mean ± 2 s.e. over seeds of (seed, grid) values as error bars."""
+    m = per_seed.mean(0)
+    se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
+    ax.errorbar(x, m, 2 * se, capsize=2, ms=3, **kw)
+
+
+def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
+    """Loss against η_c, one curve per depth (widest width), the limits at L = ∞
+    drawn over them."""
+    eta = ds["eta_c"].values
+    n = max(w for w in ds["width"].values.tolist()
+            if np.isfinite(ds[f"net_{metric}"].sel(dataset=dataset, width=w).values).any())
+    for j, L in enumerate(ds["depth"].values.tolist()):
+        v = seed_matrix(ds[f"net_{metric}"].sel(dataset=dataset, width=n, depth=L))
+        _seed_band(ax, eta * (1 + 0.02 * (j - 2)), v, fmt="o-", color=f"C{j}", lw=1,
+                   label=f"networks L = {L}")
+    for b, style in (("coupled", "-"), ("decoupled", "--")):
+        res = limit_inf(ds, dataset, b, metric)
+        if res is None:
+            continue
+        per_seed = res[1]
+        a = per_seed.mean(0)
+        se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
+        ax.plot(eta, a, style, color="k", lw=2, label=f"{b} limit, L = ∞ (a + b/L fit)")
+        ax.fill_between(eta, a - 2 * se, a + 2 * se, color="k", alpha=0.15, lw=0)
+    log_x_at(ax, eta[2::4])
+    _log_y(ax)
+    means = ds[f"net_{metric}"].sel(dataset=dataset, width=n).mean("seed").values
+    shown = means[np.isfinite(means) & (means < 1.0)]  # above 1: clipped (diverging)
+    if shown.size:
+        ax.set_ylim(0.9 * shown.min(), 1.3 * shown.max())
+    ax.set_xlabel("learning-rate constant η_c (η = η_c·n)")
+    ax.set_ylabel(_LOSS[metric], fontsize=8)
+    ax.set_title(f"{dataset}, one-layer blocks, n = {n}\n(bars ±2 s.e. over seeds; "
+                 "limit band ±2 s.e. over its seeds)", fontsize=8)
+    _legend(ax)
+
+
+def _optimum_bars(ax, depths, optima: dict, shift: float, bounds: tuple, **kw) -> None:
+    """Optima (exp of the log estimate) with their 95% intervals against depth;
+    unresolved optima are left out, open interval ends drawn to the grid's end
+    ``bounds``."""
+    Ls = [L for L in depths if L in optima and math.isfinite(optima[L].estimate)]
+    if not Ls:
+        return
+    est = np.array([math.exp(optima[L].estimate) for L in Ls])
+    ci = np.array([optima[L].ci() for L in Ls]).reshape(-1, 2)
+    # an open end (optima at the grid's end in the bootstrap) reaches that end
+    ci = np.exp(np.clip(ci, *np.log(bounds)))
+    ax.errorbar(np.array(Ls) * shift, est, [est - ci[:, 0], ci[:, 1] - est], capsize=2,
+                ms=4, **kw)
+
+
+def _ends(ds: xr.Dataset) -> tuple[float, float]:
+    eta = ds["eta_c"].values
+    return float(eta.min()), float(eta.max())
+
+
+def _limit_line(ax, ds, dataset: str, b: str, metric: str, style: str) -> None:
+    """The limit's optimum at L = ∞ as a horizontal line with its interval band."""
+    res = limit_inf(ds, dataset, b, metric)
+    if res is None or not math.isfinite(res[0].estimate):
+        return
+    lo, hi = (math.exp(x) if math.isfinite(x) else np.nan for x in res[0].ci())
+    ax.axhline(math.exp(res[0].estimate), color="k", ls=style, lw=1.5,
+               label=f"{b} limit η*, L = ∞ ({_IV})")
+    if math.isfinite(lo) and math.isfinite(hi):
+        ax.axhspan(lo, hi, color="k", alpha=0.1 if style == "-" else 0.05, lw=0)
+
+
+def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
+    """Optimal η_c against depth: networks per width, the limits at each L and at
+    L = ∞."""
+    depths = ds["depth"].values.tolist()
+    for j, n in enumerate(ds["width"].values.tolist()):
+        opts = net_optima(ds, dataset, metric, n)
+        if opts:
+            _optimum_bars(ax, depths, opts, 0.96 + 0.04 * j, _ends(ds), fmt="o", color=f"C{j}",
+                          label=f"networks n = {n} ({_IV})")
+    for b, mark in (("coupled", "s"), ("decoupled", "D")):
+        if not np.isfinite(ds["lim_train"].sel(dataset=dataset, backward=b).values).any():
+            continue
+        Ls = ds["steps"].values.tolist()
+        at = {L: limit_at(ds, dataset, b, metric, L) for L in Ls}
+        _optimum_bars(ax, Ls, at, 1.08 if b == "coupled" else 1.14, _ends(ds), fmt=mark,
+                      mfc="none", color="0.3", label=f"{b} limit at L steps ({_IV})")
+        _limit_line(ax, ds, dataset, b, metric, "-" if b == "coupled" else "--")
+    log_x_at(ax, depths, base=2)
+    _log_y(ax)
+    ax.set_xlabel("depth L (blocks)")
+    ax.set_ylabel(f"optimal η_c of the {metric} loss")
+    ax.set_title(f"{dataset}: optimal η_c against depth\n(an interval open at the "
+                 "grid's end is drawn to that end)", fontsize=8)
+    _legend(ax)
+
+
+def _two_layer_panel(ax, ds: xr.Dataset) -> None:
+    """Optimal η_c against depth of two-layer blocks under each first-layer rule."""
+    depths = ds["depth"].values.tolist()
+    for j, rule in enumerate(ds["first_layer_lr"].values.tolist()):
+        _optimum_bars(ax, depths, two_optima(ds, rule, "train"), 0.97 + 0.06 * j, _ends(ds),
+                      fmt="o-" if j == 0 else "s--", color=f"C{j + 3}",
+                      label=f"η₁ {rule} ({_IV})")
+    log_x_at(ax, depths, base=2)
+    _log_y(ax)
+    ax.set_xlabel("depth L (blocks)")
+    ax.set_ylabel("optimal η_c of the train loss")
+    ax.set_title(f"digits, two-layer blocks (eq. 6), n = {ds.attrs['two_width']}", fontsize=8)
+    _legend(ax)
+
+
+def _horizon_panel(ax, ds: xr.Dataset) -> None:
+    """Loss against T: networks at one depth (±2 s.e. over seeds) beside the coupled
+    limit at that depth and deeper (±2 s.e. over the limit's seeds)."""
+    T = ds["T"].values
+    _seed_band(ax, T, seed_matrix(ds["T_net_train"]), fmt="o-", color="C0",
+               label=f"networks L = {ds.attrs['T_depth']}, n = {ds.attrs['T_width']}")
+    for j, L in enumerate(ds["T_steps"].values.tolist()):
+        v = seed_matrix(ds["T_lim_train"].sel(T_steps=L).transpose("lim_seed", "T"),
+                        "lim_seed")
+        _seed_band(ax, T * (1.03 + 0.03 * j), v, fmt="s--", mfc="none",
+                   color=f"{0.1 + 0.3 * j}",
+                   label=f"coupled limit, L = {L}\n(±2 s.e. over {len(v)} seeds)")
+    log_x_at(ax, T, base=2)
+    _log_y(ax)
+    ax.set_xlabel("time horizon T (branch scale √(T/L))")
+    ax.set_ylabel(_LOSS["train"], fontsize=8)
+    ax.set_title(f"digits, η_c = {ds.attrs['T_eta']}: loss against T\n"
+                 "(bars ±2 s.e.; missing points diverged)", fontsize=8)
+    _legend(ax)
+
+
+def plot_transfer(ds: xr.Dataset, path) -> None:
+    """Six panels: digits loss against η_c (train, probe) and optimal η_c against
+    depth; the two-layer rules; loss against T; the teacher's optimal η_c."""
+    fig, axes = figure(3, 2, size=5.6, aspect=0.6)
+    _loss_panel(axes[0, 0], ds, "digits", "train")
+    _optimum_panel(axes[0, 1], ds, "digits", "train")
+    _loss_panel(axes[1, 0], ds, "digits", "probe")
+    _optimum_panel(axes[1, 1], ds, "teacher", "train")
+    _two_layer_panel(axes[2, 0], ds)
+    _horizon_panel(axes[2, 1], ds)
+    save(fig, path)

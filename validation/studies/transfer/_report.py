@@ -1,0 +1,319 @@
+"""Findings and conclusion of the transfer study: optimal η_c per depth against the limits'
+optimum, its drift with depth, the two-layer-block rules (eq. 8) and the horizon T.
+
+Every verdict is computed from a 95% studentised bootstrap interval over seeds
+(networks' seeds; the limits' own seeds, common to every grid point), whichever way
+it comes out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from scipy import stats
+
+from ..._fit import bootstrap_replicates
+from .._report import Finding
+from ._fit import Optimum, compare_optima, drift, spread
+from ._optima import (T_lim_optimum, T_net_optimum, limit_inf, net_optima, seed_matrix,
+                      two_optima)
+
+__all__ = ["summarize_transfer", "conclude_transfer"]
+
+_METRICS = {"train": "running-mean train loss (last K/4 steps)",
+            "probe": "probe loss after K steps"}
+_TRANSFER = "one η* at every depth (depth-μP transfer; papers 000, 001)"
+_OPEN = "open (grid end)"
+
+
+def _ends(ci: tuple[float, float]) -> tuple[str, str]:
+    """Text for interval ends beyond the grid (infinite in log)."""
+    return tuple(_OPEN if not math.isfinite(x) else "" for x in ci)
+
+
+def _exp_finding(observable: str, quantity: str, opt: Optimum, claim: str,
+                 verdict: str) -> Finding:
+    """A finding for exp(optimum) (an η_c or a T), open interval ends named; an
+    optimum beyond the grid is not resolved, and the verdict says on which side."""
+    lo, hi = opt.ci()
+    resolved = math.isfinite(opt.estimate)
+    if not resolved:
+        verdict = _unresolved(opt)
+    return Finding(observable, quantity, math.exp(opt.estimate) if resolved else math.nan,
+                   (math.exp(lo), math.exp(hi)), claim, verdict, resolved=resolved,
+                   open_ends=_ends((lo, hi)))
+
+
+def _unresolved(opt: Optimum) -> str:
+    """Why an optimum beyond the grid is not resolved: its minimum lies at an end of
+    the grid, or next to a diverged (or missing) point inside it."""
+    if math.isnan(opt.estimate):
+        return "not resolved: no finite loss"
+    side = "low" if opt.estimate < 0 else "high"
+    if opt.edge == "divergence":
+        return f"not resolved: the minimum lies next to divergence (on its {side} side)"
+    return f"not resolved: the minimum lies at the {side} end of the grid"
+
+
+def _overlap(a: Optimum, b: Optimum) -> str:
+    """Whether the 95% intervals of two optima overlap, or which lies above."""
+    (alo, ahi), (blo, bhi) = a.ci(), b.ci()
+    if not (math.isfinite(blo) or math.isfinite(bhi)):
+        return "no comparison: the limit's interval is open on both sides"
+    if ahi < blo:
+        return "below the limit's η*: the intervals are disjoint"
+    if alo > bhi:
+        return "above the limit's η*: the intervals are disjoint"
+    return "consistent with the limit's η* (the intervals overlap)"
+
+
+def _signed(observable: str, quantity: str, opt: Optimum, claim: str,
+            words: tuple[str, str, str], scale: float = 1.0) -> Finding:
+    """A finding for a signed quantity: ``words`` = verdicts for an interval above
+    0, below 0, and containing 0."""
+    lo, hi = opt.ci()
+    verdict = words[0] if lo > 0 else words[1] if hi < 0 else words[2]
+    resolved = math.isfinite(opt.estimate) and (math.isfinite(lo) or math.isfinite(hi))
+    if not resolved:
+        verdict = "not resolved: optima beyond the grid's end (estimate or bootstrap)"
+    return Finding(observable, quantity, scale * opt.estimate, (scale * lo, scale * hi),
+                   claim, verdict, resolved=resolved, open_ends=_ends((lo, hi)))
+
+
+def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int],
+                    lim: Optimum | None) -> list[Finding]:
+    """η* per width and depth of the one-layer networks, its drift per doubling of
+    L, and (widest width) whether it approaches the limit's η* with depth."""
+    out = []
+    widest = None
+    for n in widths:
+        opts = net_optima(ds, dataset, metric, n)
+        if not opts:
+            continue
+        widest = (n, opts)
+        what = f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}"
+        for L, opt in opts.items():
+            verdict = _overlap(opt, lim) if lim is not None else "no limit run"
+            out.append(_exp_finding(what, f"optimal η_c at L = {L}", opt, _TRANSFER, verdict))
+        Ls = np.log2(np.array(list(opts), float))
+        out.append(_signed(what, "drift: Δlog₂ η* per doubling of L", drift(Ls, list(opts.values())),
+                           "0 (transfer)", ("η* grows with depth", "η* falls with depth",
+                                            "consistent with 0: η* transfers across depth")))
+    if widest is not None and lim is not None:
+        n, opts = widest
+        first, last = min(opts), max(opts)
+        near = [compare_optima(opts[L], lim) for L in (first, last)]
+        with np.errstate(invalid="ignore"):  # both beyond the grid: NaN (unknown)
+            delta = Optimum(abs(near[0].estimate) - abs(near[1].estimate),
+                            np.abs(near[0].replicates) - np.abs(near[1].replicates),
+                            min(near[0].dof, near[1].dof))
+        out.append(_signed(
+            f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}",
+            f"distance d(L) = abs(log η*(L) − log η*∞): d({first}) − d({last})", delta,
+            "η* approaches the limit's as L grows (paper 002, Theorem 1)",
+            (f"approaches the limit's η* from L = {first} to {last}",
+             f"moves away from the limit's η* from L = {first} to {last}",
+             "no change in the distance to the limit's η* resolved")))
+    return out
+
+
+def _limit_findings(ds: xr.Dataset, dataset: str, metric: str) -> tuple[list, Optimum | None]:
+    """The limits' η* extrapolated to L → ∞; returns the findings and the coupled
+    limit's optimum (the limit of ordinary backprop), None if not run."""
+    out, coupled = [], None
+    Ls = ", ".join(str(v) for v in ds["steps"].values.tolist())
+    for b in ds["backward"].values.tolist():
+        res = limit_inf(ds, dataset, b, metric)
+        if res is None:
+            continue
+        opt = res[0]
+        coupled = opt if b == "coupled" else coupled
+        out.append(_exp_finding(
+            f"{dataset}, limit backward={b!r}, {_METRICS[metric]}, a + b/L fit over L = {Ls}",
+            "optimal η_c at L = ∞", opt, "the limit predicts the networks' η* (n, L → ∞)",
+            f"interval: bootstrap over the limit's {opt.dof + 1} seeds of the per-seed "
+            "a + b/L intercepts (studentised)"))
+    return out, coupled
+
+
+def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
+    """Spread and drift of η* across depths under each first-layer rule, and the
+    difference of the spreads."""
+    out, spreads = [], {}
+    Ls = ds["depth"].values
+    claim = ("depth-μP: η* moves with depth; depth-aware η₁ = η_c n√L (eq. 8): one η* "
+             "(paper 002, Fig. 5)")
+    for rule in ds["first_layer_lr"].values.tolist():
+        opts = two_optima(ds, rule, metric)
+        what = f"digits, two-layer blocks (eq. 6), η₁ {rule}, {_METRICS[metric]}"
+        spreads[rule] = spread(list(opts.values()))
+        lo, hi = spreads[rule].ci()
+        out.append(Finding(what, "spread max η* / min η* over depths",
+                           math.exp(spreads[rule].estimate), (math.exp(lo), math.exp(hi)),
+                           claim, "1 = perfect transfer (seed noise alone makes it > 1; "
+                           "compare the two rules below)",
+                           resolved=math.isfinite(spreads[rule].estimate),
+                           open_ends=_ends((lo, hi))))
+        out.append(_signed(what, "drift: Δlog₂ η* per doubling of L",
+                           drift(np.log2(Ls[np.isin(Ls, list(opts))].astype(float)),
+                                 list(opts.values())), claim,
+                           ("η* grows with depth", "η* falls with depth",
+                            "consistent with 0: η* transfers across depth")))
+    if len(spreads) == 2:
+        out.append(_best_loss_finding(ds, metric, claim))
+        diff = compare_optima(spreads["depth-mup"], spreads["depth-aware"])
+        out.append(_signed(f"digits, two-layer blocks, {_METRICS[metric]}",
+                           "log spread(depth-μP) − log spread(depth-aware)", diff, claim,
+                           ("depth-aware η₁ transfers better (smaller spread)",
+                            "depth-μP transfers better (smaller spread)",
+                            "no difference in spread resolved")))
+    return out
+
+
+def _boot_min(per_seed: np.ndarray, seed: int, n_boot: int = 1000):
+    """min over the grid of the seed-mean curve of (seed, grid) values with its
+    replicates over seeds resampled with the bootstrap seed ``seed`` (NaN grid
+    points, i.e. diverged, skipped)."""
+    lowest = lambda v: np.nanmin(v.mean(0))  # noqa: E731
+    reps = bootstrap_replicates(per_seed, lowest, n_boot, axis=0, seed=seed)
+    return Optimum(float(lowest(per_seed)), reps, per_seed.shape[0] - 1)
+
+
+def _best_loss_finding(ds: xr.Dataset, metric: str, claim: str) -> Finding:
+    """The lowest loss over η_c at the deepest depth, depth-aware minus depth-μP,
+    with a bootstrap over seeds (each rule's seeds resampled on their own)."""
+    L = int(ds["depth"].values.max())
+    best = {rule: _boot_min(seed_matrix(ds[f"two_{metric}"].sel(first_layer_lr=rule,
+                                                                 depth=L)), seed)
+            for seed, rule in enumerate(("depth-aware", "depth-mup"))}
+    diff = compare_optima(best["depth-aware"], best["depth-mup"])
+    return _signed(f"digits, two-layer blocks, L = {L}, {_METRICS[metric]}",
+                   "lowest loss over η_c: depth-aware − depth-μP", diff,
+                   "eq. 8 lowers the loss at depth (paper 002, Fig. 5, row 3)",
+                   ("depth-aware is worse at its best η_c", "depth-aware reaches a lower loss",
+                    "no difference in the lowest loss resolved"))
+
+
+def _T_verdict(opt: Optimum) -> str:
+    """Verdict on an optimal horizon (log T) from its interval: T* > 1, T* < 1, or
+    consistent with T* = 1."""
+    lo, hi = opt.ci()
+    return ("moderate T helps: T* > 1" if lo > 0 else "T* < 1" if hi < 0
+            else "consistent with T* = 1")
+
+
+def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
+    """Optimal T of the networks and of the coupled limit at the networks' depth
+    and beyond; the lowest loss over T against T = 1 (networks and limit, paired
+    over seeds); the loss at the largest T against T = 1."""
+    L = int(ds.attrs["T_depth"])
+    claim = "moderate T > 1 helps, large T destabilises (paper 002, Fig. 2)"
+    net = T_net_optimum(ds, metric)
+    out = [_exp_finding(f"digits, networks L = {L}, n = {ds.attrs['T_width']}, η_c = "
+                        f"{ds.attrs['T_eta']}, {_METRICS[metric]}", "optimal T", net, claim,
+                        _T_verdict(net))]
+    T = ds["T"].values
+    big, one = int(np.argmax(T)), int(np.argmin(abs(T - 1.0)))
+    for Ls in ds["T_steps"].values.tolist():
+        opt = T_lim_optimum(ds, metric, Ls)
+        what = f"digits, coupled limit L = {Ls}, η_c = {ds.attrs['T_eta']}, {_METRICS[metric]}"
+        out.append(_exp_finding(what, "optimal T", opt, claim, _T_verdict(opt)))
+        lim = seed_matrix(ds[f"T_lim_{metric}"].sel(T_steps=Ls).transpose("lim_seed", "T"),
+                          "lim_seed")
+        out.append(_best_T_finding(lim, T, one, what, claim))
+    per_seed = seed_matrix(ds[f"T_net_{metric}"].transpose("seed", "T"))
+    out.append(_best_T_finding(per_seed, T, one, f"digits, networks L = {L}, "
+                               f"{_METRICS[metric]}", claim))
+    if np.isnan(per_seed[:, big]).any():
+        diverged = T[np.isnan(per_seed).any(0)]
+        out.append(Finding(f"digits, networks L = {L}", "smallest diverged T",
+                           float(diverged.min()), (float(diverged.min()),) * 2, claim,
+                           "large T destabilises: training diverged"))
+        return out
+    gap = per_seed[:, big] - per_seed[:, one]
+    reps = bootstrap_replicates(gap, np.mean, 1000, axis=0)
+    out.append(_signed(f"digits, networks L = {L}, {_METRICS[metric]}",
+                       f"loss(T = {T[big]:g}) − loss(T = 1)",
+                       Optimum(float(gap.mean()), reps, len(gap) - 1), claim,
+                       ("large T is worse than T = 1", "large T is better than T = 1",
+                        "no difference resolved")))
+    return out
+
+
+def _best_T_finding(per_seed: np.ndarray, T: np.ndarray, one: int, what: str,
+                    claim: str) -> Finding:
+    """The lowest seed-mean loss over the T grid (T points where a seed diverged
+    skipped) minus the loss at T = 1, paired and bootstrapped over seeds. It is
+    ≤ 0 by construction and biased low by the selection of the minimum, so a
+    gain is claimed only when the whole interval lies below 0."""
+    ok = ~np.isnan(per_seed).any(0)
+    best = lambda v: v[:, ok].mean(0).min() - v[:, one].mean()  # noqa: E731
+    t_best = T[ok][int(np.argmin(per_seed[:, ok].mean(0)))]
+    gap = Optimum(float(best(per_seed)), bootstrap_replicates(per_seed, best, 1000, axis=0),
+                  len(per_seed) - 1)
+    lo, hi = gap.ci()
+    verdict = (f"T = {t_best:g} trains to a lower loss than T = 1" if hi < 0
+               else "no gain from T ≠ 1 resolved")
+    return Finding(what, f"lowest loss over T (at T = {t_best:g}) − loss at T = 1",
+                   gap.estimate, (lo, hi), claim, verdict)
+
+
+def _check_finding(ds: xr.Dataset) -> Finding:
+    """The coupled limit's finite-P error: the train metric at P minus at 4P (S
+    seeds each), against its 95% t interval (Welch s.e., S − 1 degrees of
+    freedom: conservative)."""
+    P = ds["particles"].values
+    v = ds["check_train"].transpose("particles", "lim_seed").values
+    S = v.shape[1]
+    diff = float(v[0].mean() - v[1].mean())
+    se = float(np.sqrt(v[0].var(ddof=1) / S + v[1].var(ddof=1) / S))
+    half = float(stats.t.ppf(0.975, S - 1)) * se
+    verdict = ("consistent with no finite-P bias (the interval holds 0)"
+               if abs(diff) <= half else "a finite-P bias resolved (the interval excludes 0)")
+    return Finding(f"digits, coupled limit L = {ds.attrs['check_steps']}, η_c = "
+                   f"{ds.attrs['check_eta']}, {_METRICS['train']}, {S} seeds at each P",
+                   f"value at P = {P[0]} − at P = {P[1]}", diff, (diff - half, diff + half),
+                   "finite-P error ≪ the differences measured", verdict)
+
+
+def summarize_transfer(ds: xr.Dataset) -> list[Finding]:
+    """Optimal η_c per depth (networks) beside the limits' optimum, drift with depth,
+    approach to the limit, the two-layer rules, the horizon T and the finite-P check."""
+    out = []
+    widths = ds["width"].values.tolist()
+    for dataset in ds["dataset"].values.tolist():
+        for metric in _METRICS:
+            if dataset != "digits" and metric == "probe":
+                continue  # the teacher's probe curves are in the data file and figure
+            lim_rows, lim = _limit_findings(ds, dataset, metric)
+            out += lim_rows + _depth_findings(ds, dataset, metric, widths, lim)
+    for metric in _METRICS:
+        out += _two_layer_findings(ds, metric)
+    out += _horizon_findings(ds, "train") + [_check_finding(ds)]
+    return out
+
+
+def conclude_transfer(ds: xr.Dataset) -> str:
+    """The study's answer in numbers: η* at the shallowest and deepest depth of the
+    widest networks beside the coupled limit's, on digits."""
+    n = max(ds["width"].values.tolist())
+    opts = net_optima(ds, "digits", "train", n)
+    res = limit_inf(ds, "digits", "coupled", "train")
+    if not opts or res is None:
+        return "Not enough data for a conclusion."
+
+    def fmt(o: Optimum) -> str:
+        if not math.isfinite(o.estimate):
+            return "not resolved (minimum at the grid's end)"
+        lo, hi = (f"{math.exp(x):.3g}" if math.isfinite(x) else _OPEN for x in o.ci())
+        return f"{math.exp(o.estimate):.3g} [{lo}, {hi}]"
+
+    L0, L1 = min(opts), max(opts)
+    return (f"On digits 3 vs 8 (running-mean train loss), the widest networks (n = {n}) "
+            f"have η* = {fmt(opts[L0])} at L = {L0} and {fmt(opts[L1])} at L = {L1}; the "
+            f"coupled limit extrapolated to L = ∞ predicts {fmt(res[0])} (95% intervals). "
+            "The table gives every depth, width, metric, the verdicts, the two-layer "
+            "rules and the horizon T.")

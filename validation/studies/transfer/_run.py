@@ -1,0 +1,204 @@
+"""Study 9: learning-rate transfer across depth, on real data — finite networks beside the
+limits (paper 002, eq. 1, eq. 6 with eq. 8, Fig. 2, Fig. 5; papers 000/001).
+
+Online SGD (batch 1, mse, relu, K steps) on digits 3 vs 8 (scikit-learn's bundled
+images; the pair most often confused, so the loss after K steps stays far from zero
+and depends on η_c) and on the synthetic tanh teacher:
+
+* one-layer blocks (eq. 1), ordinary backprop, depths 4…64, two widths, a
+  log-spaced η_c grid up to divergence, several seeds;
+* both limits (``nfd.simulate(backward="coupled" | "decoupled")``) on the same
+  η_c grid at several Euler steps L, with a few seeds (the same seeds at every grid
+  point, so a difference along the grid is paired), extrapolated as a + b/L per seed;
+* two-layer blocks (eq. 6) under depth-μP and under the depth-aware η₁ = η_c n √L
+  (eq. 8), finite networks only (digits);
+* the time horizon T at one η_c: networks at one depth beside the coupled limit
+  at that depth and at twice it (digits);
+* the coupled limit's finite-P error: one cell again with 4× the particles (the same
+  number of seeds at each P).
+
+Observables per run: the running-mean train loss (online loss of the last K/4 SGD
+steps, each sample seen once, before its update) and the probe loss after K steps
+(held-out images). Optima, intervals and verdicts: :mod:`._report`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from nfd.schema import base_attrs
+
+from ..._grid import sweep_grid
+from ..._sweep import study_args
+from ...data import load_digits, synthetic_task
+
+__all__ = ["run_transfer", "task_data", "DATASETS", "LR_RULES", "CONFIG"]
+
+DATASETS = ("digits", "teacher")
+LR_RULES = ("depth-mup", "depth-aware")
+MODES = ("coupled", "decoupled")
+_TASK = dict(activation="relu", loss="mse")
+_VERSION = 2  # of the job definitions (enters the store keys through the grids' data)
+CONFIG = {
+    True: dict(K=64, n_probe=64, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
+               depths=[4, 8, 16], widths=[32, 64], seeds=4, lim_steps=[4, 8, 16],
+               particles=1024, lim_seeds=3, teacher_modes=["coupled"], teacher_widths=[64],
+               two_width=32, two_depths=[4, 8, 16], horizons=[0.5, 1.0, 2.0, 4.0],
+               T_eta=0.1, T_depth=8, T_width=64, T_lim_steps=[8, 16],
+               check_particles=4096, check_steps=8, check_eta=0.1),
+    False: dict(K=200, n_probe=128, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
+                depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=6,
+                lim_steps=[8, 16, 32, 64], particles=2048, lim_seeds=4,
+                teacher_modes=["coupled"], teacher_widths=[128, 512],
+                two_width=128, two_depths=[4, 8, 16, 32, 64],
+                horizons=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+                T_eta=0.05, T_depth=16, T_width=512, T_lim_steps=[16, 32],
+                check_particles=8192, check_steps=16, check_eta=0.05),
+}
+_TEACHER_SEEDS = {True: 3, False: 4}
+_TEACHER_D = 32
+
+
+def task_data(dataset: str, K: int, n_probe: int):
+    """Training stream (K samples, one per SGD step) and held-out probes of a data
+    set: ``"digits"`` (3 → +1, 8 → −1, shuffled with seed 0; probes are the images
+    after the first K; pixels standardised with the training images' statistics
+    only) or ``"teacher"`` (tanh teacher, d = 32)."""
+    if dataset == "digits":
+        X, y = load_digits((3, 8), n_samples=K + n_probe, fit_samples=K)
+        return (X[:K], y[:K]), (X[K:], y[K:])
+    X, y = synthetic_task("tanh", K, _TEACHER_D, seed=0)
+    return (X, y), synthetic_task("tanh", n_probe, _TEACHER_D, seed=1, teacher_seed=0)
+
+
+def _window(K: int) -> int:
+    """Steps of the running mean: the last quarter of training."""
+    return max(1, K // 4)
+
+
+def _net_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
+    """Running-mean train loss and probe loss after K steps, per seed, of a network
+    grid (NaN where diverged)."""
+    train = ds["loss"].isel(step=slice(K - _window(K), K)).mean(("step", "sample"))
+    probe = ds["probe_loss"].sel(probe_step=K).mean("probe")
+    return xr.Dataset({"train": train, "probe": probe, "diverged": ds["diverged"]})
+
+
+def _limit_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
+    """The limit's running-mean train loss and probe loss after K steps, per seed
+    (dim ``lim_seed``; their spread over seeds is the Monte Carlo error, see
+    :mod:`._optima`)."""
+    train = ds["loss"].isel(step=slice(K - _window(K), K)).mean(("step", "sample"))
+    probe = ds["probe_loss"].sel(probe_step=K).mean("probe")
+    out = xr.Dataset({"train": train, "probe": probe, "diverged": ds["diverged"]})
+    return out.rename(seed="lim_seed")
+
+
+_LIMIT_VARS = ["loss", "probe_loss"]
+
+
+def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -> dict:
+    """Every sweep of the study, reduced to its metrics: ``{name: Dataset}``."""
+    K = cfg["K"]
+    run = dict(store=store, study="transfer", scheduler=scheduler, progress=progress)
+    common = dict(_TASK, probe_steps=[K], **({} if dev is None else {"device": dev}))
+    seeds = [seed + s for s in range(cfg["seeds"])]
+    net = dict(common, seeds=seeds, record_collapse=False)
+    # the limits' errors come from their seeds: no error replicas (nfd._simulation._errors)
+    lim = dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0)
+    lim_seeds = [seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]
+    out = {}
+    for name in DATASETS:
+        (X, y), probes = task_data(name, K, cfg["n_probe"])
+        digits = name == "digits"
+        widths = cfg["widths"] if digits else cfg["teacher_widths"]
+        fixed = dict(net) if digits else dict(net, seeds=seeds[:_TEACHER_SEEDS[quick]])
+        out[f"net_{name}"] = _net_metrics(sweep_grid(
+            X, y, kind="network", grid=dict(width=widths, depth=cfg["depths"],
+                                            eta_c=cfg["etas"]),
+            fixed=fixed, probes=probes, variables=["loss", "probe_loss"], **run), K)
+        modes = MODES if digits else cfg["teacher_modes"]
+        out[f"lim_{name}"] = _limit_metrics(sweep_grid(
+            X, y, grid=dict(backward=modes, steps=cfg["lim_steps"], eta_c=cfg["etas"],
+                            seed=lim_seeds),
+            fixed=lim, probes=probes, variables=_LIMIT_VARS, **run), K)
+    (X, y), probes = task_data("digits", K, cfg["n_probe"])
+    out["two"] = _net_metrics(sweep_grid(
+        X, y, kind="network", grid=dict(first_layer_lr=list(LR_RULES),
+                                        depth=cfg["two_depths"], eta_c=cfg["etas"]),
+        fixed=dict(net, block="two-layer", width=cfg["two_width"]), probes=probes,
+        variables=["loss", "probe_loss"], **run), K)
+    out["T_net"] = _net_metrics(sweep_grid(
+        X, y, kind="network", grid=dict(T=cfg["horizons"]),
+        fixed=dict(net, eta_c=cfg["T_eta"], depth=cfg["T_depth"], width=cfg["T_width"]),
+        probes=probes, variables=["loss", "probe_loss"], **run), K)
+    out["T_lim"] = _limit_metrics(sweep_grid(
+        X, y, grid=dict(steps=cfg["T_lim_steps"], T=cfg["horizons"], seed=lim_seeds),
+        fixed=dict(lim, eta_c=cfg["T_eta"]), probes=probes, variables=_LIMIT_VARS,
+        **run), K)
+    out["check"] = _limit_metrics(sweep_grid(
+        X, y, grid=dict(particles=[cfg["particles"], cfg["check_particles"]],
+                        seed=lim_seeds),
+        fixed=dict({k: v for k, v in lim.items() if k != "particles"},
+                   eta_c=cfg["check_eta"], steps=cfg["check_steps"]),
+        probes=probes, variables=_LIMIT_VARS, **run), K)
+    return out
+
+
+def _prefixed(ds: xr.Dataset, prefix: str, rename: dict | None = None) -> xr.Dataset:
+    """The metrics of one sweep as ``{prefix}_{name}`` variables."""
+    return ds.rename({v: f"{prefix}_{v}" for v in ds.data_vars}).rename(rename or {})
+
+
+def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = None,
+                 progress: bool = False, device=None, seed: int = 0) -> xr.Dataset:
+    """Study 9: learning-rate transfer across depth, finite networks beside the limits.
+
+    Parameters
+    ----------
+    quick : bool
+        K = 64 steps, depths 4–16, widths 32 and 64, the η_c grid of the full
+        version, 4 seeds (3 on the teacher), limits with 3 seeds of 1024
+        particles at L = 4, 8, 16 (about a minute on one thread),
+        instead of K = 200, depths 4–64, widths 128 and 512, 11 values of η_c
+        (0.0125–0.4, ratio √2), 6 seeds (4 on the teacher), limits with 4 seeds
+        of 2048 particles at L = 8, 16, 32 (:data:`CONFIG`).
+    store, scheduler, progress
+        See :func:`validation.run_jobs`.
+    device
+        Torch device.
+    seed : int
+        First network seed; the limits' seeds start at seed + 1 000 003.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``net_train``, ``net_probe`` (dataset, width, depth, eta_c, seed) and
+        ``net_diverged`` (one-layer networks); ``lim_train``, ``lim_probe`` and
+        ``lim_diverged`` (dataset, backward, steps, eta_c, lim_seed); ``two_*``
+        (first_layer_lr, depth, eta_c, seed; digits); ``T_net_*`` (T, seed) and
+        ``T_lim_*`` (T_steps, T, lim_seed) at η_c = ``T_eta``; ``check_*``
+        (particles, lim_seed): the coupled limit at ``check_steps``, ``check_eta``
+        with two particle counts. NaN where a run diverged or was not run.
+    """
+    quick, seed, dev = study_args(quick, seed, device)
+    cfg = CONFIG[quick]
+    g = _grids(cfg, quick, seed, dev, store, scheduler, progress)
+    net = xr.concat([g[f"net_{d}"] for d in DATASETS], "dataset", join="outer")
+    lim = xr.concat([g[f"lim_{d}"] for d in DATASETS], "dataset", join="outer")
+    lim["diverged"] = lim["diverged"].fillna(False).astype(bool)
+    net["diverged"] = net["diverged"].fillna(False).astype(bool)
+    parts = [_prefixed(net.assign_coords(dataset=list(DATASETS)), "net"),
+             _prefixed(lim.assign_coords(dataset=list(DATASETS)), "lim"),
+             _prefixed(g["two"], "two"), _prefixed(g["T_net"], "T_net"),
+             _prefixed(g["T_lim"], "T_lim", {"steps": "T_steps"}),
+             _prefixed(g["check"], "check")]
+    ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
+    ds = ds.drop_vars("probe_step", errors="ignore")
+    ds.attrs = base_attrs(study="transfer", quick=quick, seed=seed, version=_VERSION,
+                          window=_window(cfg["K"]), teacher_seeds=_TEACHER_SEEDS[quick],
+                          teacher_d=_TEACHER_D, digits_classes=[3, 8], **_TASK,
+                          **{k: v for k, v in cfg.items() if k != "teacher_modes"},
+                          teacher_modes=",".join(cfg["teacher_modes"]))
+    return ds
