@@ -1,37 +1,69 @@
-"""The import layering sde ← nfd ← validation, and no private name across a boundary.
+"""The import layering sde ← nfd ← validation, inside the packages too, and no private
+name across a package boundary.
 
-Rules checked here by parsing every ``.py`` file with :mod:`ast` (nothing is imported):
+Rules checked here by parsing every ``.py`` file with :mod:`ast` (nothing is imported;
+relative imports are resolved to the absolute names they stand for):
 
-* ``sde`` imports neither ``nfd`` nor ``validation``; ``nfd`` never imports
-  ``validation``.
-* A private name (a dotted component starting with ``_``, dunders excepted) of one
-  package is never used from outside that package: not by ``from nfd._x import``,
-  ``import nfd._x``, ``from nfd.schema import _y``, nor by attribute access such as
-  ``nfd._x``. This holds for ``nfd`` (towards ``sde``), ``validation`` (towards
-  ``nfd`` and ``sde``) and for ``examples/`` and ``benchmarks/``, which are user code
-  and use public names of all three packages only.
+* **Direction.** Each module belongs to the innermost *unit* of :data:`UNITS` that
+  holds it and imports only its own unit and the units listed for it:
+
+  - ``sde`` imports neither ``nfd`` nor ``validation``; ``nfd`` never imports
+    ``validation``.
+  - ``nfd._simulation`` (the simulation of the limit) sits on top of the rest of
+    ``nfd``: the other ``nfd`` modules do not import it.
+  - ``validation.networks`` (the finite networks) stands alone on ``nfd`` and ``sde``;
+    the statistics, sweeps, grids and data at the top of ``validation`` may use it;
+    ``validation.studies`` may use all of these, and nothing below it uses the studies.
+  - The entry points (:data:`ENTRY`: the packages' ``__init__`` files and CLIs)
+    assemble a package's public surface and may import any of its units.
+
+* **Private names.** A dotted component starting with ``_`` (dunders excepted) is
+  private to the package that contains it: ``a.b._c`` (and anything under it) may be
+  used only by modules inside the package ``a.b``, and a module's private name
+  ``a.b.m._y`` only inside ``a.b``. So ``validation.studies`` may use
+  ``validation._fit`` but not ``validation.networks._train`` (it imports
+  ``validation.networks.train_resnet``), and ``nfd._cli`` may use ``nfd._simulation``
+  but not ``nfd._simulation._state``. Every form counts: ``from nfd._x import``,
+  ``import nfd._x``, ``from nfd.schema import _y``, relative imports, and attribute
+  access such as ``nfd._x``. ``examples/`` and ``benchmarks/`` are user code and use
+  public names only.
 * ``tests/`` are exempt from the private-name rule: a test may use the private names of
   the package whose internals it tests (e.g. ``nfd._exact`` in a test of the exact
   references). They are still held to the import direction in the sense that matters
   here: nothing under a package imports ``tests``.
 
-Also: ``python -OO`` (docstrings stripped) can import every module of the three
-packages, so no module uses ``__doc__`` at import time.
+Also: ``python -OO`` (docstrings stripped) can import every module of the packages and
+subpackages, so no module uses ``__doc__`` at import time.
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the tomli backport nfd depends on there
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sde", "nfd", "validation")
-#: packages a package may import (its own names aside): sde ← nfd ← validation
-ALLOWED = {"sde": set(), "nfd": {"sde"}, "validation": {"sde", "nfd"}}
+#: the units of the layering and the units each may import besides itself
+UNITS = {
+    "sde": set(),
+    "nfd": {"sde"},
+    "nfd._simulation": {"sde", "nfd"},
+    "validation.networks": {"sde", "nfd"},
+    "validation": {"sde", "nfd", "validation.networks"},
+    "validation.studies": {"sde", "nfd", "validation.networks", "validation"},
+}
+#: modules that assemble a package's public surface: they may import any of its units
+ENTRY = {"nfd", "nfd._cli", "validation", "validation._cli", "validation.__main__"}
 USER_CODE = ("examples", "benchmarks")
 
 
@@ -41,6 +73,24 @@ def _files(folder: str) -> list[Path]:
 
 def _is_private(part: str) -> bool:
     return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _module(path: Path) -> tuple[str, str]:
+    """(dotted module name, dotted package holding it) of a file under ROOT."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def _unit(name: str) -> str | None:
+    """The innermost unit holding the dotted ``name`` (None outside the packages)."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in UNITS:
+            return ".".join(parts[:n])
+    return None
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -55,48 +105,68 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _references(path: Path):
-    """Yield (line, dotted name) for every absolute import and attribute chain in
-    ``path``: ``from m import a`` gives ``m`` and ``m.a``; ``import m`` gives ``m``."""
+    """Yield (line, dotted name) for every import and attribute chain in ``path``:
+    ``from m import a`` gives ``m`` and ``m.a``; ``import m`` gives ``m``; a relative
+    import gives the absolute names it stands for."""
+    package = _module(path)[1].split(".")
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.lineno, node.module
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            if node.module or node.level == 0:
+                yield node.lineno, module
             for alias in node.names:
-                yield node.lineno, f"{node.module}.{alias.name}"
+                yield node.lineno, f"{module}.{alias.name}"
         elif isinstance(node, ast.Attribute):  # inner links of a chain are visited too
             name = _dotted(node)
             if name is not None:
                 yield node.lineno, name
 
 
-def _violations(folder: str, own: str | None) -> tuple[list[str], list[str]]:
-    """(wrong-direction imports, private names of another package) in ``folder``."""
+def _private_outside(name: str, package: str) -> bool:
+    """Whether ``name`` has a private component whose package does not hold ``package``
+    (a private name of a module, ``m._y``, belongs to the package holding ``m``)."""
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        owner = ".".join(parts[:i] if (ROOT.joinpath(*parts[:i])).is_dir() else parts[:i - 1])
+        if _is_private(parts[i]) and not (package == owner or package.startswith(owner + ".")):
+            return True
+    return False
+
+
+def _violations(folder: str) -> tuple[list[str], list[str]]:
+    """(wrong-direction imports, private names used outside their package) in
+    ``folder``; ``folder`` is a package or user code (``examples``, ``benchmarks``)."""
     direction, private = [], []
     for path in _files(folder):
         rel = path.relative_to(ROOT)
+        module, package = _module(path)
+        own = _unit(module) if folder in PACKAGES else None
         for line, name in _references(path):
-            root, *rest = name.split(".")
-            if root not in PACKAGES or root == own:
+            if name.split(".")[0] not in PACKAGES:
                 continue
-            if own is not None and root not in ALLOWED[own]:
+            used = _unit(name)
+            if own is not None and used != own and module not in ENTRY \
+                    and used not in UNITS[own]:
                 direction.append(f"{rel}:{line}: {own} uses {name}")
-            elif any(_is_private(part) for part in rest):
+            elif _private_outside(name, package if folder in PACKAGES else ""):
                 private.append(f"{rel}:{line}: {name}")
     return sorted(set(direction)), sorted(set(private))
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_imports_run_one_way(package):
-    direction, _ = _violations(package, package)
+    direction, _ = _violations(package)
     assert not direction, "\n".join(direction)
 
 
 @pytest.mark.parametrize("folder", [*PACKAGES, *USER_CODE])
 def test_no_private_name_crosses_a_package_boundary(folder):
-    _, private = _violations(folder, folder if folder in PACKAGES else None)
+    _, private = _violations(folder)
     assert not private, f"{len(private)} private name(s) used from outside their " \
                         "package:\n" + "\n".join(private)
 
@@ -108,28 +178,97 @@ def test_nothing_in_a_package_imports_tests():
     assert not bad, "\n".join(bad)
 
 
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
 def test_the_scanner_sees_each_kind_of_violation(tmp_path, monkeypatch):
     # the checks above pass vacuously if the scanner misses a form: feed it each one
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    (tmp_path / "sde").mkdir()
-    (tmp_path / "sde" / "m.py").write_text("import nfd\n")
-    (tmp_path / "nfd").mkdir()
-    (tmp_path / "nfd" / "m.py").write_text("from validation import STUDIES\n"
-                                           "from sde._linalg import psd_factor\n")
-    (tmp_path / "examples").mkdir()
-    (tmp_path / "examples" / "m.py").write_text(
-        "import nfd\nimport nfd._cli\nfrom nfd import _plot\nfrom nfd._cli import main\n"
-        "from nfd.schema import _x\nnfd._plot.plot_run(1)\nimport validation._fit as f\n"
-        "from . import _local\nnfd.__version__\nnfd.simulate(1)\n")
-    assert _violations("sde", "sde")[0] == ["sde/m.py:1: sde uses nfd"]
-    direction, private = _violations("nfd", "nfd")
-    assert direction == ["nfd/m.py:1: nfd uses validation", "nfd/m.py:1: nfd uses "
-                         "validation.STUDIES"]
-    assert private == ["nfd/m.py:2: sde._linalg", "nfd/m.py:2: sde._linalg.psd_factor"]
-    _, private = _violations("examples", None)
+    _write(tmp_path, {
+        "sde/m.py": "import nfd\n",
+        "nfd/m.py": "from validation import STUDIES\nfrom sde._linalg import psd_factor\n",
+        "nfd/_x.py": "from ._simulation import simulate\n",  # below the simulation
+        "nfd/_cli.py": "from ._simulation import simulate\n"  # an entry point: allowed
+                       "from ._simulation._state import seed_word\n",
+        "nfd/_simulation/_a.py": "from .._checks import check_int\nfrom ._b import c\n"
+                                 "from .. import _guard\n",  # all allowed
+        "validation/networks/_n.py": "from .._fit import fit\nfrom ..studies import STUDIES\n",
+        "validation/_grid.py": "from .networks import train_resnet\n"
+                               "from .networks._train import train_resnet\n"
+                               "from .studies import STUDIES\nfrom ._sweep import _plain\n",
+        "validation/_sweep.py": "",
+        "validation/studies/_s.py": "from .._fit import fit\nfrom ..networks import X\n"
+                                    "from ..networks._models import Y\nfrom . import _t\n"
+                                    "from ..networks.base import _z\n",
+        "validation/networks/base.py": "",
+        "validation/studies/transfer/_r.py": "from .._report import Finding\n"
+                                             "from ...networks import _train\n",
+        "examples/m.py":
+            "import nfd\nimport nfd._cli\nfrom nfd import _plot\nfrom nfd._cli import main\n"
+            "from nfd.schema import _x\nnfd._plot.plot_run(1)\nimport validation._fit as f\n"
+            "from . import _local\nnfd.__version__\nnfd.simulate(1)\n"
+            "from validation.networks import train_resnet\n"
+            "from validation.studies.transfer import _run\n",
+    })
+    assert _violations("sde")[0] == ["sde/m.py:1: sde uses nfd"]
+    direction, private = _violations("nfd")
+    assert direction == ["nfd/_x.py:1: nfd uses nfd._simulation",
+                         "nfd/_x.py:1: nfd uses nfd._simulation.simulate",
+                         "nfd/m.py:1: nfd uses validation",
+                         "nfd/m.py:1: nfd uses validation.STUDIES"]
+    assert private == ["nfd/_cli.py:2: nfd._simulation._state",
+                       "nfd/_cli.py:2: nfd._simulation._state.seed_word",
+                       "nfd/m.py:2: sde._linalg", "nfd/m.py:2: sde._linalg.psd_factor"]
+    direction, private = _violations("validation")
+    assert direction == [
+        "validation/_grid.py:3: validation uses validation.studies",
+        "validation/_grid.py:3: validation uses validation.studies.STUDIES",
+        "validation/networks/_n.py:1: validation.networks uses validation._fit",
+        "validation/networks/_n.py:1: validation.networks uses validation._fit.fit",
+        "validation/networks/_n.py:2: validation.networks uses validation.studies",
+        "validation/networks/_n.py:2: validation.networks uses validation.studies.STUDIES"]
+    assert private == [
+        "validation/_grid.py:2: validation.networks._train",
+        "validation/_grid.py:2: validation.networks._train.train_resnet",
+        "validation/studies/_s.py:3: validation.networks._models",
+        "validation/studies/_s.py:3: validation.networks._models.Y",
+        "validation/studies/_s.py:5: validation.networks.base._z",
+        "validation/studies/transfer/_r.py:2: validation.networks._train"]
+    _, private = _violations("examples")
     assert {p.split(": ")[1] for p in private} == {
         "nfd._cli", "nfd._plot", "nfd._cli.main", "nfd.schema._x", "nfd._plot.plot_run",
-        "validation._fit"}
+        "validation._fit", "validation.studies.transfer._run"}
+
+
+def test_every_package_is_packaged():
+    # pip install from a wheel ships only the packages pyproject.toml names: each folder
+    # of sde/, nfd/ and validation/ holding an __init__.py must match its patterns
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = config["packages"]  # an explicit list, or {"find": {"include": [...]}}
+    patterns = packages if isinstance(packages, list) else packages["find"]["include"]
+    found = {_module(init)[0] for package in PACKAGES
+             for init in (ROOT / package).rglob("__init__.py")}
+    assert {"nfd._simulation", "validation.networks", "validation.studies",
+            "validation.studies.transfer"} <= found
+    missing = [name for name in sorted(found)
+               if not any(fnmatch.fnmatchcase(name, pat) for pat in patterns)]
+    assert not missing, f"pyproject.toml's [tool.setuptools] packages miss {missing}"
+    loose = [str(d.relative_to(ROOT)) for package in PACKAGES
+             for d in (ROOT / package).rglob("*") if d.is_dir() and d.name != "__pycache__"
+             and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    assert not loose, f"folders of modules without an __init__.py: {loose}"
+
+
+def test_the_layout_holds():
+    # the finite networks live in validation/networks/, the studies in
+    # validation/studies/, the simulation of the limit in nfd/_simulation/
+    top = {p.stem for p in (ROOT / "validation").glob("*.py")}
+    stray = sorted(m for m in top if m.startswith(("_net_", "_study_", "_train")))
+    stray += sorted(f"nfd/{p.name}" for p in (ROOT / "nfd").glob("_sim_*.py"))
+    assert not stray, f"modules outside their subpackage: {stray}"
 
 
 def test_python_OO_imports_every_module():
