@@ -34,7 +34,7 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     :func:`nfd.simulate` and :func:`nfd.linear_limit`.
 
     Returns ``(X, y, eta_c, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
-    validated arrays, numbers and a :class:`Loss`; the probes are ``None`` and the
+    validated arrays, numbers and a :class:`nfd.Loss`; the probes are ``None`` and the
     step list empty without probes. The messages name the argument.
     """
     Xn = check_matrix("X", X)

@@ -2,7 +2,6 @@
 estimator against known scales, the options around it, and the calibration of the
 reported errors against the spread of independent seeds."""
 
-
 import numpy as np
 import pytest
 from scipy import stats

@@ -25,6 +25,7 @@ from .._training import check_stream
 
 __all__ = ["Config", "check_simulate"]
 
+
 @dataclass(frozen=True)
 class Config:
     """The validated arguments of one ``simulate`` run (sizes: K SGD steps of B

@@ -4,8 +4,7 @@ eq. 1, post-activation eq. 9, two-layer blocks eq. 6), their branch scalings, th
 trainer :func:`train_resnet` and its checks, records and Dataset assembly, and the
 memory estimate consulted before a run allocates.
 
-This package stands alone: it uses ``nfd`` and ``sde``, nothing else of
-``validation``. The studies (:mod:`validation.studies`) and the sweeps use it through
+This package stands alone: it uses ``nfd``, nothing of the rest of ``validation``. The studies (:mod:`validation.studies`) and the sweeps use it through
 the names below.
 """
 

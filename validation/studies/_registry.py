@@ -21,6 +21,7 @@ import xarray as xr
 from nfd.plot import pyplot
 from nfd.schema import PAPER, netcdf_engine, package_version
 
+from .._sweep import ResultsStore
 from ._report import Finding, format_report
 from ._assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
 from ._collapse import plot_collapse, run_collapse, summarize_collapse
@@ -30,10 +31,7 @@ from ._init import plot_init, run_init, summarize_init
 from ._kernel import plot_kernel, run_kernel, summarize_kernel
 from ._postact import plot_postact, run_postact, summarize_postact
 from ._training import plot_training, run_training, summarize_training
-from .transfer import run_transfer
-from .transfer import plot_transfer
-from .transfer import conclude_transfer, summarize_transfer
-from .._sweep import ResultsStore
+from .transfer import conclude_transfer, plot_transfer, run_transfer, summarize_transfer
 
 __all__ = ["Study", "STUDIES", "run_validation", "write_report"]
 
