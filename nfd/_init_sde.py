@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from sde import McKeanVlasovSDE, euler_maruyama, psd_factor
+from sde import McKeanVlasovSDE, euler_maruyama, psd_factor, serial
 
 from ._activations import Activation, get_activation
 from ._checks import check_int, check_matrix, check_positive_float, resolve_device_dtype
@@ -35,6 +35,8 @@ from ._results import base_attrs
 __all__ = ["forward_sde", "backward_sde", "ForwardSDE"]
 
 _REL_JITTER = 1e-7
+#: Most inputs for which the at-init SDEs size their threads to the free cores.
+MAX_ADAPTIVE_INPUTS = 16
 
 
 class ForwardSDE(McKeanVlasovSDE):
@@ -93,8 +95,9 @@ class _BackwardSDE(McKeanVlasovSDE):
 def _moments(y: torch.Tensor) -> torch.Tensor:
     """Second moments E[y_a y_b] and their Monte Carlo standard errors, (2, m, m)."""
     prod = y[:, :, None] * y[:, None, :]
-    mean = prod.mean(0)
-    se = prod.std(0) / math.sqrt(y.shape[0])
+    with serial(y.shape[1] == 1):  # one input: a single reduction over P
+        mean = prod.mean(0)
+        se = prod.std(0) / math.sqrt(y.shape[0])
     return torch.stack([mean, se])
 
 
@@ -114,9 +117,14 @@ def _run(X, activation, T, steps, particles, seed, device, dtype, paths, backwar
     u = torch.randn(particles, d, generator=gen, device=device, dtype=dtype)
     h0 = u @ x.T / math.sqrt(d)
     tau = T / steps
+    # A team sized to the free cores only up to 16 inputs: there every operation gives
+    # the same bits on 1, 2 and 3 threads (the one-input moments run on one thread);
+    # from 17 inputs MKL splits the Gram products by thread count (tested), so the
+    # count stays torch's and no number depends on the machine's load.
+    adapt = m <= MAX_ADAPTIVE_INPUTS
     fwd = euler_maruyama(
         ForwardSDE(act, m), h0, t1=T, steps=steps, observe=lambda t, y: _moments(y),
-        keep_states=backward or paths > 0, generator=gen,
+        keep_states=backward or paths > 0, generator=gen, adapt_threads=adapt,
     )
     times = np.arange(steps + 1) * tau
     coords = {"time": times, "input": np.arange(m), "input2": np.arange(m)}
@@ -129,7 +137,7 @@ def _run(X, activation, T, steps, particles, seed, device, dtype, paths, backwar
         bwd = euler_maruyama(
             _BackwardSDE(act, fwd.ys, tau), g_T.expand(-1, m).contiguous(), t1=T,
             steps=steps, reverse=True, observe=lambda t, y: _moments(y),
-            keep_states=paths > 0, generator=gen,
+            keep_states=paths > 0, generator=gen, adapt_threads=adapt,
         )
         # integration order is T → 0; store on the increasing time grid
         obs = bwd.observed.flip(0).cpu().numpy()

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import xarray as xr
 from scipy.linalg import solve_triangular
+from threadpoolctl import threadpool_limits
 
 from ._results import base_attrs, data_attrs
 from ._training import check_stream
@@ -202,7 +203,10 @@ def linear_limit(
         "f": (K, B), "loss": (K, B), "dloss": (K, B), "h2": (K, L + 1), "g2": (K, L + 1),
         "probe_f": (len(probe_steps), len(yp)), "probe_loss": (len(probe_steps), len(yp)),
     }.items()}
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run raises below
+    # One BLAS thread: the products and triangular solves are small, so OpenBLAS's
+    # threads only wait on each other (2 threads: 2.7 s idle and 4.3 s beside a busy
+    # core; 1 thread: 0.70 and 0.65 s, quickstart stream) and would round by count.
+    with np.errstate(over="ignore", invalid="ignore"), threadpool_limits(1, user_api="blas"):
         _run(sys_, Xn, yn, Xp, yp, K, B, eta_c, probe_steps, loss_and_grad, out)
 
     coords = {"step": np.arange(K), "sample": np.arange(B), "time": np.arange(L + 1) * T / L,

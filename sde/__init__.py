@@ -11,6 +11,7 @@ from ._diagnostics import SlopeFit, fit_slope
 from ._drivers import GrowingGaussianDriver, default_jitter
 from ._euler import EulerMaruyamaResult, euler_maruyama
 from ._linalg import psd_factor
+from ._threads import ThreadTeam, parallel, serial, usable_cpus
 from ._torchsde import TorchsdeAdapter
 
 __all__ = [
@@ -22,5 +23,9 @@ __all__ = [
     "psd_factor",
     "TorchsdeAdapter",
     "fit_slope",
+    "ThreadTeam",
+    "serial",
+    "parallel",
+    "usable_cpus",
     "SlopeFit",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -9,6 +10,7 @@ from typing import Callable, Sequence
 import torch
 
 from ._base import McKeanVlasovSDE
+from ._threads import ThreadTeam
 
 __all__ = ["euler_maruyama", "EulerMaruyamaResult"]
 
@@ -46,6 +48,7 @@ def euler_maruyama(
     observe: Observer | None = None,
     keep_states: bool = True,
     generator: torch.Generator | None = None,
+    adapt_threads: bool = False,
 ) -> EulerMaruyamaResult:
     """Integrate a McKean–Vlasov SDE by Euler–Maruyama with ``E[·]`` = particle mean.
 
@@ -84,6 +87,11 @@ def euler_maruyama(
     generator : torch.Generator, optional
         RNG on ``y0.device``; a seeded generator makes the run reproducible bit for
         bit on the same device.
+    adapt_threads : bool
+        Run the steps in a :class:`sde.ThreadTeam`, sized to the CPU cores other
+        processes leave free. Only for coefficients whose results do not depend on
+        the thread count (long single reductions inside :func:`sde.serial`);
+        otherwise the last bits would depend on the machine's load.
 
     Returns
     -------
@@ -116,26 +124,30 @@ def euler_maruyama(
     def t_of(i: int) -> float:
         return t1 - i * dt if reverse else t0 + i * dt
 
-    for i in range(steps + 1):
-        t = t_of(i)
-        if i in rec_set:
-            times.append(t)
-            if keep_states:
-                states.append(y.clone())
-            if observe is not None:
-                observed.append(observe(t, y))
-        # float32: one pass and no allocation of size P, since a float64 sum of float32
-        # states is finite iff every state is; float64 states could overflow the sum
-        finite[i] = (torch.isfinite(y.sum(dtype=torch.float64)) if y.dtype != torch.float64
-                     else torch.isfinite(y).all())
-        if i == steps:
-            break
-        dw.normal_(generator=generator).mul_(sqrt_dt)  # the sequence of torch.randn
-        incr = sde.diffusion_prod(t, y, dw)
-        b = sde.drift(t, y)
-        if b is not None:
-            incr = incr.add_(b, alpha=dt)
-        y = y.add_(incr)
+    team = ThreadTeam(y.device) if adapt_threads else contextlib.nullcontext()
+    with team:  # sized to the free cores (sde.ThreadTeam)
+        for i in range(steps + 1):
+            if adapt_threads:
+                team.tick()
+            t = t_of(i)
+            if i in rec_set:
+                times.append(t)
+                if keep_states:
+                    states.append(y.clone())
+                if observe is not None:
+                    observed.append(observe(t, y))
+            # float32: one pass and no allocation of size P, since a float64 sum of float32
+            # states is finite iff every state is; float64 states could overflow the sum
+            finite[i] = (torch.isfinite(y.sum(dtype=torch.float64)) if y.dtype != torch.float64
+                         else torch.isfinite(y).all())
+            if i == steps:
+                break
+            dw.normal_(generator=generator).mul_(sqrt_dt)  # the sequence of torch.randn
+            incr = sde.diffusion_prod(t, y, dw)
+            b = sde.drift(t, y)
+            if b is not None:
+                incr = incr.add_(b, alpha=dt)
+            y = y.add_(incr)
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0])
         raise FloatingPointError(

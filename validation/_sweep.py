@@ -263,9 +263,9 @@ def run_jobs(
         None keeps results in memory only.
     scheduler : str or None
         None or ``"serial"``; ``"processes"`` or ``"processes:N"`` (N local spawned
-        worker processes, default ``os.cpu_count()``, each with
-        ``max(1, cpu_count // N)`` torch threads); or a ``dask.distributed``
-        scheduler address such as ``"tcp://host:port"``.
+        worker processes, default the CPUs this process may use, each with
+        ``max(1, CPUs // N)`` torch threads: never more threads than CPUs); or a
+        ``dask.distributed`` scheduler address such as ``"tcp://host:port"``.
     progress : bool
         Show a tqdm bar over the jobs.
 
@@ -353,7 +353,7 @@ def _dispatch(fn, jobs, todo: list[int], finish, kind: str, workers: str,
         for i in todo:
             finish(i, functools.partial(fn, **jobs[i]))
     elif todo and kind == "processes":
-        cpus = os.cpu_count() or 1
+        cpus = len(sde.usable_cpus())  # not os.cpu_count(): a container may allow fewer
         n = min(int(workers or cpus), len(todo))
         spawn = multiprocessing.get_context("spawn")  # torch is not fork-safe
         threads = (max(1, cpus // n),)

@@ -42,6 +42,8 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
+from sde import ThreadTeam, serial
+
 from .._activations import Activation
 from .._checks import check_input_scale
 from .._guard import DEFAULT_DIVERGENCE
@@ -257,17 +259,24 @@ def _integrate(cfg: Config, input_scale: float, progress: bool,
     (``input_scale``: mean |x|²/d, for the divergence messages): its Dataset with the
     per-particle standard errors. An error ``replica`` leaves the floor warning to the
     main run."""
-    state = start(cfg, input_scale)
+    with serial():
+        state = start(cfg, input_scale)
     probe_index = {s: j for j, s in enumerate(cfg.probe_steps)}
     eig_index = {s: j for j, s in enumerate(cfg.eig_steps)}
-    for k in tqdm(range(cfg.K + 1), disable=not progress, desc="nfd.simulate", unit="step"):
-        if k in probe_index:
-            evaluate_probes(state, probe_index[k])
-        if k == cfg.K:
-            break
-        sgd_step(state, k)
-        if k in eig_index:
-            record_eigenvalues(state, eig_index[k])
+    steps = tqdm(range(cfg.K + 1), disable=not progress, desc="nfd.simulate", unit="step")
+    # The team (sized to the free cores) runs the split history products; everything
+    # else runs on one thread, so no number depends on the team (sde._threads).
+    with ThreadTeam(cfg.device) as team:
+        for k in steps:
+            team.tick()
+            with serial():
+                if k in probe_index:
+                    evaluate_probes(state, probe_index[k])
+                if k == cfg.K:
+                    break
+                sgd_step(state, k)
+                if k in eig_index:
+                    record_eigenvalues(state, eig_index[k])
     if not replica:
         warn_if_floors_matter(state, stacklevel=4)
     return assemble(cfg, state.rec)

@@ -12,7 +12,11 @@ pieces run on separate threads: 41–48 GB/s on 2 threads, and the same 23–27 
 on 1 (``benchmarks/bench_alternatives.py`` shows the effect on whole runs).
 
 The split depends on the shapes only, never on the thread count, so a run's
-training numbers are the same on any number of threads. On other devices the
+training numbers are the same on any number of threads: ``simulate`` runs its steps
+on one thread (``sde.serial``) and gives the split products alone the team
+(``sde.parallel``); a product left whole stays on one thread, because MKL cuts a
+whole product of odd width by thread count (a (2, 16) × (16, 4097) product differs
+on 1 and 2). On other devices the
 products are left whole (one piece: a GPU kernel is parallel already). The pieces
 of every layer are views made once per pass: making them per layer cost as much
 as a small product.
@@ -21,6 +25,8 @@ as a small product.
 from __future__ import annotations
 
 import torch
+
+from sde import parallel
 
 __all__ = ["CHUNKS", "SPLIT_MIN", "history_rows", "Pass"]
 
@@ -96,7 +102,8 @@ class Pass:
         by an unsplit product of that piece."""
         pieces = self.gram[t]
         c, P = pieces.shape[0], new.shape[1]
-        out = torch.bmm(new.expand(c, *new.shape), pieces)  # (c, B, rows per piece)
+        with parallel(c > 1):  # pieces fixed by the shapes: the same bits on any team
+            out = torch.bmm(new.expand(c, *new.shape), pieces)  # (c, B, rows per piece)
         return out.transpose(1, 2).reshape(-1, new.shape[0])[:self.count].double().div_(P)
 
     def mix(self, t: int, weights: torch.Tensor, out: torch.Tensor,
@@ -106,7 +113,8 @@ class Pass:
         of :attr:`paths` (``paths[i][layer]``)."""
         rows = self.mix_rows[t]
         w = weights.expand(rows.shape[0], *weights.shape)
-        if base is None:
-            torch.bmm(w, rows, out=out)
-        else:
-            torch.baddbmm(base, w, rows, out=out)
+        with parallel(rows.shape[0] > 1):
+            if base is None:
+                torch.bmm(w, rows, out=out)
+            else:
+                torch.baddbmm(base, w, rows, out=out)
