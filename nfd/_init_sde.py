@@ -60,7 +60,8 @@ class ForwardSDE(McKeanVlasovSDE):
     def diffusion(self, t: float, y: torch.Tensor) -> torch.Tensor:
         """``chol Σ_t`` with ``Σ_t = E[φ(h)φ(h)ᵀ]`` over the particles, shape (1, m, m)."""
         phi = self.act.phi(y)
-        cov = phi.transpose(0, 1) @ phi / y.shape[0]
+        with serial():  # MKL rounds this Gram by thread count (15 inputs, float64)
+            cov = phi.transpose(0, 1) @ phi / y.shape[0]
         return psd_factor(cov, _REL_JITTER)[0].unsqueeze(0)
 
     def diffusion_prod(self, t: float, y: torch.Tensor, dw: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,8 @@ class _BackwardSDE(McKeanVlasovSDE):
 
     def diffusion_prod(self, t: float, y: torch.Tensor, dw: torch.Tensor) -> torch.Tensor:
         layer = int(round(t / self.tau))  # the step runs from t_ℓ to t_{ℓ−1}
-        cov = y.transpose(0, 1) @ y / y.shape[0]
+        with serial():  # the Gram, as in the forward SDE
+            cov = y.transpose(0, 1) @ y / y.shape[0]
         factor = psd_factor(cov, _REL_JITTER)[0]
         return self.dphi_path[:, layer - 1] * (dw @ factor.transpose(0, 1))
 
@@ -118,9 +120,9 @@ def _run(X, activation, T, steps, particles, seed, device, dtype, paths, backwar
     h0 = u @ x.T / math.sqrt(d)
     tau = T / steps
     # A team sized to the free cores only up to 16 inputs: there every operation gives
-    # the same bits on 1, 2 and 3 threads (the one-input moments run on one thread);
-    # from 17 inputs MKL splits the Gram products by thread count (tested), so the
-    # count stays torch's and no number depends on the machine's load.
+    # the same bits on 1, 2 and 3 threads (the Gram products and the one-input moments
+    # run on one thread); from 17 inputs the (P, m) x (m, m) noise product rounds by
+    # thread count too, so the count stays torch's and no number depends on the load.
     adapt = m <= MAX_ADAPTIVE_INPUTS
     fwd = euler_maruyama(
         ForwardSDE(act, m), h0, t1=T, steps=steps, observe=lambda t, y: _moments(y),

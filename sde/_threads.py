@@ -23,11 +23,12 @@ Two tools, and :func:`parallel` for blocks inside :func:`serial`:
   module was imported), off CPU, or where ``/proc/stat`` cannot be read.
 
 A run that changes its team must keep its numbers: every operation it runs with
-more than one thread must give the same bits on any number of threads (element-wise
-operations; products cut into pieces of a size that depends on the shapes only),
-and everything else must sit in :func:`serial` blocks. ``nfd.simulate`` runs each
-step in a :func:`serial` block and its split history products in :func:`parallel`
-blocks inside it.
+more than one thread must give the same bits on any number of threads, and
+everything else must sit in :func:`serial` blocks. Shape-fixed pieces are not
+enough in general: MKL splits the pieces of a batched product by thread count at
+some shapes (batch 5 at P = 4096). ``nfd.simulate`` runs each step in a
+:func:`serial` block and only the particle means of its history products (pieces
+that gave the same bits on 1 to 16 threads) in :func:`parallel` blocks inside it.
 """
 
 from __future__ import annotations

@@ -34,12 +34,19 @@ def _equal(a, b) -> list[str]:
 # whole products of odd width (P = 4097 with B = 2), probe products with an odd P.
 CASES = [dict(particles=40_001, batch_size=1, n_probes=1),
          dict(particles=40_001, batch_size=1, n_probes=3),
-         dict(particles=4097, batch_size=2, n_probes=17)]
+         dict(particles=4097, batch_size=2, n_probes=17),
+         # split mix products, rounded by thread count until the mix ran on one thread
+         # (found by the reviewer: batch 5 at P = 4096; float64 with P/4 odd)
+         dict(particles=4096, batch_size=5, n_probes=2),
+         dict(particles=20_004, batch_size=2, n_probes=2, dtype="float64")]
 
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "P{particles}-B{batch_size}-Q{n_probes}".format(**c))
-def test_simulate_is_bit_identical_on_1_2_and_3_threads(threads, backward, case):
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "P{particles}-B{batch_size}-Q{n_probes}".format(**c)
+                         + c.get("dtype", ""))
+def test_simulate_is_bit_identical_on_1_2_and_3_threads(threads, backward, case, monkeypatch):
+    # a count the team cannot take for torch's default, so each leg runs on exactly n
+    monkeypatch.setattr(_threads, "_THREADS_AT_IMPORT", 99)
     # Before the serial blocks, f (P = 40 001, B = 1) and probe_f (P = 30 000, 17 probes;
     # P = 4097, B = 2) differed in the last bits between 1 and 2 threads, and the
     # eigenvalues at step 11 (Gram of 22 rows) between 1 and 3.
@@ -56,14 +63,21 @@ def test_simulate_is_bit_identical_on_1_2_and_3_threads(threads, backward, case)
     assert not _equal(runs[0], runs[1]) and not _equal(runs[0], runs[2])
 
 
-def test_at_init_engine_is_bit_identical_on_1_2_and_3_threads(threads):
-    # one input: the kernel is a single reduction over P (differed on 2 threads before)
-    X, _ = nfd.synthetic_task("tanh", 1, 8, seed=0)
+@pytest.mark.parametrize("inputs, particles, dtype", [(1, 40_001, "float32"),
+                                                      (15, 65_536, "float64")])
+def test_at_init_engine_is_bit_identical_on_1_2_and_3_threads(threads, monkeypatch, inputs,
+                                                              particles, dtype):
+    # one input: the kernel is a single reduction over P; 15 inputs in float64: MKL's
+    # Gram (the reviewer's case). Both differed on 2 threads before the serial blocks.
+    monkeypatch.setattr(_threads, "_THREADS_AT_IMPORT", 99)
+    X, _ = nfd.synthetic_task("tanh", inputs, 8, seed=0)
     runs = []
     for n in (1, 2, 3):
         threads(n)
-        runs.append((nfd.forward_sde(X, steps=4, particles=40_001, seed=0),
-                     nfd.backward_sde(X, steps=4, particles=40_001, seed=0)))
+        runs.append((nfd.forward_sde(X, steps=3, particles=particles, seed=0, dtype=dtype,
+                                     activation="tanh"),
+                     nfd.backward_sde(X, steps=3, particles=particles, seed=0, dtype=dtype,
+                                      activation="tanh")))
     for fwd, bwd in runs[1:]:
         assert not _equal(runs[0][0], fwd) and not _equal(runs[0][1], bwd)
 

@@ -13,10 +13,11 @@ on 1 (``benchmarks/bench_alternatives.py`` shows the effect on whole runs).
 
 The split depends on the shapes only, never on the thread count, so a run's
 training numbers are the same on any number of threads: ``simulate`` runs its steps
-on one thread (``sde.serial``) and gives the split products alone the team
-(``sde.parallel``); a product left whole stays on one thread, because MKL cuts a
-whole product of odd width by thread count (a (2, 16) × (16, 4097) product differs
-on 1 and 2). On other devices the
+on one thread (``sde.serial``) and gives the team (``sde.parallel``) only the split
+:meth:`Pass.means`, whose pieces gave the same bits on 1 to 16 threads. The mix
+stays on one thread: MKL splits even its shape-fixed pieces by thread count (batch
+5-7 at P = 4096; float64 with P/4 odd), as it does a whole product of odd width
+(a (2, 16) × (16, 4097) product differs on 1 and 2). On other devices the
 products are left whole (one piece: a GPU kernel is parallel already). The pieces
 of every layer are views made once per pass: making them per layer cost as much
 as a small product.
@@ -113,8 +114,7 @@ class Pass:
         of :attr:`paths` (``paths[i][layer]``)."""
         rows = self.mix_rows[t]
         w = weights.expand(rows.shape[0], *weights.shape)
-        with parallel(rows.shape[0] > 1):
-            if base is None:
-                torch.bmm(w, rows, out=out)
-            else:
-                torch.baddbmm(base, w, rows, out=out)
+        if base is None:  # on the step's one thread: MKL splits these pieces by
+            torch.bmm(w, rows, out=out)  # thread count (batch 5-7 at P = 4096)
+        else:
+            torch.baddbmm(base, w, rows, out=out)
