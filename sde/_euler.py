@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -124,11 +123,9 @@ def euler_maruyama(
     def t_of(i: int) -> float:
         return t1 - i * dt if reverse else t0 + i * dt
 
-    team = ThreadTeam(y.device) if adapt_threads else contextlib.nullcontext()
-    with team:  # sized to the free cores (sde.ThreadTeam)
+    with ThreadTeam(y.device, enabled=adapt_threads) as team:  # sized to the free cores
         for i in range(steps + 1):
-            if adapt_threads:
-                team.tick()
+            team.tick()
             t = t_of(i)
             if i in rec_set:
                 times.append(t)

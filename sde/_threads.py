@@ -145,13 +145,17 @@ class ThreadTeam:
         The run's device; off CPU the team does nothing.
     stat : str
         The kernel's CPU statistics (a parameter for tests).
+    enabled : bool
+        False: a team that never changes the count (for callers that adapt only
+        sometimes).
     """
 
-    def __init__(self, device: torch.device | str = "cpu", stat: str = "/proc/stat") -> None:
+    def __init__(self, device: torch.device | str = "cpu", stat: str = "/proc/stat",
+                 enabled: bool = True) -> None:
         self.stat = stat
         self.cpus = usable_cpus()
         self.ceiling = torch.get_num_threads()
-        self.active = (torch.device(device).type == "cpu" and self.ceiling > 1
+        self.active = (enabled and torch.device(device).type == "cpu" and self.ceiling > 1
                        and not fixed_by_user() and read_busy_seconds(self.cpus, stat) is not None)
         self.history: list[int] = []  # team sizes chosen, in order (for tests and benchmarks)
         self._mark: tuple[float, float, float] | None = None
