@@ -22,6 +22,7 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
+from ._optim import SGD, check_sgd
 from ._results import (
     PAPER,
     base_attrs,
@@ -75,4 +76,6 @@ __all__ = [
     "DEFAULT_DIVERGENCE",
     "available_memory",
     "ensure_fits",
+    "SGD",
+    "check_sgd",
 ]
