@@ -12,9 +12,9 @@ __all__ = ["compare"]
 
 #: ``attrs`` that must agree for two Datasets to describe the same training run.
 #: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
-SAME_RUN = ("activation", "loss", "eta_c", "T", "depth", "batch_size", "sgd_steps",
-            "input_dim", "style", "block", "scaling", "regime", "X_sha256",
-            "X_probe_sha256")
+SAME_RUN = ("activation", "loss", "eta_c", "eta_c_schedule", "momentum", "weight_decay",
+            "gamma0", "T", "depth", "batch_size", "sgd_steps", "input_dim", "style", "block",
+            "scaling", "regime", "X_sha256", "X_probe_sha256")
 
 
 def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Dataset:
@@ -51,6 +51,7 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
         When the two are not the same run: another ``var`` layout, other step or
         sample coordinates, other targets ``y``, or different attrs among
         ``activation, loss, eta_c, T, depth, batch_size, sgd_steps, input_dim``, the
+        optimizer (``eta_c_schedule, momentum, weight_decay, gamma0``), the
         architecture (``style, block, scaling, regime``: a limit is the one of eq. 1)
         and the fingerprints of the training and probe inputs (``X_sha256``,
         ``X_probe_sha256``). An attr missing from either side is not compared.
@@ -112,6 +113,11 @@ def _check_pair(networks, limit, var: str) -> None:
 def _same(a, b) -> bool:
     if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
         return bool(np.isclose(float(a), float(b), rtol=1e-12, atol=0))
+    if isinstance(a, (np.ndarray, list)) or isinstance(b, (np.ndarray, list)):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype.kind not in "iuf" or b.dtype.kind not in "iuf":
+            return False  # a schedule against "constant"
+        return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-12, atol=0))
     return a == b
 
 

@@ -23,7 +23,7 @@ the particle drivers do).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -96,7 +96,8 @@ class _ExactDriver:
 
 class _LinearSystem:
     """Coefficient vectors of h_ℓ, g_ℓ for every committed trajectory (paper 002
-    Definition 1 with L steps, plus the response terms of paper 000 when coupled)."""
+    Definition 1 with L steps, plus the response terms of paper 000 when coupled),
+    under the optimizer's state (a_k, w) of :meth:`set_step`."""
 
     def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool) -> None:
         N, d = X.shape
@@ -107,24 +108,31 @@ class _LinearSystem:
         self.bwd = _ExactDriver(L, N, dim, d + 1 + L * N)
         self.H = np.zeros((L + 1, N, dim))
         self.G = np.zeros((L + 1, N, dim))
-        self.coef = np.zeros(N)  # η_c χ_i / B
+        self.chi = np.zeros(N)  # χ_i / B
         self.v = np.zeros(dim)
         self.v[d] = 1.0
         self.n = 0
+        self.a, self.w = 1.0, np.zeros(0)
+
+    def set_step(self, a: float, weights: np.ndarray) -> None:
+        """Weights after k updates: W(k) = a·W(0) − Σ_s weights[s]·∇̂_s (``nfd._optim``),
+        ``weights`` per step s < k (γ₀ included), applied to the trajectories of s."""
+        self.a = a
+        self.w = np.repeat(weights, self.n // max(len(weights), 1)) * self.chi[:self.n]
 
     def readout(self) -> np.ndarray:
-        """g_L = v − Σ_i η_c χ_i h_L^{(i)} / B."""
-        return self.v - self.coef[:self.n] @ self.H[self.L, :self.n]
+        """g_L = a v − Σ_i w_i h_L^{(i)}."""
+        return self.a * self.v - self.w @ self.H[self.L, :self.n]
 
     def forward(self, x: np.ndarray, commit: bool) -> np.ndarray:
         """h_0..h_L (L+1, B, dim) of a block of inputs."""
-        n, tau, rt = self.n, self.tau, np.sqrt(self.tau)
+        n, tau, rt = self.n, self.tau, np.sqrt(self.tau) * self.a
         h = np.zeros((self.L + 1, x.shape[0], self.H.shape[2]))
-        h[0, :, :self.d] = x / np.sqrt(self.d)
-        h[0] -= (self.coef[:n] * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
+        h[0, :, :self.d] = self.a * x / np.sqrt(self.d)
+        h[0] -= (self.w * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
         for l in range(1, self.L + 1):
             phi = h[l - 1]
-            drift = -tau * (self.coef[:n] * (phi @ self.H[l - 1, :n].T))  # (B, n)
+            drift = -tau * (self.w * (phi @ self.H[l - 1, :n].T))  # (B, n)
             if self.coupled:
                 drift = drift + rt * self.bwd.response(l - 1, phi).T
             h[l] = phi + rt * self.fwd.draw(l - 1, phi, commit) + drift @ self.G[l, :n]
@@ -132,20 +140,20 @@ class _LinearSystem:
 
     def backward(self, h: np.ndarray, gL: np.ndarray) -> np.ndarray:
         """g_0..g_L (L+1, B, dim) of the block just committed by :meth:`forward`."""
-        n, B, tau, rt = self.n, h.shape[1], self.tau, np.sqrt(self.tau)
+        n, B, tau, rt = self.n, h.shape[1], self.tau, np.sqrt(self.tau) * self.a
         g = np.zeros_like(h)
         g[self.L] = gL
         for l in range(self.L, 0, -1):
             incr = rt * self.bwd.draw(l - 1, g[l], True)
-            incr -= tau * (self.coef[:n] * (g[l] @ self.G[l, :n].T)) @ self.H[l - 1, :n]
+            incr -= tau * (self.w * (g[l] @ self.G[l, :n].T)) @ self.H[l - 1, :n]
             if self.coupled:
                 incr += rt * self.fwd.response(l - 1, g[l]).T @ self.fwd.rows[l - 1, :n + B]
             g[l - 1] = g[l] + incr
         return g
 
-    def commit(self, h: np.ndarray, g: np.ndarray, coef: np.ndarray) -> None:
+    def commit(self, h: np.ndarray, g: np.ndarray, chi: np.ndarray) -> None:
         n, B = self.n, h.shape[1]
-        self.H[:, n:n + B], self.G[:, n:n + B], self.coef[n:n + B] = h, g, coef
+        self.H[:, n:n + B], self.G[:, n:n + B], self.chi[n:n + B] = h, g, chi
         self.n = n + B
 
 
@@ -153,7 +161,7 @@ def linear_limit(
     X,
     y,
     *,
-    eta_c: float,
+    eta_c: float | Sequence[float] | Callable[[int], float],
     backward: str = "coupled",
     loss: str = "mse",
     T: float = 1.0,
@@ -161,6 +169,9 @@ def linear_limit(
     batch_size: int = 1,
     probes: tuple | None = None,
     probe_steps: Sequence[int] | None = None,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    gamma0: float = 1.0,
 ) -> xr.Dataset:
     """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
 
@@ -176,6 +187,12 @@ def linear_limit(
     ----------
     X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps :
         As for :func:`nfd.simulate`.
+    momentum, weight_decay, gamma0 :
+        As for :func:`nfd.simulate`: the network's optimizer is ``torch.optim.SGD``
+        with lr = η_c(k)·γ₀²·n, ``momentum``, weight_decay = λ/(γ₀²n); f is divided
+        by γ₀. The optimizer's linear recurrence (``nfd._optim``) gives the weights
+        after k steps as a_k W(0) − Σ_s c_{k,s} ∇̂_s, applied here to the
+        coefficient vectors.
     backward : {"coupled", "decoupled"}
 
     Returns
@@ -186,9 +203,10 @@ def linear_limit(
         the names and coordinates of :func:`nfd.simulate`. Cost: O(K·B·L·(L·K·B)²)
         flops, seconds for L·K·B up to a few hundred.
     """
-    (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+    (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
-        loss=loss, probes=probes, probe_steps=probe_steps)
+        loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
+        weight_decay=weight_decay, gamma0=gamma0)
     N, d = Xn.shape
     K = N // B
     if Xp is None:
@@ -207,7 +225,7 @@ def linear_limit(
     # threads only wait on each other (2 threads: 2.7 s idle and 4.3 s beside a busy
     # core; 1 thread: 0.70 and 0.65 s, quickstart stream) and would round by count.
     with np.errstate(over="ignore", invalid="ignore"), threadpool_limits(1, user_api="blas"):
-        _run(sys_, Xn, yn, Xp, yp, K, B, eta_c, probe_steps, loss_and_grad, out)
+        _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, out)
 
     coords = {"step": np.arange(K), "sample": np.arange(B), "time": np.arange(L + 1) * T / L,
               "probe": np.arange(len(yp)), "probe_step": np.asarray(probe_steps, int)}
@@ -218,26 +236,28 @@ def linear_limit(
     data["y"] = (("step", "sample"), yn.reshape(K, B))
     data["probe_y"] = (("probe",), yp)
     attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
-                       loss=lossf.name, eta_c=eta_c, T=T, steps=L, depth=L, particles="inf",
+                       loss=lossf.name, **sgd.attrs(), T=T, steps=L, depth=L, particles="inf",
                        batch_size=B, sgd_steps=K, input_dim=d,
                        style="pre", block="one-layer", scaling="depth-mup", regime="feature",
                        **data_attrs(Xn, Xp))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _run(sys_, Xn, yn, Xp, yp, K, B, eta_c, probe_steps, loss_and_grad, out) -> None:
+def _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, out) -> None:
     """The SGD loop of :func:`linear_limit`: probes before each step, then one step."""
-    for k in range(K + 1):
+    g0 = sgd.gamma0
+    for k, (a, c) in enumerate(sgd.coefficients()):
+        sys_.set_step(a, g0 * c)
         if k in probe_steps:
             j = probe_steps.index(k)
-            out["probe_f"][j] = sys_.forward(Xp, commit=False)[-1] @ sys_.readout()
+            out["probe_f"][j] = sys_.forward(Xp, commit=False)[-1] @ sys_.readout() / g0
             out["probe_loss"][j] = loss_and_grad(out["probe_f"][j], yp)[0]
         if k == K:
             break
         rows = slice(k * B, (k + 1) * B)
         h = sys_.forward(Xn[rows], commit=True)
         gL = sys_.readout()
-        f = h[-1] @ gL
+        f = h[-1] @ gL / g0
         out["loss"][k], chi = loss_and_grad(f, yn[rows])
         out["f"][k], out["dloss"][k] = f, chi
         if not np.all(np.isfinite(f)):
@@ -245,5 +265,5 @@ def _run(sys_, Xn, yn, Xp, yp, K, B, eta_c, probe_steps, loss_and_grad, out) -> 
         g = sys_.backward(h, np.broadcast_to(gL, h[-1].shape))
         out["h2"][k] = np.einsum("lbi,lbi->l", h, h) / B
         out["g2"][k] = np.einsum("lbi,lbi->l", g, g) / B
-        sys_.commit(h, g, eta_c * chi / B)
+        sys_.commit(h, g, chi / B)
 

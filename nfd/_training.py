@@ -15,6 +15,7 @@ from ._checks import (
     check_targets,
 )
 from ._losses import get_loss
+from ._optim import check_sgd
 from ._schema import DEFAULT_PROBE_STEPS, default_steps
 
 __all__ = ["BACKWARD_LIMITS", "check_stream"]
@@ -29,31 +30,34 @@ BACKWARD_LIMITS = ("coupled", "decoupled")
 
 
 def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
-                 probe_steps) -> tuple:
+                 probe_steps, momentum=0.0, weight_decay=0.0, gamma0=1.0) -> tuple:
     """Checks of the training stream and its hyperparameters shared by
     :func:`nfd.simulate` and :func:`nfd.linear_limit`.
 
-    Returns ``(X, y, eta_c, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
-    validated arrays, numbers and a :class:`nfd.Loss`; the probes are ``None`` and the
-    step list empty without probes. The messages name the argument.
+    Returns ``(X, y, sgd, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
+    validated arrays, numbers, the optimizer (:class:`nfd.schema.SGD`, from
+    ``eta_c``, ``momentum``, ``weight_decay``, ``gamma0``) and a :class:`nfd.Loss`;
+    the probes are ``None`` and the step list empty without probes. The messages
+    name the argument.
     """
     Xn = check_matrix("X", X)
     N, d = Xn.shape
     yn = check_targets("y", y, N)
-    eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
     T = check_positive_float("T", T)
     L = check_int("steps", steps, 1)
     B = check_int("batch_size", batch_size, 1)
     check_choice("backward", backward, BACKWARD_LIMITS)
     if N % B:
         raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
+    sgd = check_sgd(eta_c, N // B, momentum=momentum, weight_decay=weight_decay,
+                    gamma0=gamma0)
     lossf = get_loss(loss)
     check_labels("y", yn, lossf.name)
     probes = check_probes(probes, d, lossf.name)
     if probes is None:
-        return Xn, yn, eta_c, T, L, B, lossf, None, None, []
+        return Xn, yn, sgd, T, L, B, lossf, None, None, []
     Xp, yp = probes
     K = N // B
     probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
                    else check_steps("probe_steps", probe_steps, 0, K))
-    return Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps
+    return Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps

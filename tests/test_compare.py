@@ -46,6 +46,14 @@ def test_errors_and_standard_errors_are_exact():
     assert out.error.attrs["units"] == "1" and "long_name" in out.step.attrs
 
 
+def test_same_schedule_is_the_same_run():
+    networks, limit, *_ = _pair()
+    sched = np.array([0.05, 0.1, 0.075, 0.025])
+    out = nfd.compare(networks.assign_attrs(eta_c_schedule=sched, momentum=0.9),
+                      limit.assign_attrs(eta_c_schedule=sched.copy(), momentum=0.9))
+    assert out.error.dims == ("step", "sample")
+
+
 def test_limit_without_se_counts_as_exact():
     networks, limit, net, lim, _ = _pair()
     out = nfd.compare(networks, limit.drop_vars("f_se"))
@@ -56,6 +64,16 @@ def test_limit_without_se_counts_as_exact():
 @pytest.mark.parametrize("edit, match", [
     (lambda n, l: (n, l.assign(y=l.y + 1)), "different targets"),
     (lambda n, l: (n, l.assign_attrs(eta_c=0.2)), "eta_c"),
+    (lambda n, l: (n.assign_attrs(momentum=0.0), l.assign_attrs(momentum=0.9)), "momentum"),
+    (lambda n, l: (n.assign_attrs(weight_decay=0.0), l.assign_attrs(weight_decay=1e-3)),
+     "weight_decay"),
+    (lambda n, l: (n.assign_attrs(gamma0=1.0), l.assign_attrs(gamma0=0.5)), "gamma0"),
+    (lambda n, l: (n.assign_attrs(eta_c_schedule="constant"),
+                   l.assign_attrs(eta_c_schedule=np.array([0.1, 0.1, 0.05, 0.0]))),
+     "eta_c_schedule"),
+    (lambda n, l: (n.assign_attrs(eta_c_schedule=np.array([0.1, 0.1, 0.05, 0.01])),
+                   l.assign_attrs(eta_c_schedule=np.array([0.1, 0.1, 0.05, 0.0]))),
+     "eta_c_schedule"),
     (lambda n, l: (n, l.isel(step=slice(0, 3))), "dims|coordinates"),
     (lambda n, l: (n.isel(seed=0), l), "seed"),
     (lambda n, l: (n, l.expand_dims(seed=[0])), "seed"),

@@ -20,6 +20,7 @@ from .._checks import (
     resolve_device_dtype,
 )
 from .._losses import Loss
+from .._optim import SGD
 from .._schema import DEFAULT_EIG_STEPS, default_steps
 from .._training import check_stream
 
@@ -33,7 +34,7 @@ class Config:
 
     X: np.ndarray
     y: np.ndarray
-    eta_c: float
+    sgd: SGD
     T: float
     L: int
     B: int
@@ -77,11 +78,13 @@ class Config:
 
 def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
                    probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
-                   rel_jitter, divergence, innovations, error_replicas) -> Config:
+                   rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
+                   weight_decay=0.0, gamma0=1.0) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
-    (Xn, yn, eta_c, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+    (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
-        loss=loss, probes=probes, probe_steps=probe_steps)
+        loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
+        weight_decay=weight_decay, gamma0=gamma0)
     K = Xn.shape[0] // B
     P = check_int("particles", particles, 2)
     paths = check_int("paths", paths, 0)
@@ -103,7 +106,7 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     device, dtype = resolve_device_dtype(device, dtype)
     rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
-    return Config(Xn, yn, eta_c, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
+    return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
                   error_replicas)
 

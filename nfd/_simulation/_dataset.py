@@ -31,13 +31,13 @@ def _attrs(cfg: Config) -> dict:
     """Every parameter of the run, with the scaling of the matching network."""
     return base_attrs(
         model="nfd", backward=cfg.backward, activation=cfg.act.name, loss=cfg.loss.name,
-        eta_c=cfg.eta_c, T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
+        **cfg.sgd.attrs(), T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, error_replicas=cfg.error_replicas,
         error_replica_particles=replica_particles(cfg.P) if cfg.error_replicas else 0,
         divergence="none" if cfg.divergence is None else cfg.divergence,
-        alpha="1/sqrt(n)", learning_rate="eta_c*n",
+        alpha="1/sqrt(n)", learning_rate="eta_c*gamma0^2*n",
         # the network whose limit this is (eq. 1), as train_resnet records it
         style="pre", block="one-layer", scaling="depth-mup", regime="feature",
         **data_attrs(cfg.X, cfg.Xp),

@@ -53,7 +53,7 @@ class History:
         # per-layer views, made once: indexing costs as much as a small product
         self.phi_at, self.g_at = list(self.phi), list(self.g)
         self.hL = torch.zeros(N, P, **kw)
-        self.coef = torch.zeros(N, **kw)  # η_c χ_i
+        self.coef = torch.zeros(N, **kw)  # χ_i/B (times η_c for plain SGD)
         self.X = torch.empty(N, 0, **kw)
         self.n = 0  # committed trajectories
 
@@ -98,10 +98,10 @@ class Model:
     so that evaluating probes never shifts a training draw.
     """
 
-    def __init__(self, act: Activation, L: int, T: float, eta_c: float, u, v, hist,
+    def __init__(self, act: Activation, L: int, T: float, u, v, hist,
                  fwd: GrowingGaussianDriver, bwd: GrowingGaussianDriver,
                  coupled: bool, probe_gen: torch.Generator) -> None:
-        self.act, self.L, self.tau, self.eta_c = act, L, T / L, eta_c
+        self.act, self.L, self.tau = act, L, T / L
         self.sqrt_tau = math.sqrt(self.tau)
         self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
         self.coupled = coupled
@@ -109,6 +109,15 @@ class Model:
         self.P = u.shape[0]
         self.d = u.shape[1]
         self._wbuf: dict[tuple[str, int], torch.Tensor] = {}
+        self.set_step(1.0, hist.coef[:0])
+
+    def set_step(self, scale: float, coef: torch.Tensor) -> None:
+        """The optimizer's state after the committed updates (``nfd._optim``): the
+        factor a_k of the initial weights (u, v and both drivers, with the coupled
+        limit's response terms) and the coefficients (n,) of the n committed
+        trajectories' gradients, γ₀·c_{k,s}·χ_i/B."""
+        self.scale, self.coef = scale, coef
+        self._noise = self.sqrt_tau * scale
 
     def _weight_views(self, role: str, B: int, n: int, rows: int,
                       responses: int) -> tuple[torch.Tensor, ...]:
@@ -129,10 +138,10 @@ class Model:
         """Interleaved weights (B, 2·rows) on a layer's row pairs (history, innovation),
         written into the buffer of :meth:`_weight_views` in the run's dtype.
 
-        On the innovations: √τ times the driver's ``draw`` (B, rows). On the history:
-        the drift −τ η_c χ_i Σ[i, k] over the n earlier trajectories (``gram`` (n, B)
-        is the Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward; ``decay`` (n,)
-        holds −τ η_c χ_i), plus, coupled, √τ times the response functions
+        On the innovations: √τ a_k times the driver's ``draw`` (B, rows). On the
+        history: the drift −τ w_i Σ[i, k] over the n earlier trajectories (``gram``
+        (n, B) is the Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward; ``decay``
+        (n,) holds −τ w_i, w = :attr:`coef`), plus, coupled, √τ a_k times the response functions
         ``responses`` (rows', B): forward A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
         (rows' = n), backward B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (rows' = n + B:
         g_ℓ^{(k)} depends on this step's forward source through φ′ of the layers
@@ -145,24 +154,28 @@ class Model:
         if responses is None:
             torch.mul(gram.T, decay, out=drift)
         else:
-            torch.mul(responses.T, self.sqrt_tau, out=response)
+            torch.mul(responses.T, self._noise, out=response)
             drift.addcmul_(gram.T, decay)
-        torch.mul(draw, self.sqrt_tau, out=innovations)
+        torch.mul(draw, self._noise, out=innovations)
         return whole
 
     def readout(self) -> torch.Tensor:
-        """g_L = v − η_c Σ_i χ_i h_L^{(i)} (the readout after the recorded updates)."""
+        """g_L = a_k v − Σ_i w_i h_L^{(i)} (the readout after the recorded updates,
+        w = :attr:`coef`)."""
         n = self.hist.n
+        v = self.v if self.scale == 1 else self.v * self.scale
         if n == 0:
-            return self.v
-        return self.v - self.hist.coef[:n] @ self.hist.hL[:n]
+            return v
+        return v - self.coef @ self.hist.hL[:n]
 
     def _embed(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """h_0 = u·x/√d − η_c Σ_i χ_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, P)."""
+        """h_0 = a_k u·x/√d − Σ_i w_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, P)."""
         hist, n = self.hist, self.hist.n
         torch.mm(x, self.u.T, out=out).div_(math.sqrt(self.d))
+        if self.scale != 1:
+            out.mul_(self.scale)
         if n:
-            a = hist.coef[:n] * (x @ hist.X[:n].T / self.d)  # (B, n)
+            a = self.coef * (x @ hist.X[:n].T / self.d)  # (B, n)
             out.addmm_(a, hist.g[0, :n], alpha=-1.0)
         return out
 
@@ -178,7 +191,7 @@ class Model:
         B = x.shape[0]
         h = out
         self._embed(x, h[0])
-        decay = hist.coef[:n] * -self.tau
+        decay = self.coef * -self.tau
         ops = hist.forward_pass(n + B, h, self.coupled)
         path, views = ops.paths[0], self._weight_views("forward", B, n, n + B, n)
         pivots, skips = [], []
@@ -212,7 +225,7 @@ class Model:
         hist, n, P = self.hist, self.hist.n, self.P
         h = out
         self._embed(x, h[0])
-        decay = hist.coef[:n] * -self.tau
+        decay = self.coef * -self.tau
         fresh = torch.randn(self.L, P, generator=self.probe_gen, device=x.device,
                             dtype=x.dtype)
         ops = hist.forward_pass(n, h, self.coupled)
@@ -243,7 +256,7 @@ class Model:
         B = h.shape[1]
         hist.g[self.L, n:n + B] = gL
         incr, dphi = work
-        decay = hist.coef[:n] * -self.tau
+        decay = self.coef * -self.tau
         ops = hist.backward_pass(n + B, incr, self.coupled)
         out, views = ops.paths[0][0], self._weight_views("backward", B, n, n + B, n + B)
         pivots, skips = [], []

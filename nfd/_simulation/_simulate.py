@@ -1,13 +1,15 @@
 """``nfd.simulate``: the Neural Feature Dynamics of Definition 1 over a particle ensemble.
 
-Discretisation (τ = T/L, trajectories i = 0, 1, … in SGD order, B per step,
-χ_i = ℒ′(f̊^{(i)}, y^{(i)})/B, history = trajectories of earlier steps):
+Discretisation (τ = T/L, trajectories i = 0, 1, … in SGD order, B per step, trajectory i
+from step s(i), χ_i = ℒ′(f̊^{(i)}, y^{(i)})/B, history = trajectories of earlier steps),
+at SGD step k with the optimizer's coefficients a_k, c_{k,s} (below):
 
-    h_0^{(k)} = u·x^{(k)}/√d − η_c Σ_i χ_i (x^{(i)}·x^{(k)}/d) g_0^{(i)}
-    h_ℓ^{(k)} = h_{ℓ−1}^{(k)} − τ η_c Σ_i χ_i Σ_{ℓ−1}[i,k] g_ℓ^{(i)} + √τ z_ℓ^{(k)}
-    g_L^{(k)} = v − η_c Σ_i χ_i h_L^{(i)},        f̊^{(k)} = E[g_L^{(k)} h_L^{(k)}]
-    g_{ℓ−1}^{(k)} = g_ℓ^{(k)} − τ η_c Σ_i χ_i Θ_ℓ[i,k] φ(h_{ℓ−1}^{(i)}) φ′(h_{ℓ−1}^{(k)})
-                    + √τ φ′(h_{ℓ−1}^{(k)}) z̃_ℓ^{(k)}
+    h_0^{(k)} = a_k u·x^{(k)}/√d − Σ_i w_i (x^{(i)}·x^{(k)}/d) g_0^{(i)}
+    h_ℓ^{(k)} = h_{ℓ−1}^{(k)} − τ Σ_i w_i Σ_{ℓ−1}[i,k] g_ℓ^{(i)} + a_k √τ z_ℓ^{(k)}
+    g_L^{(k)} = a_k v − Σ_i w_i h_L^{(i)},        f̊^{(k)} = E[g_L^{(k)} h_L^{(k)}] / γ₀
+    g_{ℓ−1}^{(k)} = g_ℓ^{(k)} − τ Σ_i w_i Θ_ℓ[i,k] φ(h_{ℓ−1}^{(i)}) φ′(h_{ℓ−1}^{(k)})
+                    + a_k √τ φ′(h_{ℓ−1}^{(k)}) z̃_ℓ^{(k)}
+    w_i = γ₀ c_{k,s(i)} χ_i
 
 with Σ_{ℓ−1}[i,j] = E[φ(h_{ℓ−1}^{(i)})φ(h_{ℓ−1}^{(j)})], Θ_ℓ[i,j] = E[g_ℓ^{(i)}g_ℓ^{(j)}],
 and z, z̃ independent growing Gaussian drivers (:class:`sde.GrowingGaussianDriver`).
@@ -16,14 +18,27 @@ is a typo). With L steps this is exactly the n → ∞ limit of a depth-L networ
 backward pass uses an independent weight copy receiving the same updates
 (``backward="decoupled"``); as L → ∞ it is Definition 1.
 
+The optimizer (``nfd._optim``). The network f = vᵀh_L/(γ₀n) is trained by
+``torch.optim.SGD(lr=η_c(k)γ₀²n, momentum=β, weight_decay=λ/(γ₀²n))``. Its update is
+linear, so every weight matrix after k steps is θ_k = a_k θ_0 − Σ_{s<k} c_{k,s} ∇̂_s
+with ∇̂_s = γ₀²n ∂ℒ̄_s/∂θ and the scalars of the recurrence m_k = βm_{k−1} + ∇̂_k + λθ_k,
+θ_{k+1} = θ_k − η_c(k) m_k (paper 000, App. K.5 for momentum, App. L for weight decay,
+and its γ₀, η₀(t) parametrization). The initial weights enter only through u, v and
+the drivers (W_ℓ(0)φ/√n and W_ℓ(0)ᵀg/√n), which are therefore scaled by a_k, the
+coupled limit's response terms included; each rescaled gradient ∇̂_s carries a γ₀
+(∂f/∂θ has 1/γ₀, the learning rate γ₀²), hence w_i. Plain SGD (β = λ = 0, γ₀ = 1,
+one η_c) has a_k = 1 and w_i = η_c χ_i: the equations of paper 002. In the decoupled
+network the backward copy W̃ receives the same gradients and decays with its own
+value, so W̃_k − W_k = a_k (W̃_0 − W_0): both of its drivers carry a_k.
+
 Ordinary backprop (``backward="coupled"``) uses W_ℓ forward and W_ℓᵀ backward, so
 the sources z_ℓ = W_ℓφ/√n and z̃_ℓ = W_ℓᵀg/√n respond to each other. Its n → ∞ limit
 (Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise hyperparameter transfer in
 residual networks: dynamics and scaling limit", ICLR 2024, paper 000 eq. 38, here
 for SGD steps) adds two response drifts:
 
-    h_ℓ^{(k)}     += √τ Σ_{s<k} A_ℓ(k,s) g_ℓ^{(s)},      A_ℓ(k,s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
-    g_{ℓ−1}^{(k)} += √τ φ′(h_{ℓ−1}^{(k)}) Σ_{s≤k} B_ℓ(k,s) φ(h_{ℓ−1}^{(s)}),
+    h_ℓ^{(k)}     += a_k √τ Σ_{s<k} A_ℓ(k,s) g_ℓ^{(s)},      A_ℓ(k,s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
+    g_{ℓ−1}^{(k)} += a_k √τ φ′(h_{ℓ−1}^{(k)}) Σ_{s≤k} B_ℓ(k,s) φ(h_{ℓ−1}^{(s)}),
                                                           B_ℓ(k,s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}]
 
 Both are estimated from the particles by Stein's lemma: a driver stores its
@@ -54,7 +69,8 @@ from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,
                       replica_seeds, uncalibrated)
 from ._state import start
-from ._step import evaluate_probes, record_eigenvalues, sgd_step, warn_if_floors_matter
+from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
+                    warn_if_floors_matter)
 
 __all__ = ["simulate"]
 
@@ -63,7 +79,7 @@ def simulate(
     X,
     y,
     *,
-    eta_c: float,
+    eta_c: float | Sequence[float] | Callable[[int], float],
     activation: str | Activation | Callable = "relu",
     loss: str | Loss | Callable = "mse",
     T: float = 1.0,
@@ -83,6 +99,9 @@ def simulate(
     divergence: float | None = DEFAULT_DIVERGENCE,
     innovations: tuple[torch.Tensor, torch.Tensor] | None = None,
     error_replicas: int = DEFAULT_ERROR_REPLICAS,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    gamma0: float = 1.0,
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -100,8 +119,10 @@ def simulate(
         Training stream, consumed in order, B rows per SGD step.
     y : array_like, shape (K·B,)
         Targets (±1 labels for ``loss="logistic"``).
-    eta_c : float
-        Effective learning rate η_c ≥ 0 (η = η_c·n in the finite network).
+    eta_c : float, sequence of float or callable
+        Effective learning rate η_c ≥ 0: the network's ``torch.optim.SGD`` has
+        lr = η_c·γ₀²·n. A sequence of K values (K = len(X)/batch_size) or a callable
+        k → η_c(k) is a schedule: step k (0-based) uses η_c(k).
     activation : str or callable
         φ; see :func:`nfd.get_activation`.
     loss : {"mse", "logistic"} or callable
@@ -197,6 +218,18 @@ def simulate(
         replicas' cost (measured: +96% coupled, +141% decoupled at P = 4096, L = 64,
         K = 200 on 2 CPU threads, mostly the fixed cost per layer-step that a
         replica pays in full; ``benchmarks/bench_simulate.py --errors-only``).
+    momentum : float
+        β in [0, 1): ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov) on
+        every parameter (paper 000, App. K.5).
+    weight_decay : float
+        λ ≥ 0: the network's ``weight_decay`` is λ/(γ₀²n), so that without momentum
+        every step multiplies the weights by 1 − η_c(k)·λ (paper 000, App. L). In
+        the decoupled limit the backward copy decays with the same factor.
+    gamma0 : float
+        γ₀ > 0, the feature-learning strength of paper 000: the network's output is
+        f = vᵀh_L/(γ₀n). Features move by O(γ₀) per step while f moves by O(η_c);
+        γ₀ → 0 is kernel gradient descent with :func:`nfd.ntk_kernel`. The Monte
+        Carlo error of f grows like 1/γ₀ (``f_se``).
 
     Returns
     -------
@@ -245,7 +278,8 @@ def simulate(
         particles=particles, batch_size=batch_size, probes=probes, probe_steps=probe_steps,
         eig_steps=eig_steps, paths=paths, backward=backward, seed=seed, device=device,
         dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
-        error_replicas=error_replicas)
+        error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
+        gamma0=gamma0)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     if not cfg.error_replicas:
@@ -270,6 +304,7 @@ def _integrate(cfg: Config, input_scale: float, progress: bool,
         for k in steps:
             team.tick()
             with serial():
+                set_optimizer(state)
                 if k in probe_index:
                     evaluate_probes(state, probe_index[k])
                 if k == cfg.K:

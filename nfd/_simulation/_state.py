@@ -4,6 +4,7 @@ the history and drivers, the guards and the record buffers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -66,6 +67,7 @@ class RunState:
     work: torch.Tensor  # (2, B, P) backward increments and φ′
     probe_h: torch.Tensor | None  # (L+1, Q, P) the probes' forward path
     probe_phi: torch.Tensor | None  # (Q, P) the probes' φ at one layer
+    optimizer: Iterator[tuple[float, np.ndarray]]  # (a_k, c_k), k = 0..K (nfd._optim)
 
 
 def _record(cfg: Config) -> dict[str, torch.Tensor]:
@@ -111,7 +113,7 @@ def start(cfg: Config, input_scale: float) -> RunState:
                                           rel_jitter=cfg.rel_jitter, innovations=xi,
                                           storage=buf, responses=cfg.coupled, **kw)
                     for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
-    model = Model(cfg.act, cfg.L, cfg.T, cfg.eta_c, u, v, hist, *drivers,
+    model = Model(cfg.act, cfg.L, cfg.T, u, v, hist, *drivers,
                   coupled=cfg.coupled, probe_gen=gens["probes"])
     return RunState(
         cfg=cfg, model=model, hist=hist, drivers=drivers, rec=_record(cfg),
@@ -125,4 +127,5 @@ def start(cfg: Config, input_scale: float) -> RunState:
         work=torch.empty(2, cfg.B, cfg.P, **kw),
         probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),
         probe_phi=None if cfg.Xp is None else torch.empty(cfg.Q, cfg.P, **kw),
+        optimizer=cfg.sgd.coefficients(),
     )

@@ -10,7 +10,7 @@ import torch
 
 from ._state import RunState
 
-__all__ = ["sgd_step", "evaluate_probes", "record_eigenvalues", "warn_if_floors_matter",
+__all__ = ["set_optimizer", "sgd_step", "evaluate_probes", "record_eigenvalues", "warn_if_floors_matter",
            "FLOOR_WARN_JITTER", "FLOOR_WARN_SHARE"]
 
 #: :func:`warn_if_floors_matter` warns when the drivers' eigenvalue floor
@@ -33,11 +33,27 @@ def _mean_square(paths: torch.Tensor) -> torch.Tensor:
     return (torch.linalg.vector_norm(paths, dim=(1, 2)).square() / (B * P)).double()
 
 
+def set_optimizer(state: RunState) -> None:
+    """Move the model to the optimizer's next state (a_k, c_k) (``nfd._optim``): the
+    factor a_k of the initial weights and the weights γ₀·c_{k,s}·χ_i/B of the
+    committed trajectories (trajectory i from step s). Plain SGD keeps its stored
+    η_c χ_i/B as they are: the numbers of runs without the options, bit for bit."""
+    a, c = next(state.optimizer)
+    cfg, hist = state.cfg, state.hist
+    n = hist.n
+    if cfg.sgd.plain:
+        state.model.set_step(1.0, hist.coef[:n])
+        return
+    steps = torch.as_tensor(c * cfg.sgd.gamma0, device=cfg.device)
+    coef = (steps.repeat_interleave(cfg.B) * hist.coef[:n]).to(cfg.dtype)
+    state.model.set_step(float(a), coef)
+
+
 def sgd_step(state: RunState, k: int) -> None:
     """SGD step k on the block x^{(k)}: forward pass (h_0, h_ℓ), output
-    f̊ = E[g_L h_L], χ = ℒ′(f̊, y), backward pass (g_{ℓ−1}), then the history gains
-    the block with coefficient η_c χ / B (module docstring of ``nfd._simulation._simulate``;
-    paper 002, Definition 1). Stops a diverging step with ``FloatingPointError``
+    f̊ = E[g_L h_L]/γ₀, χ = ℒ′(f̊, y), backward pass (g_{ℓ−1}), then the history gains
+    the block with coefficient χ / B (η_c χ / B for plain SGD; module docstring of
+    ``nfd._simulation._simulate``; paper 002, Definition 1). Stops a diverging step with ``FloatingPointError``
     (:class:`nfd.schema.DivergenceGuard`: one host synchronisation per step)."""
     cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
     n, B = hist.n, cfg.B
@@ -46,9 +62,9 @@ def sgd_step(state: RunState, k: int) -> None:
                           rec["sigma_floored"][k])
         gL = model.readout()
         prod = gL * h[-1]
-        f = prod.mean(1)
+        f = prod.mean(1) / cfg.sgd.gamma0
         rec["f"][k] = f
-        rec["f_se"][k] = prod.std(1) / math.sqrt(cfg.P)
+        rec["f_se"][k] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
         rec["loss"][k] = cfg.loss(f, state.y[k])
         chi = cfg.loss.grad(f, state.y[k])
         rec["dloss"][k] = chi
@@ -62,7 +78,8 @@ def sgd_step(state: RunState, k: int) -> None:
         rec["h_path"][k] = h[..., :cfg.paths]
         rec["g_path"][k] = g[..., :cfg.paths]
     hist.hL[n:n + B] = h[-1]
-    hist.coef[n:n + B] = cfg.eta_c * chi / B
+    hist.coef[n:n + B] = (float(cfg.sgd.eta_c[0]) * chi / B if cfg.sgd.plain
+                          else chi / B)
     hist.n = n + B
     state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k])
 
@@ -81,9 +98,9 @@ def evaluate_probes(state: RunState, j: int) -> None:
     except FloatingPointError as err:
         raise FloatingPointError(f"{phase} {step}: {err}{state.probe_guard.hint()}") from err
     prod = state.model.readout() * hp[-1]
-    fp = prod.mean(1)
+    fp = prod.mean(1) / cfg.sgd.gamma0
     rec["probe_f"][j] = fp
-    rec["probe_f_se"][j] = prod.std(1) / math.sqrt(cfg.P)
+    rec["probe_f_se"][j] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
     rec["probe_loss"][j] = cfg.loss(fp, state.yp)
     state.probe_guard.check(step, _mean_square(hp), None, rec["probe_f"][j], phase=phase)
 
