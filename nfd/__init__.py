@@ -13,6 +13,7 @@ from ._exact import exact_covariance
 from ._init_sde import ForwardSDE, backward_sde, forward_sde
 from ._kernels import nngp_kernel
 from ._losses import LOSSES, Loss, get_loss
+from ._optim import warmup_cosine
 from ._oracle import linear_limit
 from ._simulation import coarsen_innovations, memory_estimate, simulate
 from ._training import BACKWARD_LIMITS
@@ -25,6 +26,7 @@ __all__ = [
     "plot",
     "schema",
     "linear_limit",
+    "warmup_cosine",
     "coarsen_innovations",
     "forward_sde",
     "backward_sde",

@@ -37,7 +37,7 @@ _SYNTHETIC_INTS = {"d": 1, "train": 1, "probes": 0, "seed": 0}
 _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
-               "backward", "error_replicas"}
+               "backward", "error_replicas", "momentum", "weight_decay", "gamma0"}
 NPZ_ARRAYS = "arrays X (m, d) and y (m,), optionally X_probe and y_probe"
 
 EXAMPLE_CONFIG = """\
@@ -68,6 +68,12 @@ backward = "coupled"
 # Standard errors that include the particles' interaction, from independent replica
 # runs (about doubles the run time); 0 gives the per-particle errors.
 error_replicas = 2
+# The network's optimizer is torch.optim.SGD with lr = eta_c*gamma0^2*n, momentum and
+# weight_decay = weight_decay/(gamma0^2*n); eta_c may also be a list of one learning
+# rate per SGD step (a schedule). gamma0 -> 0 is the lazy (kernel) limit.
+momentum = 0.0
+weight_decay = 0.0
+gamma0 = 1.0
 """
 
 

@@ -30,9 +30,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ._checks import check_positive_float
+from ._checks import check_int, check_positive_float
 
-__all__ = ["SGD", "check_sgd"]
+__all__ = ["SGD", "check_sgd", "warmup_cosine"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,3 +161,41 @@ def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *
                          "momentum: 0.9 is usual)")
     lam = check_positive_float("weight_decay", weight_decay, allow_zero=True)
     return SGD(lr, beta, lam, check_positive_float("gamma0", gamma0))
+
+
+def warmup_cosine(steps: int, *, peak: float = 1.0, warmup: int = 0,
+                  final: float = 0.0) -> np.ndarray:
+    """A linear warm-up followed by a cosine decay: η_c(k) for k = 0..steps−1.
+
+    η_c(k) = peak·(k+1)/warmup for k < warmup, then
+    final + (peak − final)·(1 + cos(π (k − warmup)/(steps − warmup)))/2, so that the
+    first step after the warm-up runs at the peak and the decay reaches ``final``
+    one step after the last. Pass the result as ``eta_c`` (paper 000 trains with
+    such schedules, its Fig. 4).
+
+    Parameters
+    ----------
+    steps : int
+        K, the number of SGD steps.
+    peak : float
+        The largest learning rate (≥ 0).
+    warmup : int
+        Steps of linear warm-up, 0 ≤ warmup < steps.
+    final : float
+        The learning rate the cosine decays towards, 0 ≤ final ≤ peak.
+
+    Returns
+    -------
+    numpy.ndarray, shape (steps,)
+    """
+    K = check_int("steps", steps, 1)
+    peak = check_positive_float("peak", peak, allow_zero=True)
+    warm = check_int("warmup", warmup, 0)
+    if warm >= K:
+        raise ValueError(f"warmup must be below steps={K}, got {warm}")
+    final = check_positive_float("final", final, allow_zero=True)
+    if final > peak:
+        raise ValueError(f"final must not exceed peak={peak}, got {final}")
+    k = np.arange(K, dtype=np.float64)
+    decay = final + (peak - final) * 0.5 * (1 + np.cos(np.pi * (k - warm) / (K - warm)))
+    return np.where(k < warm, peak * (k + 1) / max(warm, 1), decay)

@@ -35,6 +35,7 @@ def test_coupled_adds_only_a_small_workspace():
     ("particles", -1, ValueError), ("particles", 1, ValueError), ("n_train", 0, ValueError),
     ("input_dim", 0, ValueError), ("steps", 0, ValueError), ("batch_size", 0, ValueError),
     ("probes", -1, ValueError), ("paths", -2, ValueError), ("particles", 2.5, TypeError),
+    ("momentum", 1.5, ValueError), ("gamma0", 0.0, ValueError),
     ("steps", True, TypeError), ("dtype", "int8", ValueError),
 ])
 def test_every_argument_is_validated(name, bad, exc):
@@ -45,6 +46,9 @@ def test_every_argument_is_validated(name, bad, exc):
 
 def test_estimate_is_positive_and_grows_with_each_size():
     base = nfd.memory_estimate(**SIZE)
-    assert all(v > 0 for k, v in base.items() if k != "paths")
+    assert all(v > 0 for k, v in base.items() if k not in ("paths", "optimizer"))
+    assert base["optimizer"] == 0  # plain SGD keeps no optimizer state
+    mom = nfd.memory_estimate(**(SIZE | {"momentum": 0.9}))
+    assert 0 < mom["optimizer"] < 1e-3 * mom["total"]
     for name in ("n_train", "steps", "particles"):
         assert nfd.memory_estimate(**(SIZE | {name: 2 * SIZE[name]}))["total"] > base["total"]

@@ -199,3 +199,43 @@ def test_bad_optimizer_arguments_name_the_argument(kw, kind, words, limit):
     fn = getattr(nfd, limit)
     with pytest.raises(kind, match=re.escape(words)):
         fn(_X, _Y, batch_size=_B, steps=2, **kw)
+
+
+# ---------------------------------------------------------------------------
+# schedules, sweeps and the run configuration
+# ---------------------------------------------------------------------------
+
+def test_warmup_cosine_schedule():
+    s = nfd.warmup_cosine(10, peak=0.4, warmup=4, final=0.1)
+    np.testing.assert_allclose(s[:4], [0.1, 0.2, 0.3, 0.4], rtol=1e-15)
+    assert s[4] == pytest.approx(0.4) and np.all(np.diff(s[4:]) < 0) and s[-1] > 0.1
+    np.testing.assert_allclose(s[7], 0.1 + 0.3 * 0.5 * (1 + np.cos(np.pi * 3 / 6)))
+    for bad in (dict(warmup=10), dict(final=0.5), dict(peak=-1.0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            nfd.warmup_cosine(10, **{"peak": 0.4, **bad})
+
+
+def test_sweep_grid_over_momentum_gamma0_and_the_schedule_peak():
+    # Every point equals the direct simulate call with eta_c = peak · shape.
+    import validation
+    shape = nfd.warmup_cosine(_K, warmup=2)
+    kw = dict(steps=2, particles=128, error_replicas=0, batch_size=_B, seed=1)
+    ds = validation.sweep_grid(_X, _Y, grid={"eta_c": [0.1, 0.3], "momentum": [0.0, 0.9],
+                                             "gamma0": [0.5]},
+                               fixed=dict(kw, weight_decay=0.1), schedule=shape)
+    assert ds.f.dims[:3] == ("eta_c", "momentum", "gamma0")
+    one = nfd.simulate(_X, _Y, eta_c=0.3 * shape, momentum=0.9, gamma0=0.5, weight_decay=0.1,
+                       progress=False, **kw)
+    np.testing.assert_array_equal(ds.f.sel(eta_c=0.3, momentum=0.9, gamma0=0.5), one.f)
+    with pytest.raises(ValueError, match="schedule needs the peak"):
+        validation.sweep_grid(_X, _Y, grid={"momentum": [0.0]}, fixed=kw, schedule=shape)
+
+
+def test_cli_config_takes_the_optimizer(tmp_path):
+    from nfd._cli import load_config
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("[model]\neta_c = [0.1, 0.2, 0.2, 0.1]\nmomentum = 0.9\n"
+                   "weight_decay = 1e-3\ngamma0 = 0.5\n")
+    model = load_config(cfg)["model"]
+    assert model["momentum"] == 0.9 and model["gamma0"] == 0.5
+    assert model["eta_c"] == [0.1, 0.2, 0.2, 0.1]

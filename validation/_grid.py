@@ -39,11 +39,14 @@ def _function(kind: str):
 
 
 def _grid_job(X, y, probes, *, kind: str, variables: list[str] | None,
-              **params: Any) -> xr.Dataset:
+              schedule: list[float] | None = None, **params: Any) -> xr.Dataset:
     """One grid point: the run, reduced to ``variables`` (all when None), with
     ``diverged`` = False; a ``FloatingPointError`` gives the Dataset holding only
     ``diverged`` = True (the message in ``attrs["divergence_message"]``; the run's
-    own ``divergence`` attribute is its threshold)."""
+    own ``divergence`` attribute is its threshold). With a ``schedule`` (relative
+    factors per SGD step) the point's ``eta_c`` is its peak."""
+    if schedule is not None:
+        params["eta_c"] = [params["eta_c"] * s for s in schedule]
     try:
         ds = _function(kind)(X, y, probes=probes, progress=False, **params)
     except FloatingPointError as exc:
@@ -124,6 +127,23 @@ def _check_grid(kind: str, grid, fixed, variables) -> tuple[dict, dict, list | N
     return out, dict(fixed), None if variables is None else list(variables)
 
 
+def _check_schedule(schedule, grid: dict, fixed: dict) -> list[float] | None:
+    """The schedule's shape as a list of finite factors ≥ 0, with a numeric peak
+    ``eta_c`` in the grid or fixed (messages name ``schedule``)."""
+    if schedule is None:
+        return None
+    if isinstance(schedule, (str, bytes)) or not hasattr(schedule, "__len__"):
+        raise TypeError(f"schedule must be a sequence of factors, got {schedule!r}")
+    shape = [float(s) for s in np.asarray(schedule, dtype=np.float64).ravel()]
+    if not shape or not all(np.isfinite(s) and s >= 0 for s in shape):
+        raise ValueError("schedule must be a non-empty sequence of finite factors >= 0")
+    peaks = grid.get("eta_c", [fixed.get("eta_c")])
+    if any(isinstance(p, bool) or not isinstance(p, (int, float)) for p in peaks):
+        raise ValueError("schedule needs the peak learning rate eta_c as a number in grid "
+                         f"or fixed, got {peaks!r}")
+    return shape
+
+
 def _nan_like(template: xr.Dataset) -> xr.Dataset:
     """``template`` with every data variable NaN (as float) and ``diverged`` True."""
     out = template.copy()
@@ -187,6 +207,7 @@ def sweep_grid(
     study: str = "grid",
     scheduler: str | None = None,
     progress: bool = False,
+    schedule: Sequence[float] | None = None,
 ) -> xr.Dataset:
     """Run ``nfd.simulate`` (``kind="simulate"``) or :func:`validation.train_resnet`
     (``kind="network"``) at every point of a parameter grid and return one Dataset.
@@ -218,6 +239,11 @@ def sweep_grid(
         :func:`validation.run_jobs`).
     progress : bool
         A progress bar over the grid points.
+    schedule : sequence of float, optional
+        A learning-rate schedule's shape, one factor per SGD step (e.g.
+        ``nfd.warmup_cosine(K, warmup=10)``): every point then trains with
+        ``eta_c = peak · schedule`` where its ``eta_c`` (from ``grid`` or ``fixed``,
+        required) is the peak, so ``grid={"eta_c": [...]}`` sweeps the peak.
 
     Returns
     -------
@@ -238,12 +264,14 @@ def sweep_grid(
         before anything runs; the functions' own checks when the first job runs.
     """
     grid, fixed, variables = _check_grid(kind, grid, fixed, variables)
+    shape = _check_schedule(schedule, grid, fixed)
     arrays = [X, y] + ([] if probes is None else list(probes))
     data = _fingerprint(*arrays)
     names = list(grid)
     points = list(itertools.product(*grid.values()))
-    jobs = [dict(fixed, **dict(zip(names, p)), kind=kind, variables=variables, data=data)
-            for p in points]
+    extra = {} if shape is None else {"schedule": shape}
+    jobs = [dict(fixed, **dict(zip(names, p)), kind=kind, variables=variables, data=data,
+                 **extra) for p in points]
     parts = run_jobs(_GridCall(X, y, probes), jobs, study=study, store=store,
                      scheduler=scheduler, progress=progress)
     messages = _messages(parts, grid)

@@ -8,6 +8,7 @@ import torch
 from sde import GrowingGaussianDriver
 
 from .._checks import check_choice, check_int, resolve_device_dtype
+from .._optim import check_sgd
 from .._training import BACKWARD_LIMITS
 from ._streams import history_rows
 
@@ -25,6 +26,10 @@ def memory_estimate(
     paths: int = 0,
     dtype: torch.dtype = torch.float32,
     backward: str = "coupled",
+    eta_c=None,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    gamma0: float = 1.0,
 ) -> dict[str, int]:
     """Bytes :func:`nfd.simulate` allocates, by buffer.
 
@@ -54,6 +59,11 @@ def memory_estimate(
     dtype : torch.dtype
     backward : {"coupled", "decoupled"}
         The ``backward`` argument of :func:`nfd.simulate`.
+    eta_c, momentum, weight_decay, gamma0 :
+        The optimizer of :func:`nfd.simulate` (``eta_c=None``: one learning rate).
+        Anything but plain SGD adds the ``"optimizer"`` entry: the recurrence's
+        coefficient vectors (2·K float64 on the host) and each step's trajectory
+        weights (K·B in float64 and in ``dtype``), a few bytes per trajectory.
 
     Returns
     -------
@@ -66,7 +76,8 @@ def memory_estimate(
         For a count that is not an integer of the range ``simulate`` accepts
         (``n_train, input_dim, steps, batch_size`` ≥ 1, ``particles`` ≥ 2,
         ``probes, paths`` ≥ 0), ``backward`` other than ``"coupled"`` or
-        ``"decoupled"``, or ``dtype`` other than float32 or float64.
+        ``"decoupled"``, ``dtype`` other than float32 or float64, or an optimizer
+        argument that ``simulate`` refuses.
     """
     N = check_int("n_train", n_train, 1)
     d = check_int("input_dim", input_dim, 1)
@@ -78,6 +89,8 @@ def memory_estimate(
     check_choice("backward", backward, BACKWARD_LIMITS)
     _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
+    plain = check_sgd(0.0 if eta_c is None else eta_c, max(N // B, 1), momentum=momentum,
+                      weight_decay=weight_decay, gamma0=gamma0).plain
     width = max(B, probes, 1)
     rows = history_rows(N)  # the history's rows (a few zero rows beyond N)
     est = {
@@ -94,6 +107,7 @@ def memory_estimate(
         # coupled: Stein moments, their solve (float64) and the drift weights
         + (3 * N * width * 8 if backward == "coupled" else 0),
         "paths": 2 * paths * N * (L + 1) * item,
+        "optimizer": 0 if plain else 2 * (N // B) * 8 + N * (8 + item),
     }
     est["total"] = sum(est.values())
     return est

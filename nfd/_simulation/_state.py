@@ -92,7 +92,9 @@ def _ensure_memory(cfg: Config) -> None:
     """``MemoryError`` before allocating if the run does not fit (:func:`nfd.memory_estimate`)."""
     est = memory_estimate(n_train=cfg.N, input_dim=cfg.d, steps=cfg.L, particles=cfg.P,
                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
-                          backward=cfg.backward)
+                          backward=cfg.backward, eta_c=cfg.sgd.eta_c,
+                          momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
+                          gamma0=cfg.sgd.gamma0)
     ensure_fits(est["total"], cfg.device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
 
