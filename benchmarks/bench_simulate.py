@@ -28,7 +28,11 @@ exponents fitted on a log-log scale for each mode, the achieved traffic
 against the copy bandwidth measured in the same run, and the peak resident memory of
 a run (in a fresh subprocess, above its import baseline) against nfd.memory_estimate.
 
-    python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only] [--device cuda] [--reps 2]
+It starts with the cost of the optimizer options (``--optimizer-only``: a run with a
+warm-up + cosine schedule, momentum, weight decay and γ₀ against plain SGD).
+
+    python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
+        [--optimizer-only] [--device cuda] [--reps 2]
 """
 
 from __future__ import annotations
@@ -68,13 +72,18 @@ ETA_C = 0.1
 STREAMS = {"decoupled": 6, "coupled": 8}
 
 
-def timed(P: int, L: int, K: int, device: str, backward: str, replicas: int = 0) -> float:
+def timed(P: int, L: int, K: int, device: str, backward: str, replicas: int = 0,
+          **optimizer) -> float:
     """Seconds of one run (after a warm-up); ``replicas``: ``error_replicas`` (0: the
-    integration alone, as every sweep here measures it)."""
+    integration alone, as every sweep here measures it); ``optimizer``: momentum,
+    weight_decay, gamma0 and ``schedule=True`` (a warm-up + cosine schedule)."""
     X, y = _data(K)
     kw = dict(eta_c=ETA_C, steps=L, particles=P, progress=False, eig_steps=[],
               device=device, backward=backward, error_replicas=replicas)
-    nfd.simulate(X[:4], y[:4], **kw)  # warm-up
+    if optimizer.pop("schedule", False):
+        kw["eta_c"] = nfd.warmup_cosine(K, peak=ETA_C, warmup=K // 10)
+    kw.update(optimizer)
+    nfd.simulate(X[:4], y[:4], **dict(kw, eta_c=ETA_C))  # warm-up
     start = time.perf_counter()
     try:
         nfd.simulate(X, y, **kw)
@@ -197,6 +206,27 @@ def error_cost(dev: str, s: int, reps: int) -> None:
               f"{', '.join(f'{b / a - 1:+.0%}' for a, b in zip(t[0], t[R]))})")
 
 
+#: The options of :func:`optimizer_cost`: all four at once.
+ALL_OPTIONS = dict(schedule=True, momentum=0.9, weight_decay=1e-3, gamma0=0.5)
+
+
+def optimizer_cost(dev: str, s: int, reps: int) -> None:
+    """A run with every optimizer option (warm-up + cosine schedule, momentum,
+    weight decay, γ₀) against plain SGD at P = 4096, L = 64, K = 200 (halved with
+    --quick), alternated ``reps`` times, fastest of each (goal: within 5%). The
+    options change only per-step coefficients (O(K) work per SGD step)."""
+    P, L, K = 4096 // s, 64 // s, 200 // s
+    print(f"optimizer options at P={P}, L={L}, K={K} ({ALL_OPTIONS}) against plain SGD:")
+    for m in MODES:
+        t = {"plain": [], "options": []}
+        for _ in range(reps):
+            t["plain"].append(timed(P, L, K, dev, m))
+            t["options"].append(timed(P, L, K, dev, m, **ALL_OPTIONS))
+        print(f"  {m}: {min(t['plain']):.2f} s plain, {min(t['options']):.2f} s with all "
+              f"options: {min(t['options']) / min(t['plain']) - 1:+.1%} (pairs "
+              f"{', '.join(f'{b / a - 1:+.1%}' for a, b in zip(t['plain'], t['options']))})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -207,6 +237,8 @@ def main() -> None:
                         help="only the cost of the standard errors (error_replicas)")
     parser.add_argument("--target-only", action="store_true",
                         help="skip the sweeps: only the target-size ratio and peak memory")
+    parser.add_argument("--optimizer-only", action="store_true",
+                        help="only the cost of the optimizer options against plain SGD")
     parser.add_argument("--_peak", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._peak:
@@ -217,6 +249,9 @@ def main() -> None:
     s = 2 if args.quick else 1
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
+    optimizer_cost(dev, s, args.reps)
+    if args.optimizer_only:
+        return
     error_cost(dev, s, args.reps)
     if args.errors_only:
         return
