@@ -238,6 +238,16 @@ def test_train_resnet_records_follow_torch_sgd():
         assert ds.attrs["weight_decay_value"] == pytest.approx(0.3 / (0.36 * N))
 
 
+def test_small_gamma0_is_not_taken_for_divergence():
+    # f = O(1/(γ₀√n)) at initialization: the guard bounds γ₀f, not f
+    kw = dict(width=N, depth=L, batch_size=B, eta_c=0.01, device="cpu", progress=False,
+              probes=(X[:3], Y[:3]))
+    ds = train_resnet(X, Y, gamma0=1e-3, **kw)
+    assert np.abs(ds.f.values).max() > 100 * np.abs(train_resnet(X, Y, **kw).f.values).max()
+    with pytest.raises(FloatingPointError, match="diverging"):  # real divergence stops
+        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), gamma0=1e-3)
+
+
 # ------------------------------------------------ the defaults: bit for bit
 def _old_apply_update(net: ResNetEnsemble, grads) -> None:
     """apply_update as it was before the options (plain SGD, γ₀ = 1): every hidden

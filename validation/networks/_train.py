@@ -147,6 +147,8 @@ def train_resnet(
         exceeds ``divergence`` times its largest value over ℓ at step 0, or f² the
         product of both (:class:`nfd.schema.DivergenceGuard`); probe passes are held
         to their first evaluation the same way. ``None``: stop on NaN/inf only.
+        The output check is on γ₀f (f² ≤ h²·g²/γ₀² for every γ₀, so a small γ₀
+        is not mistaken for divergence), and the f² it reports is (γ₀f)².
     check_memory : bool
         Raise ``MemoryError`` before allocating more than is available.
 
@@ -241,7 +243,7 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
     def probe(k: int) -> None:
         if rec.probes_at(k):
             pf, h2 = net.evaluate(Xp)
-            probe_guard.check(k, h2, None, pf, phase="probe evaluation at step")
+            probe_guard.check(k, h2, None, _unscaled(net, pf), phase="probe evaluation at step")
             rec.store_probe(k, pf)
 
     with torch.no_grad():
@@ -265,8 +267,14 @@ def sgd_step(net: ResNetEnsemble, loss: nfd.Loss, xb: torch.Tensor, yb: torch.Te
     net.apply_update(grads, eta_c)
     h2, g2 = mean_square(fp.h), mean_square(grads.g)
     rec.store_step(k, fp, loss(fp.f, yb), chi, h2, g2)
-    guard.check(k, h2, g2, fp.f)
+    guard.check(k, h2, g2, _unscaled(net, fp.f))
     eig.record(k, net, fp, grads)
+
+
+def _unscaled(net: ResNetEnsemble, f: torch.Tensor) -> torch.Tensor:
+    """γ₀f = (α/√n)vᵀh_L, the output whose scale the divergence guard bounds by
+    E[h²]·E[g²] (f itself at γ₀ = 1)."""
+    return f if net.gamma0 == 1 else f * net.gamma0
 
 
 def init_increments(
