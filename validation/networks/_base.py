@@ -29,6 +29,7 @@ from nfd.schema import (
     check_int,
     check_matrix,
     check_positive_float,
+    check_sgd,
     check_targets,
     resolve_device_dtype,
 )
@@ -126,7 +127,18 @@ class ResNetEnsemble(ABC):
     regime : {"feature", "kernel"}
         α = 1/√n with η = η_c n, or α = 1 with η = η_c (footnote 2).
     eta_c : float
-        Width-independent learning-rate constant η_c ≥ 0.
+        Width-independent learning-rate constant η_c ≥ 0: the learning rate of
+        every step unless :meth:`apply_update` / :meth:`sgd_step` get their own
+        (a schedule, as :func:`validation.train_resnet` passes); settable.
+    momentum : float
+        β in [0, 1): ``torch.optim.SGD``'s ``momentum`` (dampening 0, no Nesterov).
+        A dense buffer per parameter is allocated when β > 0.
+    weight_decay : float
+        λ ≥ 0; torch's ``weight_decay`` is λα²/γ₀² (λ/(γ₀²n) in the feature
+        regime), so each step decays the weights by η_c(k)·λ.
+    gamma0 : float
+        γ₀ > 0: f = (α/√n)vᵀh_L/γ₀ and the learning rate is η_c·γ₀²/α². γ₀ = 1
+        is the network of paper 002; γ₀ → 0 the lazy (kernel) limit.
     first_layer_lr : {"depth-mup", "depth-aware"}
         Two-layer blocks: η₁ = η (depth-μP) or η √L (eq. 8).
     record_collapse : bool
@@ -146,7 +158,10 @@ class ResNetEnsemble(ABC):
     W : Tensor (S, L, n, n)
         One-layer blocks (``W1``, ``W2`` for two-layer blocks).
     alpha, eta, kappa : float
-        α, the learning rate η of W (and U, v) and κ = ηα/√n.
+        α, the learning rate η = η_c·γ₀²/α² of W (and U, v) at the attribute
+        ``eta_c``, and κ = ηα/√n.
+    momentum, weight_decay, gamma0 : float
+        β, λ and γ₀ (above); ``torch_weight_decay`` = λα²/γ₀².
     stream : Stream
         τ, the branch coefficient s and the skip connection.
     """
@@ -188,6 +203,9 @@ class ResNetEnsemble(ABC):
         scaling: str = "depth-mup",
         regime: str = "feature",
         eta_c: float = 1.0,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        gamma0: float = 1.0,
         first_layer_lr: str = "depth-mup",
         record_collapse: bool = False,
         tie_backward: bool = False,
@@ -204,7 +222,11 @@ class ResNetEnsemble(ABC):
         self.n = check_int("width", width, 1)
         self.L = check_int("depth", depth, 1)
         self.T = check_positive_float("T", T)
-        self.eta_c = check_positive_float("eta_c", eta_c, allow_zero=True)
+        self.eta_c = eta_c
+        opt = check_sgd(self.eta_c, 0, momentum=momentum, weight_decay=weight_decay,
+                        gamma0=gamma0)
+        self.momentum, self.weight_decay, self.gamma0 = (opt.momentum, opt.weight_decay,
+                                                         opt.gamma0)
         self.act = nfd.get_activation(activation)
         self.seeds = resolve_seeds(seeds)
         self.S = len(self.seeds)
@@ -215,17 +237,17 @@ class ResNetEnsemble(ABC):
         self.record_collapse = bool(record_collapse) and self.block == "two-layer"
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         self.alpha = 1.0 / math.sqrt(self.n) if self.regime == "feature" else 1.0
-        self.eta = self.eta_c / self.alpha**2
-        self.kappa = self.eta * self.alpha / math.sqrt(self.n)
         self.stream: Stream = make_stream(self.scaling, T=self.T, depth=self.L,
                                           width=self.n, post_activation=self.style == "post")
         if check_memory:
             parts = network_memory_estimate(
                 self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
                 backward=self.backward, block=self.block, style=self.style,
-                record_collapse=self.record_collapse, dtype=self.dtype)
+                record_collapse=self.record_collapse, momentum=self.momentum,
+                dtype=self.dtype)
             ensure_network_fits(parts, self.device, what="the ensemble's weights")
         self._init_parameters(bool(tie_backward))
+        self._init_optimizer()
         self._workspace: dict[str, torch.Tensor] = {}
         self._last: ForwardPass | None = None
 
@@ -256,6 +278,60 @@ class ResNetEnsemble(ABC):
                     else:  # D = W̃⁽⁰⁾ − W⁽⁰⁾ with W̃⁽⁰⁾ i.i.d. N(0, 1)
                         dk.normal_(generator=gen).sub_(self._w[k][l, i])
         self._w0 = {k: w.clone() for k, w in self._w.items()} if self.record_collapse else {}
+
+    def _init_optimizer(self) -> None:
+        """Momentum buffers (zero, as torch's first step sets buf = d) when β > 0, and
+        the decay a_k of the decoupled copy's difference D = W̃ − W, per family."""
+        self._momentum: dict[str, torch.Tensor] = {}
+        if self.momentum > 0:
+            self._momentum = {"U": torch.zeros_like(self._U), "v": torch.zeros_like(self._v)}
+            self._momentum.update({k: torch.zeros_like(w) for k, w in self._w.items()})
+        # D_k = a_k D_0 with (a, p) the θ_0 coefficients of the weights and of the
+        # momentum buffer, D_0 = W̃⁽⁰⁾ − W⁽⁰⁾ stored in ``_dback``
+        self._decay = {k: (1.0, 0.0) for k in self.families}
+
+    # ------------------------------------------------------------- optimizer
+    @property
+    def eta_c(self) -> float:
+        """η_c of a step that is given none (settable, ≥ 0)."""
+        return self._eta_c
+
+    @eta_c.setter
+    def eta_c(self, value: float) -> None:
+        self._eta_c = check_positive_float("eta_c", value, allow_zero=True)
+
+    def learning_rate(self, eta_c: float | None = None) -> float:
+        """torch's ``lr`` of U, v and W at η_c (default: the attribute):
+        η = η_c·γ₀²/α² (η_c·γ₀²·n in the feature regime)."""
+        eta_c = self._eta_c if eta_c is None else eta_c
+        return eta_c * self.gamma0**2 / self.alpha**2
+
+    @property
+    def eta(self) -> float:
+        """η = η_c·γ₀²/α², the learning rate of U, v, W at the attribute ``eta_c``."""
+        return self.learning_rate()
+
+    @property
+    def kappa(self) -> float:
+        """κ = ηα/√n at the attribute ``eta_c`` (η_c·γ₀² in the feature regime)."""
+        return self.eta * self.alpha / math.sqrt(self.n)
+
+    @property
+    def torch_weight_decay(self) -> float:
+        """torch's ``weight_decay``: λα²/γ₀² (λ/(γ₀²n) in the feature regime)."""
+        return self.weight_decay * self.alpha**2 / self.gamma0**2
+
+    def lr_mult(self, name: str) -> float:
+        """The learning rate of weight family ``name`` over η (:attr:`lr_mult_first`
+        for W_{ℓ,1} of two-layer blocks, else 1)."""
+        return self.lr_mult_first if name == "W1" else 1.0
+
+    @property
+    def backward_scale(self) -> dict[str, float]:
+        """a_k per weight family: the decoupled copy's difference after k updates is
+        W̃⁽ᵏ⁾ − W⁽ᵏ⁾ = a_k (W̃⁽⁰⁾ − W⁽⁰⁾) (1 without weight decay), a_k of
+        :meth:`nfd.schema.SGD.weight_scales` at the family's learning rates."""
+        return {k: a for k, (a, _) in self._decay.items()}
 
     @property
     def tau(self) -> float:
@@ -310,11 +386,13 @@ class ResNetEnsemble(ABC):
 
     def backward_weights(self, name: str = "W") -> torch.Tensor:
         """Weights used in the backward pass, (S, L, n, n): W (coupled) or
-        W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + (W̃⁽⁰⁾ − W⁽⁰⁾) (decoupled); a new tensor when decoupled."""
+        W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + a_k (W̃⁽⁰⁾ − W⁽⁰⁾) (decoupled, a_k of :attr:`backward_scale`);
+        a new tensor when decoupled."""
         w = self._seed_first(name)
         if not self._dback:
             return w
-        return w + self._dback[name].transpose(0, 1)
+        a = self._decay[name][0]
+        return w + (self._dback[name] if a == 1.0 else a * self._dback[name]).transpose(0, 1)
 
     def parameters(self) -> dict[str, torch.Tensor]:
         """Trainable parameters by name, seed axis first (views, not copies)."""
@@ -353,23 +431,27 @@ class ResNetEnsemble(ABC):
         return self._workspace
 
     def _back_product(self, left: torch.Tensor, name: str, l: int) -> torch.Tensor:
-        """Row form of W̃_ℓᵀ·left: left @ W (+ left @ D for the decoupled copy)."""
+        """Row form of W̃_ℓᵀ·left: left @ W (+ a_k·left @ D_0 for the decoupled copy)."""
         out = torch.bmm(left, self._w[name][l])
         if self._dback:
-            out.baddbmm_(left, self._dback[name][l])
+            a = self._decay[name][0]
+            if a == 1.0:
+                out.baddbmm_(left, self._dback[name][l])
+            else:
+                out.baddbmm_(left, self._dback[name][l], alpha=a)
         return out
 
     def _rank_update(self, left: torch.Tensor, right: torch.Tensor, coef: float,
-                     lr_mult: float = 1.0) -> RankUpdate:
-        """The gradient coef·(α/√n)·leftᵀ right of a hidden matrix (left carries χ_b/B)
-        and its SGD step −κ·lr_mult·coef (appendix E)."""
-        return RankUpdate(left, right, coef * self.alpha / math.sqrt(self.n),
-                          -self.kappa * lr_mult * coef)
+                     name: str) -> RankUpdate:
+        """The gradient coef·(α/(γ₀√n))·leftᵀ right of weight family ``name`` (left
+        carries χ_b/B), learning at η·:meth:`lr_mult` (appendix E)."""
+        return RankUpdate(left, right, coef * self.alpha / math.sqrt(self.n) / self.gamma0,
+                          coef, self.lr_mult(name))
 
     def _readout(self, h: torch.Tensor) -> torch.Tensor:
-        """f = (α/√n) vᵀ h_L, (S, B)."""
+        """f = (α/√n) vᵀ h_L / γ₀, (S, B)."""
         f = torch.bmm(h, self._v.unsqueeze(-1)).squeeze(-1)
-        return f.mul_(self.alpha * (1.0 / math.sqrt(self.n)))
+        return f.mul_(self.alpha * (1.0 / math.sqrt(self.n)) / self.gamma0)
 
     def _input_preactivation(self, X: torch.Tensor) -> torch.Tensor:
         """Ux/√d, (S, B, n)."""
@@ -430,19 +512,68 @@ class ResNetEnsemble(ABC):
         g0 = self._input_gradient(fp, G[0])
         inv_sqrt_d, inv_sqrt_n = 1.0 / math.sqrt(self.d), 1.0 / math.sqrt(self.n)
         Xe = fp.X.unsqueeze(0).expand(S, B, self.d)
-        U = RankUpdate(w * g0, Xe, inv_sqrt_d * self.alpha * inv_sqrt_n, -self.kappa * inv_sqrt_d)
-        v = RankUpdate(w, fp.h[L], self.alpha * inv_sqrt_n, -self.kappa)
+        U = RankUpdate(w * g0, Xe, inv_sqrt_d * self.alpha * inv_sqrt_n / self.gamma0,
+                       inv_sqrt_d)
+        v = RankUpdate(w, fp.h[L], self.alpha * inv_sqrt_n / self.gamma0, 1.0)
         return Gradients(g=G, U=U, v=v, hidden=hidden)
 
     @torch.no_grad()
-    def apply_update(self, grads: Gradients) -> None:
-        """One SGD step θ ← θ − η ∂ℒ̄/∂θ for every parameter (appendix E; η₁ = η√L
-        for W_{ℓ,1} when ``first_layer_lr="depth-aware"``), in place."""
+    def apply_update(self, grads: Gradients, eta_c: float | None = None) -> None:
+        """One step of ``torch.optim.SGD`` for every parameter, in place.
+
+        Each parameter θ with gradient ∂ℒ̄/∂θ (``grads``) follows torch's update
+        with ``lr`` = η·m, η = η_c·γ₀²/α² (:meth:`learning_rate`), m = √L for
+        W_{ℓ,1} when ``first_layer_lr="depth-aware"`` (eq. 8) and 1 otherwise,
+        ``momentum`` = β, ``weight_decay`` = λα²/γ₀², dampening 0, no Nesterov::
+
+            d = ∂ℒ̄/∂θ + (λα²/γ₀²) θ,   buf = β buf + d (buf = d at the first step),
+            θ ← θ − η m buf.
+
+        Without momentum no buffer exists and θ ← (1 − η_c m λ) θ − η m ∂ℒ̄/∂θ (one
+        rank-B GEMM, plus one scaling with weight decay). The decoupled copy W̃
+        receives W's gradient and its own weight decay and momentum, so D = W̃ − W
+        follows the same update with no gradient: D_k = a_k D_0 (``torch.optim.SGD``
+        on D, with the scalar a_k of :meth:`nfd.schema.SGD.weight_scales`, tracked
+        here and used as the scale of D_0 in the backward product).
+
+        Parameters
+        ----------
+        grads : Gradients
+            From :meth:`backward_pass`.
+        eta_c : float, optional
+            η_c of this step (a schedule's η_c(k)); default the attribute ``eta_c``.
+        """
+        eta_c = self._eta_c if eta_c is None else \
+            check_positive_float("eta_c", eta_c, allow_zero=True)
+        eta = self.learning_rate(eta_c)
+        step = -(eta * self.alpha / math.sqrt(self.n)) / self.gamma0  # −κ/γ₀
         for name, per_layer in grads.hidden.items():
             for l, term in enumerate(per_layer):
-                term.apply_to(self._w[name][l])
-        grads.U.apply_to(self._U)
-        self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=self.kappa)
+                self._update(self._w[name][l], term, name, l, eta_c, eta, step)
+        self._update(self._U, grads.U, "U", None, eta_c, eta, step)
+        if self._momentum or self.weight_decay:
+            self._update(self._v.unsqueeze(1), grads.v, "v", None, eta_c, eta, step)
+        else:
+            self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=-step)
+        beta, lam = self.momentum, self.weight_decay
+        for name, (a, p) in self._decay.items():
+            p = beta * p + lam * a
+            self._decay[name] = (a - eta_c * self.lr_mult(name) * p, p)
+
+    def _update(self, theta: torch.Tensor, term: RankUpdate, name: str, l: int | None,
+                eta_c: float, eta: float, step: float) -> None:
+        """torch's SGD step of one (S, m, k) parameter (:meth:`apply_update`)."""
+        if self._momentum:
+            buf = self._momentum[name]
+            buf = buf.unsqueeze(1) if name == "v" else buf if l is None else buf[l]
+            term.accumulate(buf, self.momentum)
+            if self.weight_decay:
+                buf.add_(theta, alpha=self.torch_weight_decay)
+            theta.sub_(buf, alpha=eta * term.lr_mult)
+            return
+        if self.weight_decay:
+            theta.mul_(1.0 - eta_c * term.lr_mult * self.weight_decay)
+        term.apply_to(theta, step * term.lr_mult * term.coef)
 
     def layer_inputs(self, fp: ForwardPass) -> torch.Tensor:
         """z_ℓ, ℓ = 0..L−1, (L, S, B, n): the input of block ℓ+1's first weight matrix
@@ -494,16 +625,19 @@ class ResNetEnsemble(ABC):
         return self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))).dense()
 
     @torch.no_grad()
-    def sgd_step(self, X, y, loss: str | nfd.Loss | Callable = "mse") -> torch.Tensor:
+    def sgd_step(self, X, y, loss: str | nfd.Loss | Callable = "mse",
+                 eta_c: float | None = None) -> torch.Tensor:
         """One SGD step on the batch (X, y) (appendix E); returns f before the update.
 
-        Every parameter moves by −η ∂ℒ̄/∂θ (η₁ = η√L for W_{ℓ,1} when
-        ``first_layer_lr="depth-aware"``).
+        Every parameter moves by ``torch.optim.SGD``'s update (:meth:`apply_update`):
+        −η ∂ℒ̄/∂θ for plain SGD (η₁ = η√L for W_{ℓ,1} when
+        ``first_layer_lr="depth-aware"``), at this step's ``eta_c`` (default: the
+        attribute).
         """
         loss = nfd.get_loss(loss)
         fp = self.forward_pass(X)
         y = self._as_targets(y, fp.X.shape[0])
-        self.apply_update(self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))))
+        self.apply_update(self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))), eta_c)
         return fp.f
 
     def collapse_observables(self) -> tuple[torch.Tensor, torch.Tensor]:

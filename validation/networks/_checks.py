@@ -10,6 +10,7 @@ import torch
 
 import nfd
 from nfd.schema import (
+    SGD,
     DEFAULT_PROBE_STEPS,
     check_choice,
     check_divergence,
@@ -19,6 +20,7 @@ from nfd.schema import (
     check_matrix,
     check_positive_float,
     check_probes,
+    check_sgd,
     check_steps,
     check_targets,
     default_steps,
@@ -37,7 +39,8 @@ class TrainRun:
     from X (K·B, d), S seeds, Q probes.
 
     ``net`` holds the keyword arguments of :class:`validation.ResNetEnsemble`
-    (``activation`` already an :class:`nfd.Activation`).
+    (``activation`` already an :class:`nfd.Activation`; ``eta_c`` the constant or
+    the schedule's peak); ``sgd`` the optimizer, whose ``sgd.eta_c[k]`` step k uses.
     """
 
     X: np.ndarray
@@ -54,6 +57,7 @@ class TrainRun:
     dtype: torch.dtype
     divergence: float | None
     input_scale: float
+    sgd: SGD
 
     @property
     def d(self) -> int:
@@ -95,7 +99,7 @@ def check_batches(total: int, batch_size, n_steps) -> tuple[int, int]:
 def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, style, block,
                 scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
                 probe_steps, eig_steps, record_collapse, device, dtype,
-                divergence) -> TrainRun:
+                divergence, momentum=0.0, weight_decay=0.0, gamma0=1.0) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
@@ -107,10 +111,12 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     lossf = nfd.get_loss(loss)
     check_labels("y", yn, lossf.name)
     check_architecture(style, block, scaling)
+    sgd = check_sgd(eta_c, K, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),
-        eta_c=check_positive_float("eta_c", eta_c, allow_zero=True),
+        eta_c=sgd.attrs()["eta_c"], momentum=sgd.momentum,
+        weight_decay=sgd.weight_decay, gamma0=sgd.gamma0,
         backward=check_choice("backward", backward, BACKWARDS), style=style, block=block,
         scaling=scaling, regime=check_choice("regime", regime, REGIMES),
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
@@ -126,4 +132,5 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     dev, dt = resolve_device_dtype(device, dtype)
     scale = check_input_scale("X", Xn[: K * B], stacklevel=4)  # user → train_resnet → here
     return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
-                    probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale)
+                    probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale,
+                    sgd)

@@ -70,17 +70,23 @@ def to_dataset(run: TrainRun, net: ResNetEnsemble, rec: Records,
 
 def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
     """Every parameter of the run, netCDF-safe, with the keys of ``nfd.simulate``
-    where they mean the same thing (``model="network"``)."""
+    where they mean the same thing (``model="network"``) and the optimizer's
+    :meth:`nfd.schema.SGD.attrs` (``eta_c`` the constant or the schedule's peak, at
+    which ``learning_rate_value`` = η_c·γ₀²/α² is torch's lr;
+    ``weight_decay_value`` = λα²/γ₀² torch's weight_decay)."""
     feature = net.regime == "feature"
+    lr = ("eta_c*n" if feature else "eta_c") if net.gamma0 == 1 else \
+        ("eta_c*gamma0^2*n" if feature else "eta_c*gamma0^2")
     return base_attrs(
         model="network", source="validation.train_resnet", backward=net.backward,
-        activation=net.act.name, loss=run.loss.name, eta_c=net.eta_c, T=net.T,
+        activation=net.act.name, loss=run.loss.name, **run.sgd.attrs(), T=net.T,
         steps=net.L, depth=net.L, width=net.n, batch_size=run.B, sgd_steps=run.K,
         input_dim=net.d, seeds=[int(s) for s in net.seeds],
         device=str(net.device), dtype=str(net.dtype).split(".")[-1],
         alpha="1/sqrt(n)" if feature else "1", alpha_value=net.alpha,
-        learning_rate="eta_c*n" if feature else "eta_c", learning_rate_value=net.eta,
+        learning_rate=lr, learning_rate_value=net.eta,
         learning_rate_first_layer_value=net.eta * net.lr_mult_first,
+        weight_decay_value=net.torch_weight_decay,
         style=net.style, block=net.block, scaling=net.scaling,
         regime=net.regime, first_layer_lr=net.first_layer_lr, divergence=run.divergence,
         **data_attrs(run.X, None if run.probes is None else run.probes[0]),

@@ -4,8 +4,10 @@ buffer, like :func:`nfd.memory_estimate`) and a clear error before allocating.
 The dominant term is the weight tensor of the ensemble, ``S · L · n²`` entries per
 weight family (one family for the one-layer blocks of eq. 1 of paper 002, two for
 the two-layer blocks of eq. 6), doubled by the independent backward copy W̃ of the
-decoupled (GIA) network and by the frozen initial weights of the collapse
-observables (eq. 27, 34).
+decoupled (GIA) network, by the frozen initial weights of the collapse
+observables (eq. 27, 34) and by the momentum buffers of ``torch.optim.SGD``
+(one per parameter when momentum > 0; the decoupled copy needs none of its own,
+since W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾)).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from nfd.schema import (
     available_memory,
     check_choice,
     check_int,
+    check_positive_float,
     ensure_fits,
     resolve_device_dtype,
 )
@@ -42,6 +45,7 @@ def network_memory_estimate(
     n_probe_steps: int = 0,
     eig_history: int = 0,
     n_eig_steps: int = 0,
+    momentum: float = 0.0,
     dtype: torch.dtype | str = torch.float32,
 ) -> dict[str, int]:
     """Bytes needed to train an ensemble of finite depth-μP ResNets, by buffer.
@@ -49,7 +53,8 @@ def network_memory_estimate(
     Counts the weights of eq. 1 (or eq. 6 for two-layer blocks) of paper 002 for
     ``seeds`` networks at once, the backward copy W̃ of the decoupled network
     (Corollary 1), the frozen initial weights of the collapse observables
-    (eq. 27, 34), the per-layer activation/gradient buffers of one SGD step and its
+    (eq. 27, 34), the momentum buffers (one per parameter when ``momentum`` > 0),
+    the per-layer activation/gradient buffers of one SGD step and its
     rank-B gradient factors, the data stream, the records, and the stored
     trajectories and Gram matrices of the smallest-eigenvalue records (Figure 6).
 
@@ -75,6 +80,9 @@ def network_memory_estimate(
         ((last eig step + 1) · B), 0 for none.
     n_eig_steps : int
         Number of eigenvalue records (≥ 0).
+    momentum : float
+        β ≥ 0 of ``torch.optim.SGD``: β > 0 adds a buffer of the size of U, v and
+        every weight matrix (``"momentum buffers"``).
     dtype : torch.dtype or {"float32", "float64"}
 
     Returns
@@ -97,6 +105,7 @@ def network_memory_estimate(
     check_choice("backward", backward, ("coupled", "decoupled"))
     check_choice("block", block, ("one-layer", "two-layer"))
     check_choice("style", style, ("pre", "post"))
+    beta = check_positive_float("momentum", momentum, allow_zero=True)
     item = torch.empty((), dtype=resolve_device_dtype("cpu", dtype)[1]).element_size()
     families = 2 if block == "two-layer" else 1
     collapse = bool(record_collapse) and block == "two-layer"
@@ -116,6 +125,8 @@ def network_memory_estimate(
         "records": 8 * (K * S * B * 3 + K * S * (L + 1) * 2 + (2 * K * S * L if collapse else 0)
                         + S * nq * Q * 2 + S * ne * (L + 1) * 2),
     }
+    if beta > 0:
+        out["momentum buffers"] = S * (L * n * n * families + n * (d + 1)) * item
     if M:
         # stored feature/gradient trajectories + float64 Gram matrices and eigvalsh work
         out["eigenvalue history"] = (2 * L + 1) * S * M * n * item + 3 * (L + 1) * S * M * M * 8

@@ -1,11 +1,12 @@
 """Finite depth-μP ResNets (paper 002) as batched seed ensembles, backprop by hand:
-the public constructor :class:`ResNetEnsemble` and the formulas of its architectures.
+the public constructor :class:`ResNetEnsemble` and the formulas of its architectures
+and of its optimizer (exactly ``torch.optim.SGD``, issue 22).
 
 Networks (all weights and the readout v, U drawn i.i.d. N(0, 1)):
 
 * ``style="pre"``, ``block="one-layer"`` — eq. 1::
 
-      h_0 = U x/√d,  h_ℓ = h_{ℓ−1} + √(τ/n) W_ℓ φ(h_{ℓ−1}),  f = (α/√n) vᵀ h_L,
+      h_0 = U x/√d,  h_ℓ = h_{ℓ−1} + √(τ/n) W_ℓ φ(h_{ℓ−1}),  f = (α/√n) vᵀ h_L / γ₀,
 
   with τ = T/L (``scaling="depth-mup"``), τ = T (``"mup"``: μP ResNet without the
   1/√L branch scale, Figure 4b) or no skip and branch 1/√n (``"mlp"``:
@@ -16,33 +17,61 @@ Networks (all weights and the readout v, U drawn i.i.d. N(0, 1)):
   h_ℓ = h_{ℓ−1} + √(τ/n) W_{ℓ,2} φ(x_ℓ). The paper writes 1/√(Ln) (T = 1); the
   √T is included so that T means the same as in eq. 1.
 
-Backward (eq. 3, 24): g_ℓ := (√n/α) ∂f/∂h_ℓ, g_L = v,
+Every architecture reads out f = (α/√n) vᵀ h_L / γ₀; γ₀ = 1 (the default) is paper
+002's network, γ₀ → 0 the lazy limit (paper 000's output scale 1/(γ₀n) at α = 1/√n).
+
+Backward (eq. 3, 24): g_ℓ := γ₀ (√n/α) ∂f/∂h_ℓ, so g_L = v for every γ₀,
 
 * pre:        g_{ℓ−1} = g_ℓ + √(τ/n) φ'(h_{ℓ−1}) ⊙ W_ℓᵀ g_ℓ
 * post:       g_{ℓ−1} = g_ℓ + (√τ/√n) W_ℓᵀ (φ'(u_ℓ) ⊙ g_ℓ),   u_ℓ = W_ℓ h_{ℓ−1}/√n
 * two-layer:  g_{ℓ−1} = g_ℓ + (1/√n) W_{ℓ,1}ᵀ a_ℓ,  a_ℓ = √(τ/n) φ'(x_ℓ) ⊙ W_{ℓ,2}ᵀ g_ℓ
 
 ``backward="decoupled"`` replaces every Wᵀ above by W̃ᵀ for an independent copy
-W̃ drawn at initialization that receives the same updates (Corollary 1). It is
-stored as the constant D = W̃⁽⁰⁾ − W⁽⁰⁾, so W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + D = W̃⁽⁰⁾ + W⁽ᵏ⁾ − W⁽⁰⁾
-holds by construction and W̃ᵀg = Wᵀg + Dᵀg costs one extra matrix product per
-layer and S·L·n² more entries (the same as storing W̃).
+W̃ drawn at initialization that receives the same gradients as W (Corollary 1) and
+its own weight decay and momentum. The optimizer below is linear, so the
+difference D = W̃ − W follows it with no gradient: D_k = a_k D_0, a_k the scalar
+of :meth:`nfd.schema.SGD.weight_scales` at the family's learning rate (1 without
+weight decay). It is stored as the constant D_0 = W̃⁽⁰⁾ − W⁽⁰⁾ and a_k is tracked
+as a scalar (:attr:`ResNetEnsemble.backward_scale`), so
+W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + a_k D_0 holds by construction and W̃ᵀg = Wᵀg + a_k D_0ᵀg costs one
+extra matrix product per layer and S·L·n² more entries (the same as storing W̃),
+with no momentum buffer of its own.
 
-SGD (appendix E): with α = 1/√n and η = η_c n (feature learning, Theorem 1) or
-α = 1 and η = η_c (kernel regime) every parameter moves by
-θ ← θ − η ∂ℒ̄/∂θ = θ − κ (√n/α) ∂ℒ̄/∂θ, κ := η α/√n = η_c/(α√n), ℒ̄ the batch mean:
+SGD (appendix E, issue 22): all parameters (U, every W_ℓ or W_{ℓ,1}, W_{ℓ,2}, v)
+are trained by exactly ``torch.optim.SGD`` with, at step k,
 
-* v ← v − κ ⟨χ h_L⟩,   W_ℓ ← W_ℓ − κ √(τ/n) ⟨χ g_ℓ φ(h_{ℓ−1})ᵀ⟩,
-  U ← U − κ (1/√d) ⟨χ g_0 xᵀ⟩,  χ = ℒ'(f, y), ⟨·⟩ the batch mean.
+* ``lr`` = η(k) := η_c(k)·γ₀²/α² (η_c(k)·γ₀²·n in the feature regime α = 1/√n,
+  Theorem 1; η_c(k)·γ₀² in the kernel regime α = 1), times m = √L for W_{ℓ,1}
+  under ``first_layer_lr="depth-aware"`` (eq. 8; its own param group), m = 1
+  otherwise;
+* ``momentum`` = β, ``dampening`` = 0, ``nesterov`` = False;
+* ``weight_decay`` = λα²/γ₀², so that lr·weight_decay = η_c(k)·m·λ.
 
-In the feature-learning regime κ = η_c, the W update multiplies g_ℓ (appendix E;
-the g_{ℓ−1} of eq. 4 in the main text is a typo). Two-layer blocks use η₂ = η_c n
-on W_{ℓ,2} and η₁ = η_c n (``first_layer_lr="depth-mup"``) or η_c n √L
-(``"depth-aware"``, eq. 8) on W_{ℓ,1}.
+With ∂ℒ̄/∂θ the gradient of the batch-mean loss ℒ̄ this is
+
+    d = ∂ℒ̄/∂θ + (λα²/γ₀²) θ,   buf = β buf + d (buf = d at the first step),
+    θ ← θ − η(k) m buf,
+
+with one dense buffer per parameter, allocated only when β > 0; without momentum,
+θ ← (1 − η_c(k) m λ) θ − η(k) m ∂ℒ̄/∂θ. The gradients are rank-B products
+(χ = ℒ'(f, y), ⟨·⟩ the batch mean, g_ℓ the scaled gradients above):
+
+* ∂ℒ̄/∂v = (α/(γ₀√n)) ⟨χ h_L⟩,  ∂ℒ̄/∂W_ℓ = (α/(γ₀√n)) √(τ/n) ⟨χ g_ℓ φ(h_{ℓ−1})ᵀ⟩,
+  ∂ℒ̄/∂U = (α/(γ₀√n)) (1/√d) ⟨χ g_0 xᵀ⟩,
+
+so plain SGD (β = λ = 0) moves θ by −η m ∂ℒ̄/∂θ = −(κ/γ₀) m ⟨…⟩, ⟨…⟩ the
+bracket after α/(γ₀√n) above, with κ := ηα/√n = η_c γ₀²/(α√n) (κ = η_c at γ₀ = 1
+in the feature regime). The W update multiplies g_ℓ (appendix E; the g_{ℓ−1} of
+eq. 4 in the main text is a typo). At the defaults (one η_c, β = λ = 0, γ₀ = 1)
+every number is bit-identical to the plain SGD of before these options (tested).
+The learning rate of a step is the ``eta_c`` given to :meth:`ResNetEnsemble.apply_update` /
+:meth:`ResNetEnsemble.sgd_step` (a schedule's η_c(k), as
+:func:`validation.train_resnet` passes), else the attribute ``eta_c``.
 
 Storage is layer-major, ``(L, S, n, n)``, so each layer's ensemble slice is one
 contiguous batched-GEMM operand; the public properties return ``(S, L, n, n)``
-views. The weight update is a rank-B in-place ``baddbmm_``.
+views. The weight update is a rank-B in-place ``baddbmm_`` (into the momentum
+buffer when β > 0).
 
 Layout: :mod:`._base` (the interface and the per-step API ``forward_pass`` →
 ``backward_pass`` → ``apply_update``), :mod:`._step` (what a step passes between

@@ -45,7 +45,7 @@ class PostActResNet(ResNetEnsemble, style="post", block="one-layer"):
         A = self._back_product(b, "W", l)
         inv_sqrt_n = 1.0 / math.sqrt(self.n)
         self.stream.add_back(g, A, inv_sqrt_n, out=G[l])
-        return {"W": self._rank_update(w * b, fp.h[l], inv_sqrt_n)}
+        return {"W": self._rank_update(w * b, fp.h[l], inv_sqrt_n, "W")}
 
     def _input_gradient(self, fp: ForwardPass, g0: torch.Tensor) -> torch.Tensor:
         """φ'(u_0) ⊙ g_0."""

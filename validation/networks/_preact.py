@@ -36,7 +36,7 @@ class PreActResNet(ResNetEnsemble, style="pre", block="one-layer"):
         g = G[l + 1]
         A = self._back_product(g, "W", l)
         self.stream.add_gated_back(g, self.act.dphi(fp.h[l]), A, out=G[l])
-        return {"W": self._rank_update(w * g, fp.z[l], self.s)}
+        return {"W": self._rank_update(w * g, fp.z[l], self.s, "W")}
 
     def _input_gradient(self, fp: ForwardPass, g0: torch.Tensor) -> torch.Tensor:
         return g0

@@ -60,22 +60,31 @@ class RankUpdate:
     """The batch-mean gradient of one weight matrix in factored form,
     ∂ℒ̄/∂θ = ``grad_scale`` · leftᵀ right (left carries χ_b/B, so the rank is B).
 
-    ``step`` is the coefficient of leftᵀ right in the SGD update θ ← θ − η ∂ℒ̄/∂θ
-    (−κ·coef, times √L for W_{ℓ,1} under ``first_layer_lr="depth-aware"``).
+    ``coef`` is the architecture's factor c of the gradient,
+    ``grad_scale`` = c·α/(γ₀√n), so that plain SGD at learning rate η·``lr_mult``
+    moves θ by −(κ/γ₀)·``lr_mult``·c·leftᵀ right with κ = ηα/√n (appendix E;
+    ``lr_mult`` = √L for W_{ℓ,1} under ``first_layer_lr="depth-aware"``, else 1).
+    The step itself is taken by :meth:`ResNetEnsemble.apply_update`.
     """
 
     left: torch.Tensor
     right: torch.Tensor
     grad_scale: float
-    step: float
+    coef: float
+    lr_mult: float = 1.0
 
     def dense(self) -> torch.Tensor:
         """∂ℒ̄/∂θ as a dense (S, m, k) tensor."""
         return torch.bmm(self.left.mT, self.right).mul_(self.grad_scale)
 
-    def apply_to(self, target: torch.Tensor) -> None:
+    def apply_to(self, target: torch.Tensor, step: float) -> None:
         """θ += step · leftᵀ right, in place (one rank-B batched GEMM)."""
-        target.baddbmm_(self.left.mT, self.right, alpha=self.step)
+        target.baddbmm_(self.left.mT, self.right, alpha=step)
+
+    def accumulate(self, buf: torch.Tensor, beta: float) -> None:
+        """buf ← β·buf + ∂ℒ̄/∂θ, in place (the momentum buffer of
+        ``torch.optim.SGD`` before its weight-decay term; one batched GEMM)."""
+        buf.baddbmm_(self.left.mT, self.right, beta=beta, alpha=self.grad_scale)
 
 
 @dataclass

@@ -39,7 +39,10 @@ def train_resnet(
     depth: int,
     activation: str | nfd.Activation | Callable = "relu",
     loss: str | nfd.Loss | Callable = "mse",
-    eta_c: float,
+    eta_c: float | Sequence[float] | Callable[[int], float],
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    gamma0: float = 1.0,
     T: float = 1.0,
     backward: str = "coupled",
     style: str = "pre",
@@ -73,6 +76,14 @@ def train_resnet(
     Regimes (footnote 2): ``"feature"``: α = 1/√n, η = η_c n (Theorem 1);
     ``"kernel"``: α = 1, η = η_c (so that one step moves f by O(η_c) in both).
 
+    The optimizer is exactly ``torch.optim.SGD`` on all parameters (U, every W_ℓ, v)
+    of f = (α/√n)vᵀh_L/γ₀, with ``lr`` = η_c(k)·γ₀²/α² at step k (times √L for
+    W_{ℓ,1} under ``first_layer_lr="depth-aware"``), ``momentum`` = β,
+    ``weight_decay`` = λα²/γ₀², dampening 0, no Nesterov (issue 22; the scalars
+    of :class:`nfd.schema.SGD`). At the defaults this is plain SGD at η = η_c/α².
+    The scaled gradients g_ℓ = γ₀(√n/α)∂f/∂h_ℓ keep g_L = v, so ``g2`` is the
+    limit's E[g²] for every γ₀.
+
     Parameters
     ----------
     X : array (K·B, d)
@@ -84,9 +95,23 @@ def train_resnet(
     activation, loss
         Names or callables (see :func:`nfd.get_activation`, :func:`nfd.get_loss`);
         ``loss="logistic"`` needs labels ±1.
-    eta_c : float
+    eta_c : float, sequence of K floats or callable
         η_c ≥ 0 (required: stability needs roughly η_c < 2/K(x, x) with K the
-        per-sample tangent kernel, e.g. η_c ≲ 0.4 for relu, mse, T = 1).
+        per-sample tangent kernel, e.g. η_c ≲ 0.4 for relu, mse, T = 1). A
+        sequence gives η_c(k) for each of the K steps (step k uses ``eta_c[k]``), a
+        callable k → η_c(k) is evaluated at k = 0..K−1 (a schedule: warm-up,
+        cosine, …).
+    momentum : float
+        β in [0, 1), ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov;
+        adds one buffer per parameter).
+    weight_decay : float
+        λ ≥ 0: torch's ``weight_decay`` is λα²/γ₀² (λ/(γ₀²n) in the feature
+        regime), so that lr·weight_decay = η_c(k)·λ. With ``backward="decoupled"``
+        the copy W̃ decays too: W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of
+        :meth:`nfd.schema.SGD.weight_scales`.
+    gamma0 : float
+        γ₀ > 0, the feature-learning strength: f = (α/√n)vᵀh_L/γ₀, lr ∝ γ₀².
+        γ₀ = 1 is paper 002's network; γ₀ → 0 the lazy (kernel) limit.
     T : float
         Time horizon (branch scale √(T/L)).
     backward, style, block, scaling, regime, first_layer_lr : str
@@ -122,6 +147,8 @@ def train_resnet(
         exceeds ``divergence`` times its largest value over ℓ at step 0, or f² the
         product of both (:class:`nfd.schema.DivergenceGuard`); probe passes are held
         to their first evaluation the same way. ``None``: stop on NaN/inf only.
+        The output check is on γ₀f (f² ≤ h²·g²/γ₀² for every γ₀, so a small γ₀
+        is not mistaken for divergence), and the f² it reports is (γ₀f)².
     check_memory : bool
         Raise ``MemoryError`` before allocating more than is available.
 
@@ -151,7 +178,11 @@ def train_resnet(
           ``block_time`` = t_ℓ, ℓ = 1..L.
 
         ``attrs`` hold every parameter (netCDF-serializable, the keys of
-        ``nfd.simulate`` where shared; ``model="network"``).
+        ``nfd.simulate`` where shared; ``model="network"``), with the
+        optimizer's :meth:`nfd.schema.SGD.attrs`: ``eta_c`` (the constant or a
+        schedule's peak), ``eta_c_schedule``, ``momentum``, ``weight_decay``,
+        ``gamma0``; ``learning_rate_value`` is torch's lr at that ``eta_c``,
+        ``weight_decay_value`` torch's weight_decay.
 
     Warns
     -----
@@ -163,7 +194,9 @@ def train_resnet(
     ------
     TypeError, ValueError
         Bad arguments (naming the argument), e.g. labels other than ±1 with
-        ``loss="logistic"``.
+        ``loss="logistic"``, a schedule of the wrong length or with a negative or
+        NaN entry, ``momentum`` outside [0, 1), a negative ``weight_decay``,
+        ``gamma0`` ≤ 0 (:func:`nfd.schema.check_sgd`).
     MemoryError
         When the estimate of :func:`validation.network_memory_estimate` does not fit.
     FloatingPointError
@@ -171,7 +204,8 @@ def train_resnet(
         layer, the quantity and the seeds.
     """
     run = check_train(
-        X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c, T=T,
+        X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c,
+        momentum=momentum, weight_decay=weight_decay, gamma0=gamma0, T=T,
         backward=backward, style=style, block=block, scaling=scaling, regime=regime,
         first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
         n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
@@ -192,7 +226,7 @@ def _estimate(run: TrainRun) -> dict[str, int]:
         batch_size=run.B, n_steps=run.K, backward=run.net["backward"],
         block=run.net["block"], style=run.net["style"], record_collapse=run.collapse,
         n_probes=run.Q, n_probe_steps=len(run.probe_steps), eig_history=run.eig_history,
-        n_eig_steps=len(run.eig_steps), dtype=run.dtype)
+        n_eig_steps=len(run.eig_steps), momentum=run.sgd.momentum, dtype=run.dtype)
 
 
 def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
@@ -209,30 +243,38 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
     def probe(k: int) -> None:
         if rec.probes_at(k):
             pf, h2 = net.evaluate(Xp)
-            probe_guard.check(k, h2, None, pf, phase="probe evaluation at step")
+            probe_guard.check(k, h2, None, _unscaled(net, pf), phase="probe evaluation at step")
             rec.store_probe(k, pf)
 
     with torch.no_grad():
         for k in tqdm(range(run.K), disable=not progress, desc="train_resnet"):
             probe(k)
             sgd_step(net, run.loss, X[k * run.B:(k + 1) * run.B], Y[k], k=k, rec=rec,
-                     eig=eig, guard=guard)
+                     eig=eig, guard=guard, eta_c=float(run.sgd.eta_c[k]))
         probe(run.K)
 
 
 def sgd_step(net: ResNetEnsemble, loss: nfd.Loss, xb: torch.Tensor, yb: torch.Tensor, *,
-             k: int, rec: Records, eig: EigenHistory, guard: DivergenceGuard) -> None:
-    """SGD step k of appendix E on the batch (xb, yb): forward, χ = ℒ'(f, y),
-    backward, update; then record and check it (one host synchronisation)."""
+             k: int, rec: Records, eig: EigenHistory, guard: DivergenceGuard,
+             eta_c: float | None = None) -> None:
+    """SGD step k of appendix E on the batch (xb, yb) at η_c(k) = ``eta_c``: forward,
+    χ = ℒ'(f, y), backward, update; then record and check it (one host
+    synchronisation)."""
     fp = net.forward_pass(xb)
     yb = yb.expand_as(fp.f)
     chi = loss.grad(fp.f, yb)
     grads = net.backward_pass(fp, chi)
-    net.apply_update(grads)
+    net.apply_update(grads, eta_c)
     h2, g2 = mean_square(fp.h), mean_square(grads.g)
     rec.store_step(k, fp, loss(fp.f, yb), chi, h2, g2)
-    guard.check(k, h2, g2, fp.f)
+    guard.check(k, h2, g2, _unscaled(net, fp.f))
     eig.record(k, net, fp, grads)
+
+
+def _unscaled(net: ResNetEnsemble, f: torch.Tensor) -> torch.Tensor:
+    """γ₀f = (α/√n)vᵀh_L, the output whose scale the divergence guard bounds by
+    E[h²]·E[g²] (f itself at γ₀ = 1)."""
+    return f if net.gamma0 == 1 else f * net.gamma0
 
 
 def init_increments(

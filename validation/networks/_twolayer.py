@@ -71,8 +71,8 @@ class TwoLayerResNet(ResNetEnsemble, style="pre", block="two-layer"):
         A = self._back_product(a, "W1", l)
         inv_sqrt_n = 1.0 / math.sqrt(self.n)
         self.stream.add_back(g, A, inv_sqrt_n, out=G[l])
-        return {"W2": self._rank_update(w * g, fp.z[l], self.s),
-                "W1": self._rank_update(w * a, fp.h[l], inv_sqrt_n, self.lr_mult_first)}
+        return {"W2": self._rank_update(w * g, fp.z[l], self.s, "W2"),
+                "W1": self._rank_update(w * a, fp.h[l], inv_sqrt_n, "W1")}
 
     def _input_gradient(self, fp: ForwardPass, g0: torch.Tensor) -> torch.Tensor:
         return g0
