@@ -32,7 +32,16 @@ import numpy as np
 
 from ._checks import check_int, check_positive_float
 
-__all__ = ["SGD", "check_sgd", "warmup_cosine"]
+__all__ = ["SGD", "check_sgd", "scale_step", "warmup_cosine"]
+
+
+def scale_step(a: float, p: float, eta_c: float, momentum: float,
+               weight_decay: float) -> tuple[float, float]:
+    """One SGD step of the θ_0 coefficients: a of the weights, p of the momentum
+    buffer (module docstring: m_k = βm_{k−1} + ∇̂_k + λθ_k, θ_{k+1} = θ_k − η_c(k)m_k),
+    starting from (1, 0). Returns (a_{k+1}, p_k)."""
+    p = momentum * p + weight_decay * a
+    return a - eta_c * p, p
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,12 +94,11 @@ class SGD:
             yield a, c[:k]
             if k == K:
                 return
-            p = beta * p + lam * a
             q *= beta
             q[k] += 1.0
             q[:k] -= lam * c[:k]
-            a -= self.eta_c[k] * p
             c[:k + 1] += self.eta_c[k] * q[:k + 1]
+            a, p = scale_step(a, p, self.eta_c[k], beta, lam)
 
     def weight_scales(self) -> np.ndarray:
         """a_k for k = 0..K, (K+1,): the factor of the initial weights after k steps
@@ -115,6 +123,8 @@ def _schedule(eta_c, K: int) -> np.ndarray:
         values = []
         for k in range(K):
             v = eta_c(k)
+            if getattr(v, "ndim", None) == 0 and hasattr(v, "item"):  # numpy / torch 0-d
+                v = v.item()
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
                 raise TypeError(f"eta_c({k}) must return a real number, got "
                                 f"{type(v).__name__}")
@@ -126,14 +136,14 @@ def _schedule(eta_c, K: int) -> np.ndarray:
         raise TypeError("eta_c must be a real number, a sequence of one per SGD step or a "
                         f"callable k -> number, got {type(eta_c).__name__}")
     else:
-        try:
-            out = np.asarray(eta_c, dtype=np.float64)
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"eta_c must hold real numbers: {err}") from None
-        what = "eta_c"
+        raw = np.asarray(eta_c)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError(f"eta_c must hold real numbers (one learning rate per SGD step), "
+                            f"got an array of dtype {raw.dtype}")
+        out, what = raw.astype(np.float64), "eta_c"
         if out.shape != (K,):
             raise ValueError(f"eta_c must hold one learning rate per SGD step, {K} values "
-                             f"(len(X) / batch_size), got shape {out.shape}")
+                             f"for the run's {K} steps, got shape {out.shape}")
     bad = np.flatnonzero(~np.isfinite(out) | (out < 0))
     if bad.size:
         k = int(bad[0])

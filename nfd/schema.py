@@ -22,7 +22,7 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
-from ._optim import SGD, check_sgd
+from ._optim import SGD, check_sgd, scale_step
 from ._results import (
     PAPER,
     base_attrs,
@@ -78,4 +78,5 @@ __all__ = [
     "ensure_fits",
     "SGD",
     "check_sgd",
+    "scale_step",
 ]

@@ -175,6 +175,16 @@ def test_small_gamma0_is_kernel_gradient_descent_at_rate_gamma0_squared(backward
     assert min(misses) > 0.2, misses
 
 
+def test_small_gamma0_is_not_taken_for_divergence():
+    # f = E[g_L h_L]/γ₀ carries the particles' O(1/√P) noise at initialization times
+    # 1/γ₀; the divergence guard bounds γ₀f (its step-0 scale), not f. At γ₀ = 1e-3 and
+    # P = 64, |f| reaches ~300 and the run must finish; its f_se carries the 1/γ₀ too.
+    ds = nfd.simulate(_X, _Y, eta_c=0.1, gamma0=1e-3, steps=2, particles=64, batch_size=_B,
+                      progress=False, error_replicas=0)
+    assert np.all(np.isfinite(ds.f)) and float(np.abs(ds.f).max()) > 30
+    assert float((np.abs(ds.f) / ds.f_se).max()) < 10
+
+
 # ---------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------
@@ -186,6 +196,7 @@ def test_small_gamma0_is_kernel_gradient_descent_at_rate_gamma0_squared(backward
     (dict(eta_c=lambda k: -1.0), ValueError, "eta_c(k)"),
     (dict(eta_c=lambda k: "big"), TypeError, "eta_c(0) must return a real number"),
     (dict(eta_c="0.1"), TypeError, "eta_c must be a real number, a sequence"),
+    (dict(eta_c=[True] * 6), TypeError, "eta_c must hold real numbers"),
     (dict(eta_c=0.1, momentum=1.0), ValueError, "momentum must be in [0, 1)"),
     (dict(eta_c=0.1, momentum=-0.1), ValueError, "momentum"),
     (dict(eta_c=0.1, weight_decay=-1e-3), ValueError, "weight_decay"),

@@ -81,7 +81,8 @@ def sgd_step(state: RunState, k: int) -> None:
     hist.coef[n:n + B] = (float(cfg.sgd.eta_c[0]) * chi / B if cfg.sgd.plain
                           else chi / B)
     hist.n = n + B
-    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k])
+    # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
+    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
 
 
 def evaluate_probes(state: RunState, j: int) -> None:
@@ -102,7 +103,8 @@ def evaluate_probes(state: RunState, j: int) -> None:
     rec["probe_f"][j] = fp
     rec["probe_f_se"][j] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
     rec["probe_loss"][j] = cfg.loss(fp, state.yp)
-    state.probe_guard.check(step, _mean_square(hp), None, rec["probe_f"][j], phase=phase)
+    state.probe_guard.check(step, _mean_square(hp), None, rec["probe_f"][j] * cfg.sgd.gamma0,
+                            phase=phase)
 
 
 def record_eigenvalues(state: RunState, j: int) -> None:

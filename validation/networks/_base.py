@@ -32,6 +32,7 @@ from nfd.schema import (
     check_sgd,
     check_targets,
     resolve_device_dtype,
+    scale_step,
 )
 
 from ._memory import ensure_network_fits, network_memory_estimate
@@ -555,10 +556,9 @@ class ResNetEnsemble(ABC):
             self._update(self._v.unsqueeze(1), grads.v, "v", None, eta_c, eta, step)
         else:
             self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=-step)
-        beta, lam = self.momentum, self.weight_decay
         for name, (a, p) in self._decay.items():
-            p = beta * p + lam * a
-            self._decay[name] = (a - eta_c * self.lr_mult(name) * p, p)
+            self._decay[name] = scale_step(a, p, eta_c * self.lr_mult(name), self.momentum,
+                                           self.weight_decay)
 
     def _update(self, theta: torch.Tensor, term: RankUpdate, name: str, l: int | None,
                 eta_c: float, eta: float, step: float) -> None:
