@@ -15,9 +15,11 @@ import re
 import numpy as np
 import pytest
 import torch
+from scipy.stats import f as f_dist
 
 import nfd
-from _references import flat, t_bound, t_stats
+import validation
+from _references import ALPHA, flat, t_bound, t_stats
 from conftest import sphere
 
 _D, _K, _B, _L = 16, 6, 2, 4
@@ -228,7 +230,6 @@ def test_warmup_cosine_schedule():
 
 def test_sweep_grid_over_momentum_gamma0_and_the_schedule_peak():
     # Every point equals the direct simulate call with eta_c = peak · shape.
-    import validation
     shape = nfd.warmup_cosine(_K, warmup=2)
     kw = dict(steps=2, particles=128, error_replicas=0, batch_size=_B, seed=1)
     ds = validation.sweep_grid(_X, _Y, grid={"eta_c": [0.1, 0.3], "momentum": [0.0, 0.9],
@@ -250,3 +251,50 @@ def test_cli_config_takes_the_optimizer(tmp_path):
     model = load_config(cfg)["model"]
     assert model["momentum"] == 0.9 and model["gamma0"] == 0.5
     assert model["eta_c"] == [0.1, 0.2, 0.2, 0.1]
+
+
+# ---------------------------------------------------------------------------
+# finite networks trained by torch.optim.SGD's options against their limit
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backward", ["coupled", pytest.param("decoupled",
+                                                              marks=pytest.mark.slow)])
+def test_networks_with_every_option_match_their_limit_at_two_widths(backward):
+    # tanh, L = 4, d = 8, K = 8 online SGD steps (±1 targets), warm-up (2 steps) +
+    # cosine schedule with peak η_c = 0.2 decaying to 0.05, momentum 0.7, weight decay
+    # λ = 0.3. The seed mean of f over S = 64 networks (train_resnet, same options)
+    # against simulate(backward=same, steps=L) averaged over R = 8 seeds at P = 16384,
+    # float64, on the m = 7 trained steps: Hotelling's T² with the across-seed
+    # covariance (tests/test_coupled.py, test_coupled_networks_match_simulate_step_by_
+    # step_at_two_widths, whose F-quantile rule at level α/2 per width this reuses).
+    # Measured: T² = 6.1 / 9.7 (coupled, n = 256 / 1024), 4.4 / 8.1 (decoupled)
+    # against the quantile 34.6. Power: the limit without weight decay (same schedule
+    # and momentum) must be rejected at n = 1024, and plain SGD at η_c = 0.2 at both
+    # widths (T² ≈ 4000–12700).
+    L, K, d, R, S = 4, 8, 8, 8, 64
+    rng = np.random.default_rng(0)
+    X = sphere(rng, K, d)
+    y = np.sign(X[:, 0])
+    opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.2, warmup=2, final=0.05), momentum=0.7,
+                weight_decay=0.3)
+    kw = dict(activation="tanh", steps=L, particles=16384, dtype="float64", progress=False,
+              error_replicas=0, backward=backward)
+    ref = np.stack([nfd.simulate(X, y, seed=s, **opts, **kw).f.values[1:, 0]
+                    for s in range(R)])
+    no_decay = nfd.simulate(X, y, seed=0, **dict(opts, weight_decay=0.0), **kw).f.values[1:, 0]
+    plain = nfd.simulate(X, y, seed=0, eta_c=0.2, **kw).f.values[1:, 0]
+    m = K - 1
+    crit = f_dist.isf(ALPHA / 2, m, S - m) * m * (S - 1) / (S - m)
+    ref_var = np.diag(ref.var(0, ddof=1) / R)
+
+    def hotelling(f, target):
+        dev = f.mean(0) - target
+        return float(dev @ np.linalg.solve(np.cov(f, rowvar=False) / len(f) + ref_var, dev))
+
+    for width in (256, 1024):
+        nets = validation.train_resnet(X, y, width=width, depth=L, activation="tanh",
+                                       backward=backward, seeds=S, progress=False, **opts)
+        f = nets.f.values[:, 1:, 0]
+        assert hotelling(f, ref.mean(0)) < crit, (width, hotelling(f, ref.mean(0)), crit)
+        assert hotelling(f, plain) > crit
+    assert hotelling(f, no_decay) > crit, (hotelling(f, no_decay), crit)
