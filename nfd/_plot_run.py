@@ -154,6 +154,17 @@ def _panel_profile(ax, limits, networks, names, var: str, count: int, window: in
     ax.legend(fontsize=7, loc="best")
 
 
+def _optimizer_label(a: dict) -> str:
+    """η_c (or a schedule's peak) and the optimizer options that differ from plain SGD."""
+    sched = not isinstance(a.get("eta_c_schedule", "constant"), str)
+    parts = [f"{'peak ' if sched else ''}η_c = {a.get('eta_c')}"]
+    for key, label, plain in (("momentum", "β", 0.0), ("weight_decay", "λ", 0.0),
+                              ("gamma0", "γ₀", 1.0)):
+        if a.get(key, plain) != plain:
+            parts.append(f"{label} = {a[key]}")
+    return ", ".join(parts)
+
+
 def plot_run(limits, networks=None, path: str | Path | None = None, *,
              window: int | None = None, probe: int = 0, profile_steps: int = 3,
              title: str | None = None):
@@ -216,7 +227,7 @@ def plot_run(limits, networks=None, path: str | Path | None = None, *,
                frameon=False)
     a = first.attrs
     fig.suptitle(title or (f"{a.get('activation')}, {a.get('loss')} loss, "
-                           f"η_c = {a.get('eta_c')}, T = {a.get('T')}, "
+                           f"{_optimizer_label(a)}, T = {a.get('T')}, "
                            f"L = {a.get('depth', a.get('steps'))}, "
                            f"B = {a.get('batch_size')}"), fontsize=11)
     rows = int(np.ceil(len(labels) / 3))
