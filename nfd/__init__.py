@@ -2,7 +2,8 @@
 
 Simulates the joint infinite-width and infinite-depth limit of depth-μP ResNets
 (Yao, Wu & Gao): at initialization, the forward and backward McKean–Vlasov SDEs of
-Props. 2, 3 and 6 and their exact covariance ODEs; during feature-learning
+Props. 2, 3 and 6, their exact covariance ODEs and the NNGP and neural tangent
+kernels (:func:`nngp_kernel`, :func:`ntk_kernel`); during feature-learning
 training, the forward–backward system of Definition 1 (:func:`simulate`).
 """
 
@@ -11,7 +12,7 @@ from ._compare import compare
 from ._data import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
 from ._exact import exact_covariance
 from ._init_sde import ForwardSDE, backward_sde, forward_sde
-from ._kernels import nngp_kernel
+from ._kernels import nngp_kernel, ntk_kernel
 from ._losses import LOSSES, Loss, get_loss
 from ._optim import warmup_cosine
 from ._oracle import linear_limit
@@ -31,6 +32,7 @@ __all__ = [
     "forward_sde",
     "backward_sde",
     "nngp_kernel",
+    "ntk_kernel",
     "memory_estimate",
     "ForwardSDE",
     "Activation",

@@ -146,7 +146,7 @@ def _gauss_hermite_pair(phi, dphi, c11, c22, c12, nodes):
     b = np.where(a > 0, c12[..., None, None] / safe_a, 0.0)
     c = np.sqrt(np.maximum(c22[..., None, None] - b**2, 0.0))
     z1, z2 = x[:, None], x[None, :]
-    u = a * z1 + 0 * z2
+    u = a * z1  # constant along z2: φ(u) on (…, nodes, 1), broadcast in the product
     up = b * z1 + c * z2
     ww = w[:, None] * w[None, :]
     out = []

@@ -13,6 +13,18 @@ With ``steps=L`` the same functions return the Euler recursion
 C_{ℓ+1} = C_ℓ + τ E[φφ'](C_ℓ), Θ_{ℓ−1} = Θ_ℓ (1 + τ E[φ'φ'](C_{ℓ−1})), τ = T/L,
 which is the *exact* law of the L-step Euler–Maruyama particle scheme with
 infinitely many particles (equivalently the n → ∞ limit of a depth-L network).
+
+Each entry (a, b) of these ODEs involves only C_t(a, a), C_t(b, b) and C_t(a, b), so
+they are solved on a list of input *pairs* (:func:`_solve_pairs`): the upper triangle
+for :func:`exact_covariance`, the diagonals and the train × test block for a
+cross-kernel (:func:`nfd.ntk_kernel`), which then needs no test × test entries. The
+same solver integrates, on request, the hidden-layer part of the neural tangent
+kernel in its forward form
+
+    dP/dt = E[φ'(u)φ'(u')] P + E[φ(u)φ(u')],  P_0 = 0,
+
+whose value P_T = ∫_0^T E[φφ'](C_t) Θ_t dt (paper 000, Prop. 2); with ``steps=L``
+P_ℓ = P_{ℓ−1}(1 + τ E[φ'φ'](C_{ℓ−1})) + τ E[φφ'](C_{ℓ−1}), so P_L = Σ_ℓ τ Σ_{ℓ−1} Θ_ℓ.
 """
 
 from __future__ import annotations
@@ -24,10 +36,95 @@ from ._activations import Activation, get_activation
 
 __all__ = ["exact_covariance"]
 
+#: Pairs per call of a Gauss–Hermite pair moment at 80 × 80 nodes (fewer at more
+#: nodes): bounds the quadrature's temporary arrays to about 50 MB each, whatever
+#: the number of pairs.
+_QUADRATURE_CHUNK = 1024
 
-def _rhs(act: Activation, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    d = np.diag(C)
-    return act.pair_moments(d[:, None], d[None, :], C)
+
+def _pair_moments(act: Activation, c: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                  diag: np.ndarray, nodes: int = 80) -> tuple[np.ndarray, np.ndarray]:
+    """``E[φ(u)φ(u')]`` and ``E[φ'(u)φ'(u')]`` of every pair k, (u, u') ~ N(0, ·) with
+    variances ``c[diag[rows[k]]]``, ``c[diag[cols[k]]]`` and covariance ``c[k]``
+    (``nodes`` Gauss–Hermite nodes per dimension where φ has no closed form)."""
+    c11, c22 = c[diag[rows]], c[diag[cols]]
+    chunk = max(1, _QUADRATURE_CHUNK * 80**2 // nodes**2)
+    if act.closed_form is not None or len(c) <= chunk:
+        return act.pair_moments(c11, c22, c, nodes=nodes)
+    out = [act.pair_moments(c11[s], c22[s], c[s], nodes=nodes)
+           for s in (slice(i, i + chunk) for i in range(0, len(c), chunk))]
+    return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+
+
+def _solve_pairs(act: Activation, X: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                 T: float, *, steps: int | None, times: np.ndarray | None, rtol: float,
+                 ntk: bool = False, nodes: int = 80
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The covariance ODEs of the input pairs ``(rows[k], cols[k])``.
+
+    Every input that occurs in a pair must also occur as a diagonal pair (a, a).
+    Returns the output times and a dict of (times, pairs) arrays: ``"C"`` (C_t),
+    ``"Theta"`` (Θ_t, of the horizon-T network), and with ``ntk`` ``"P"``, the
+    forward hidden-layer NTK part P_t (of the horizon-t network; module docstring).
+    Continuous ODE: DOP853 at ``rtol`` (``atol = rtol/100``); ``steps``: the exact
+    L-step recursion at t_ℓ = ℓT/L. ``nodes``: Gauss–Hermite nodes per dimension.
+    """
+    pairs = len(rows)
+    diag = np.full(X.shape[0], -1)
+    on_diag = rows == cols
+    diag[rows[on_diag]] = np.flatnonzero(on_diag)
+    if np.any(diag[np.union1d(rows, cols)] < 0):
+        raise ValueError("every input of a pair needs its diagonal pair")  # internal
+    c0 = np.einsum("kd,kd->k", X[rows], X[cols]) / X.shape[1]
+    if steps is not None:
+        tau = T / steps
+        C, Sig, Bd = (np.empty((steps + 1, pairs)) for _ in range(3))
+        C[0] = c0
+        for l in range(steps + 1):
+            Sig[l], Bd[l] = _pair_moments(act, C[l], rows, cols, diag, nodes)
+            if l < steps:
+                C[l + 1] = C[l] + tau * Sig[l]
+        Theta = np.empty_like(C)
+        Theta[steps] = 1.0
+        for l in range(steps, 0, -1):
+            Theta[l - 1] = Theta[l] * (1 + tau * Bd[l - 1])
+        out = {"C": C, "Theta": Theta}
+        if ntk:
+            P = out["P"] = np.zeros_like(C)
+            for l in range(1, steps + 1):
+                P[l] = P[l - 1] * (1 + tau * Bd[l - 1]) + tau * Sig[l - 1]
+        return np.arange(steps + 1) * tau, out
+
+    times = np.linspace(0.0, T, 65) if times is None else np.asarray(times, float)
+    parts = 3 if ntk else 2
+
+    def rhs(_t, state):
+        c = state[:pairs]
+        sig, bd = _pair_moments(act, c, rows, cols, diag, nodes)
+        return np.concatenate([sig, bd, bd * state[2 * pairs:] + sig] if ntk else [sig, bd])
+
+    state0 = np.concatenate([c0] + [np.zeros(pairs)] * (parts - 1))
+    t_eval = np.union1d(times, [T])
+    sol = solve_ivp(rhs, (0.0, T), state0, method="DOP853", t_eval=t_eval, rtol=rtol,
+                    atol=rtol * 1e-2)
+    if not sol.success:
+        raise RuntimeError(f"covariance ODE failed: {sol.message}")
+    idx = np.searchsorted(t_eval, times)
+    y = sol.y.T[idx]
+    A_T = sol.y[pairs:2 * pairs, -1]
+    # Θ_t = exp(∫_t^T E[φ'φ'] ds) = exp(A(T) − A(t)) with A(t) = ∫_0^t E[φ'φ'] ds.
+    out = {"C": y[:, :pairs], "Theta": np.exp(A_T[None] - y[:, pairs:2 * pairs])}
+    if ntk:
+        out["P"] = y[:, 2 * pairs:]
+    return times, out
+
+
+def _square(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, m: int) -> np.ndarray:
+    """(times, pairs) values of the upper triangle as symmetric (times, m, m) matrices."""
+    out = np.empty((values.shape[0], m, m))
+    out[:, rows, cols] = values
+    out[:, cols, rows] = values
+    return out
 
 
 def exact_covariance(
@@ -68,49 +165,7 @@ def exact_covariance(
     """
     act = get_activation(activation)
     X = np.asarray(X, float)
-    m, d = X.shape
-    C0 = X @ X.T / d
-    if steps is not None:
-        tau = T / steps
-        times = np.arange(steps + 1) * tau
-        C = np.empty((steps + 1, m, m))
-        Kd = np.empty((steps + 1, m, m))
-        C[0] = C0
-        for l in range(steps + 1):
-            K, Kd[l] = _rhs(act, C[l])
-            if l < steps:
-                C[l + 1] = C[l] + tau * K
-        Theta = np.empty_like(C)
-        Theta[steps] = 1.0
-        for l in range(steps, 0, -1):
-            Theta[l - 1] = Theta[l] * (1 + tau * Kd[l - 1])
-        return times, C, Theta
-
-    times = np.linspace(0.0, T, 65) if times is None else np.asarray(times, float)
-    iu = np.triu_indices(m)
-
-    def rhs(_t, state):
-        C = np.empty((m, m))
-        C[iu] = state[: len(iu[0])]
-        C.T[iu] = state[: len(iu[0])]
-        K, Kd = _rhs(act, C)
-        return np.concatenate([K[iu], Kd[iu]])
-
-    state0 = np.concatenate([C0[iu], np.zeros(len(iu[0]))])
-    t_eval = np.union1d(times, [T])
-    sol = solve_ivp(rhs, (0.0, T), state0, method="DOP853", t_eval=t_eval, rtol=rtol,
-                    atol=rtol * 1e-2)
-    if not sol.success:
-        raise RuntimeError(f"covariance ODE failed: {sol.message}")
-    n_up = len(iu[0])
-    C_all = np.empty((len(t_eval), m, m))
-    A_all = np.empty_like(C_all)
-    for j in range(len(t_eval)):
-        C_all[j][iu] = sol.y[:n_up, j]
-        C_all[j].T[iu] = sol.y[:n_up, j]
-        A_all[j][iu] = sol.y[n_up:, j]
-        A_all[j].T[iu] = sol.y[n_up:, j]
-    # Θ_t = exp(∫_t^T E[φ'φ'] ds) = exp(A(T) − A(t)) with A(t) = ∫_0^t E[φ'φ'] ds.
-    idx = np.searchsorted(t_eval, times)
-    Theta = np.exp(A_all[-1][None] - A_all[idx])
-    return times, C_all[idx], Theta
+    m = X.shape[0]
+    rows, cols = np.triu_indices(m)
+    times, out = _solve_pairs(act, X, rows, cols, T, steps=steps, times=times, rtol=rtol)
+    return times, _square(out["C"], rows, cols, m), _square(out["Theta"], rows, cols, m)
