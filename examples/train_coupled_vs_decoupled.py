@@ -83,8 +83,9 @@ def main(argv: list[str] | None = None) -> None:
                                        **common)
         t2 = time.perf_counter()
         print(f"{backward:>9}: finite networks {t1 - t0:.1f} s, limit {t2 - t1:.1f} s")
-        finite[backward].to_netcdf(out / f"finite_{backward}.nc", engine="scipy")
-        limit[backward].to_netcdf(out / f"limit_{backward}.nc", engine="scipy")
+        engine = nfd.schema.netcdf_engine()  # the scipy fallback cannot read these back
+        finite[backward].to_netcdf(out / f"finite_{backward}.nc", engine=engine)
+        limit[backward].to_netcdf(out / f"limit_{backward}.nc", engine=engine)
 
     title = (f"depth-μP ResNet, L={args.depth}, η_c={args.eta_c}, relu, task={args.task}, "
              f"d={args.dim}, B={B}; limits with P={args.particles} particles")
