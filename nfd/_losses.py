@@ -92,7 +92,10 @@ def _logistic_grad(f, y):
 
 
 def _cross_entropy(f, y):
-    return torch.nn.functional.cross_entropy(f, y.to(torch.long), reduction="none")
+    # outputs last: any leading (seed, batch) axes are flattened for torch's (N, C)
+    flat = torch.nn.functional.cross_entropy(f.reshape(-1, f.shape[-1]),
+                                             y.to(torch.long).reshape(-1), reduction="none")
+    return flat.reshape(f.shape[:-1])
 
 
 def _cross_entropy_grad(f, y):

@@ -227,7 +227,8 @@ def linear_limit(
         time); ``probe_f``, ``probe_loss`` (probe_step, probe) and ``probe_y``, with
         the names and coordinates of :func:`nfd.simulate` (with C ≥ 2 outputs the
         ``output`` dimension, ``probe_accuracy`` for classification losses with
-        probes; ``g2`` is then that of the unnormalised fields). Cost: O(K·B·L·(L·K·B)²)
+        probes; ``g2`` is then that of the unit-direction fields g/‖χ‖, as
+        ``simulate`` records it, NaN where χ = 0). Cost: O(K·B·L·(L·K·B)²)
         flops, seconds for L·K·B up to a few hundred.
     """
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
@@ -308,6 +309,10 @@ def _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy,
         start = chi @ gL if sys_.C > 1 else np.broadcast_to(gL, h[-1].shape)
         g = sys_.backward(h, start)
         out["h2"][k] = np.einsum("lbi,lbi->l", h, h) / B
-        out["g2"][k] = np.einsum("lbi,lbi->l", g, g) / B
+        if sys_.C > 1:  # the unit-direction fields g/‖χ‖ that simulate records
+            scale = 1.0 / np.linalg.norm(chi, axis=1) ** 2
+            out["g2"][k] = np.einsum("lbi,lbi,b->l", g, g, scale) / B
+        else:
+            out["g2"][k] = np.einsum("lbi,lbi->l", g, g) / B
         sys_.commit(h, g, chi / B)
 
