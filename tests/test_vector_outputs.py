@@ -329,3 +329,55 @@ def test_memory_estimate_counts_the_outputs():
     assert vector["total"] == scalar["total"] + vector["outputs"]
     with pytest.raises(ValueError, match="outputs"):
         nfd.memory_estimate(**base, outputs=0)
+
+
+# ------------------------------------- compare, plots, grids and the CLI config
+def test_compare_plot_and_grid_handle_vector_outputs(tmp_path):
+    import xarray as xr
+
+    import nfd.plot
+    from validation import sweep_grid
+
+    X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
+    kw = dict(eta_c=0.3, loss="cross_entropy", probes=(Xp, yp), activation="tanh")
+    lim = nfd.simulate(X, y, steps=2, particles=512, progress=False, error_replicas=1, **kw)
+    nets = validation.train_resnet(X, y, depth=2, width=16, seeds=3, progress=False, **kw)
+    for var in ("f", "probe_f", "probe_accuracy", "loss"):
+        out = nfd.compare(nets, lim, var=var)
+        assert out.error.dims == lim[var].dims and np.all(np.isfinite(out.error))
+    with pytest.raises(ValueError, match="output"):  # another number of outputs
+        nfd.compare(nets, nfd.simulate(X, y, steps=2, particles=64, progress=False,
+                                       error_replicas=0, classes=4, **kw))
+    assert nfd.plot.plot_run(lim, nets, tmp_path / "ce.png", output=2).exists()
+    Xm, ym, Xpm, ypm = _stream("mse", K=6, B=1, Q=4)
+    mse = nfd.simulate(Xm, ym, eta_c=0.3, steps=2, particles=256, probes=(Xpm, ypm),
+                       progress=False, error_replicas=1)
+    assert nfd.plot.plot_run(mse, path=tmp_path / "mse.png", output=1).exists()
+    with pytest.raises(ValueError, match="output=3"):
+        nfd.plot.plot_run(mse, output=3)
+    ds = sweep_grid(X, y, grid={"eta_c": [0.1, 0.3]}, probes=(Xp, yp),
+                    fixed=dict(loss="cross_entropy", steps=2, particles=128,
+                               error_replicas=0, classes=3),
+                    variables=["f", "probe_accuracy"])
+    assert ds.f.dims == ("eta_c", "step", "sample", "output")
+    assert isinstance(ds, xr.Dataset) and not ds.diverged.any()
+
+
+def test_cli_runs_a_cross_entropy_npz_config(tmp_path):
+    from conftest import needs  # noqa: F401 (the netCDF engine is the package's)
+    from nfd._cli import main
+
+    X, y, Xp, yp = _stream("cross_entropy", K=5, B=1, Q=2)
+    np.savez(tmp_path / "d.npz", X=X, y=y, X_probe=Xp, y_probe=yp)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\nsource = "npz"\npath = "d.npz"\n[model]\neta_c = 0.1\n'
+                   'steps = 2\nparticles = 64\nloss = "cross_entropy"\nclasses = 4\n'
+                   'error_replicas = 0\n')
+    try:
+        assert main(["simulate", str(cfg), "-o", str(tmp_path / "o.nc"),
+                     "--no-progress"]) == 0
+    except SystemExit as exc:  # no netCDF engine installed
+        pytest.skip(f"the CLI could not write netCDF: {exc}")
+    import xarray as xr
+    with xr.open_dataset(tmp_path / "o.nc") as ds:
+        assert ds.sizes["output"] == 4 and ds.y.dims == ("step", "sample")

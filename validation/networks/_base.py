@@ -262,7 +262,7 @@ class ResNetEnsemble(ABC):
                 self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
                 backward=self.backward, block=self.block, style=self.style,
                 record_collapse=self.record_collapse, momentum=self.momentum,
-                dtype=self.dtype)
+                dtype=self.dtype, outputs=self.C)
             ensure_network_fits(parts, self.device, what="the ensemble's weights")
         self._init_parameters(bool(tie_backward))
         self._init_optimizer()

@@ -234,7 +234,8 @@ def _estimate(run: TrainRun) -> dict[str, int]:
         batch_size=run.B, n_steps=run.K, backward=run.net["backward"],
         block=run.net["block"], style=run.net["style"], record_collapse=run.collapse,
         n_probes=run.Q, n_probe_steps=len(run.probe_steps), eig_history=run.eig_history,
-        n_eig_steps=len(run.eig_steps), momentum=run.sgd.momentum, dtype=run.dtype)
+        n_eig_steps=len(run.eig_steps), momentum=run.sgd.momentum, dtype=run.dtype,
+        outputs=run.C)
 
 
 def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
