@@ -57,13 +57,14 @@ VARIABLES: dict[str, Variable] = {
     "probe_f": Variable(("probe_step", "probe"), "output f on held-out probes"),
     "probe_loss": Variable(("probe_step", "probe"), "loss on held-out probes"),
     "probe_y": Variable(("probe",), "probe target y"),
+}
+
+#: Quantities only one of the two Datasets holds, or only some runs hold
+#: (``probe_accuracy``: both, for classification losses with probes).
+EXTRA_VARIABLES: dict[str, Variable] = {
     "probe_accuracy": Variable(("probe_step",),
                                "fraction of probes classified correctly (argmax f = label; "
                                "logistic loss: sign f = y)"),
-}
-
-#: Quantities only one of the two Datasets holds.
-EXTRA_VARIABLES: dict[str, Variable] = {
     "f_se": Variable(("step", "sample"),
                      "Monte Carlo standard error of f (particles, interaction included "
                      "by error replicas)"),

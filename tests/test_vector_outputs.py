@@ -364,7 +364,6 @@ def test_compare_plot_and_grid_handle_vector_outputs(tmp_path):
 
 
 def test_cli_runs_a_cross_entropy_npz_config(tmp_path):
-    from conftest import needs  # noqa: F401 (the netCDF engine is the package's)
     from nfd._cli import main
 
     X, y, Xp, yp = _stream("cross_entropy", K=5, B=1, Q=2)
@@ -381,3 +380,17 @@ def test_cli_runs_a_cross_entropy_npz_config(tmp_path):
     import xarray as xr
     with xr.open_dataset(tmp_path / "o.nc") as ds:
         assert ds.sizes["output"] == 4 and ds.y.dims == ("step", "sample")
+
+
+def test_probe_accuracy_has_one_schema_in_both_datasets():
+    from nfd.schema import EXTRA_VARIABLES
+
+    X, y, Xp, yp = _stream("cross_entropy", K=4, B=1)
+    kw = dict(eta_c=0.1, loss="cross_entropy", probes=(Xp, yp), progress=False)
+    lim = nfd.simulate(X, y, steps=2, particles=64, error_replicas=0, **kw)
+    net = validation.train_resnet(X, y, width=8, depth=2, seeds=2, **kw)
+    var = EXTRA_VARIABLES["probe_accuracy"]
+    assert lim.probe_accuracy.dims == var.dims
+    assert net.probe_accuracy.dims == ("seed",) + var.dims
+    for ds in (lim, net):
+        assert ds.probe_accuracy.attrs["long_name"] == var.long_name
