@@ -26,7 +26,7 @@ from scipy.stats import f as f_dist
 
 import nfd
 import validation
-from _references import ALPHA, flat, t_bound, t_stats
+from _references import ALPHA, flat, one_step_forms, t_bound, t_stats
 from conftest import sphere
 from validation import ResNetEnsemble
 
@@ -394,3 +394,19 @@ def test_probe_accuracy_has_one_schema_in_both_datasets():
     assert net.probe_accuracy.dims == ("seed",) + var.dims
     for ds in (lim, net):
         assert ds.probe_accuracy.attrs["long_name"] == var.long_name
+
+
+@pytest.mark.parametrize("loss", ["mse", "cross_entropy"])
+def test_linear_limit_one_step_is_the_scalar_closed_form_per_class(loss):
+    # After one SGD step on (x₀, y₀) every output of the linear limit starts from 0, and
+    # the readout columns are independent, so f_c(x₁) is the scalar one-step closed
+    # form (tests/_references.one_step_forms) with ε = η_c χ_{0,c}: class by class.
+    X, y, _, _ = _stream(loss, K=2, B=1, d=6)
+    L, eta = 5, 0.3
+    rho = float(X[0] @ X[1] / X.shape[1])
+    for backward, which in (("decoupled", 0), ("coupled", 1)):
+        ds = nfd.linear_limit(X, y, eta_c=eta, loss=loss, steps=L, backward=backward)
+        np.testing.assert_array_equal(ds.f.values[0, 0], np.zeros(C))
+        chi = ds.dloss.values[0, 0]
+        expected = [one_step_forms(eta * chi[c], rho, L)[which] for c in range(C)]
+        np.testing.assert_allclose(ds.f.values[1, 0], expected, rtol=1e-12, atol=1e-14)
