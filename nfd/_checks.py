@@ -22,6 +22,7 @@ __all__ = [
     "check_steps",
     "check_probes",
     "check_labels",
+    "check_outputs",
     "input_scale",
     "check_input_scale",
     "check_divergence",
@@ -140,17 +141,107 @@ def check_steps(name: str, value, lo: int, hi: int) -> list[int]:
     return out
 
 
-def check_probes(probes, d: int, loss_name: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """Return ``probes`` as checked arrays ``(X_probe (Q, d), y_probe (Q,))``, or
-    ``None``; the probe targets must suit the loss as the training targets do."""
+def check_probes(probes, d: int, loss_name, outputs: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return ``probes`` as checked arrays ``(X_probe (Q, d), y_probe)``, or
+    ``None``; the probe targets must suit the loss as the training targets do:
+    (Q,) for scalar outputs, (Q, C) for ``outputs`` = C ≥ 2 with an element-wise
+    loss, integer labels (Q,) in 0..C−1 for ``"cross_entropy"`` (``loss_name`` is a
+    loss name or a :class:`nfd.Loss`)."""
     if probes is None:
         return None
     if not isinstance(probes, (tuple, list)) or len(probes) != 2:
         raise TypeError("probes must be a pair (X_probe, y_probe)")
     Xp = check_matrix("probes[0]", probes[0], columns=d)
+    if not isinstance(loss_name, str) or outputs != 1:
+        from ._losses import get_loss
+        yp, _ = check_outputs("probes[1]", probes[1], Xp.shape[0], get_loss(loss_name),
+                              outputs=outputs)
+        return Xp, yp
     yp = check_labels("probes[1]", check_targets("probes[1]", probes[1], Xp.shape[0]),
                       loss_name)
     return Xp, yp
+
+
+def _is_integer_array(value) -> bool:
+    """Whether ``value`` holds an integer dtype (numpy, torch or a list of ints)."""
+    if isinstance(value, torch.Tensor):
+        return not value.is_floating_point() and not value.is_complex() \
+            and value.dtype != torch.bool
+    try:
+        return np.issubdtype(np.asarray(value).dtype, np.integer)
+    except (TypeError, ValueError):
+        return False
+
+
+def check_outputs(name: str, value, length: int, loss, *, classes=None,
+                  outputs: int | None = None) -> tuple[np.ndarray, int]:
+    """Targets of ``length`` samples for the :class:`nfd.Loss` ``loss`` and the
+    number C of outputs: ``(y, C)``.
+
+    * ``loss.labels`` (``"cross_entropy"``): integer class labels of shape
+      (length,), returned as int64, with C = ``outputs``, else ``classes``, else
+      the largest label + 1 (at least 2). A (length, C ≥ 2) array (one-hot or
+      per-class targets) is refused, as are labels that are not integers in 0..C−1.
+    * element-wise losses: (length,) or (length, 1) targets give C = 1 (scalar
+      outputs, the float64 vector of :func:`check_targets`); (length, C ≥ 2) targets
+      give C outputs (``"logistic"`` takes scalar labels only). ``classes`` is
+      refused: it belongs to ``"cross_entropy"``. Integer-typed ``loss="mse"``
+      targets with more than two distinct values are refused as class labels.
+
+    ``outputs`` (the training run's C, for probes) fixes C.
+    """
+    integer = _is_integer_array(value)
+    arr = _float_array(name, value)
+    if loss.labels:
+        if arr.ndim == 2 and arr.shape[0] == length and arr.shape[1] >= 2:
+            raise ValueError(
+                f"{name} has shape {arr.shape}, one column per class, but "
+                f"loss={loss.name!r} takes integer class labels of shape ({length},); "
+                "pass the labels (e.g. y.argmax(1) of one-hot targets)")
+        arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
+        if arr.shape != (length,):
+            raise ValueError(f"{name} must have shape ({length},) to match X, got {arr.shape}")
+        _finite(name, arr)
+        bad = arr[(arr != np.round(arr)) | (arr < 0)]
+        if bad.size:
+            raise ValueError(f"{name} must hold integer class labels 0, 1, ..., C-1 for "
+                             f"loss={loss.name!r}, found {np.unique(bad)[:5].tolist()}")
+        labels = arr.astype(np.int64)
+        if outputs is not None:
+            C = outputs
+        elif classes is not None:
+            C = check_int("classes", classes, 2)
+        else:
+            C = max(int(labels.max()) + 1, 2)
+        if labels.max() >= C:
+            raise ValueError(f"{name} holds label {int(labels.max())} but there are only "
+                             f"C = {C} classes (labels 0..{C - 1}); pass classes= with "
+                             "the number of classes")
+        return labels, C
+    if classes is not None:
+        raise ValueError(f"classes={classes!r} is only for loss='cross_entropy' (integer "
+                         f"labels); loss={loss.name!r} takes the number of outputs from "
+                         "the targets' columns")
+    if arr.ndim == 2 and arr.shape[0] == length and arr.shape[1] >= 2:
+        if loss.name == "logistic":
+            raise ValueError(f"{name} has {arr.shape[1]} columns but loss='logistic' "
+                             "takes one ±1 label per sample; for several classes use "
+                             "loss='cross_entropy' with integer labels")
+        if outputs is not None and arr.shape[1] != outputs:
+            raise ValueError(f"{name} has {arr.shape[1]} columns but the training "
+                             f"targets have {outputs} outputs")
+        return _finite(name, arr), arr.shape[1]
+    if outputs is not None and outputs != 1:
+        raise ValueError(f"{name} must have shape ({length}, {outputs}) to match the "
+                         f"training targets' {outputs} outputs, got {arr.shape}")
+    arr = check_targets(name, arr, length)
+    if loss.name == "mse" and integer and np.unique(arr).size > 2:
+        raise ValueError(
+            f"{name} holds integers with {np.unique(arr).size} distinct values, which "
+            "look like class labels, but loss='mse' takes them as regression targets; "
+            "use loss='cross_entropy' for class labels, or pass float targets "
+            "(y.astype(float)) to regress on them")
+    return check_labels(name, arr, loss.name), 1
 
 
 def check_labels(name: str, y: np.ndarray, loss_name: str) -> np.ndarray:

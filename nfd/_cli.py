@@ -37,8 +37,9 @@ _SYNTHETIC_INTS = {"d": 1, "train": 1, "probes": 0, "seed": 0}
 _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
-               "backward", "error_replicas", "momentum", "weight_decay", "gamma0"}
-NPZ_ARRAYS = "arrays X (m, d) and y (m,), optionally X_probe and y_probe"
+               "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes"}
+NPZ_ARRAYS = ("arrays X (m, d) and y (m,) or (m, C) (integer labels for "
+              "loss = \"cross_entropy\"), optionally X_probe and y_probe")
 
 EXAMPLE_CONFIG = """\
 # nfd simulate configuration
@@ -50,11 +51,13 @@ train = 256            # training samples = SGD steps x batch_size
 probes = 64            # held-out inputs from the same teacher
 seed = 0
 noise = 0.0
-# source = "npz"; path = "data.npz"  (arrays X, y and optionally X_probe, y_probe)
+# source = "npz"; path = "data.npz"  (arrays X, y and optionally X_probe, y_probe;
+# y may be (m, C) for C outputs with loss = "mse", or integer class labels (m,) with
+# loss = "cross_entropy" and optionally classes = C in [model])
 
 [model]
 activation = "relu"
-loss = "mse"
+loss = "mse"           # mse | logistic (labels +-1) | cross_entropy (labels 0..C-1)
 eta_c = 0.2
 T = 1.0
 steps = 32             # Euler steps = depth L

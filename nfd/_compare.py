@@ -12,7 +12,7 @@ __all__ = ["compare"]
 
 #: ``attrs`` that must agree for two Datasets to describe the same training run.
 #: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
-SAME_RUN = ("activation", "loss", "eta_c", "eta_c_schedule", "momentum", "weight_decay",
+SAME_RUN = ("activation", "loss", "outputs", "eta_c", "eta_c_schedule", "momentum", "weight_decay",
             "gamma0", "T", "depth", "batch_size", "sgd_steps", "input_dim", "style", "block",
             "scaling", "regime", "X_sha256", "X_probe_sha256")
 

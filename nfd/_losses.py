@@ -2,6 +2,11 @@
 
 The NFD drifts of Definition 1 (paper 002) only need χ = ℒ′(f̊, y); the value
 ℒ is recorded for the loss curves.
+
+Vector outputs f ∈ ℝ^C (issue 23): ``"mse"`` with targets y ∈ ℝ^C is
+ℒ = ½‖f − y‖² (χ = f − y); ``"cross_entropy"`` with an integer label y ∈ 0..C−1 is
+ℒ = −log softmax(f)_y = logsumexp(f) − f_y, χ = softmax(f) − e_y (a
+:class:`Loss` with ``labels=True``: its targets are class labels, one per sample).
 """
 
 from __future__ import annotations
@@ -29,16 +34,45 @@ class Loss:
         (the recorded loss is then NaN).
     grad : callable
         ``∂ℒ/∂f (f, y)`` element-wise.
+    labels : bool
+        The targets are integer class labels y (B,) of outputs f (B, C), C ≥ 2, and
+        ``value`` / ``grad`` map them to the per-sample loss (B,) and to χ (B, C)
+        (``"cross_entropy"``); otherwise y has the shape of f and the loss acts
+        element-wise.
     """
 
     name: str
     value: LossFn | None
     grad: LossFn
+    labels: bool = False
 
     def __call__(self, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.value is None:
             return torch.full_like(f, float("nan"))
         return self.value(f, y)
+
+    def per_sample(self, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss of each sample of vector outputs f (B, C): the label loss itself,
+        or the element-wise loss summed over the C outputs (½‖f − y‖² for mse); NaN
+        without a value."""
+        if self.value is None:
+            return torch.full_like(f[..., 0], float("nan"))
+        out = self.value(f, y)
+        return out if self.labels else out.sum(-1)
+
+    @property
+    def classifies(self) -> bool:
+        """Whether outputs are class decisions whose accuracy is recorded
+        (``"logistic"``: sign f = y; ``"cross_entropy"``: argmax f = y)."""
+        return self.name in ("logistic", "cross_entropy")
+
+    def correct(self, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """1.0 where the decision of f is the label y, else 0.0 (float64): sign f = y
+        for ``"logistic"`` (f = 0 counts as wrong), argmax f = y over the last axis
+        for ``"cross_entropy"``."""
+        if self.labels:
+            return (f.argmax(-1) == y.to(torch.long)).double()
+        return (torch.sign(f) == y).double()
 
 
 def _mse(f, y):
@@ -57,15 +91,29 @@ def _logistic_grad(f, y):
     return -y * torch.sigmoid(-y * f)
 
 
+def _cross_entropy(f, y):
+    # outputs last: any leading (seed, batch) axes are flattened for torch's (N, C)
+    flat = torch.nn.functional.cross_entropy(f.reshape(-1, f.shape[-1]),
+                                             y.to(torch.long).reshape(-1), reduction="none")
+    return flat.reshape(f.shape[:-1])
+
+
+def _cross_entropy_grad(f, y):
+    onehot = torch.nn.functional.one_hot(y.to(torch.long), f.shape[-1]).to(f.dtype)
+    return torch.softmax(f, -1) - onehot
+
+
 LOSSES: dict[str, Loss] = {
     "mse": Loss("mse", _mse, _mse_grad),
     "logistic": Loss("logistic", _logistic, _logistic_grad),
+    "cross_entropy": Loss("cross_entropy", _cross_entropy, _cross_entropy_grad, labels=True),
 }
 
 
 def get_loss(loss: str | Loss | LossFn) -> Loss:
-    """Resolve ``"mse"`` (½(f−y)²), ``"logistic"`` (log(1+e^{−yf}), labels ±1),
-    a :class:`Loss`, or a callable giving ∂ℒ/∂f(f, y).
+    """Resolve ``"mse"`` (½(f−y)², ½‖f − y‖² for vector targets), ``"logistic"``
+    (log(1+e^{−yf}), labels ±1), ``"cross_entropy"`` (−log softmax(f)_y, integer
+    labels y of C ≥ 2 outputs), a :class:`Loss`, or a callable giving ∂ℒ/∂f(f, y).
 
     Raises
     ------

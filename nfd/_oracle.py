@@ -14,6 +14,11 @@ coefficient vector over that basis solves the system exactly, with no Monte Carl
   E[∂F/∂z] = L^{−T} E[∂F/∂ξ] (the same identity the particle code estimates by
   Stein's lemma).
 
+Vector outputs (C ≥ 2) carry C readout basis normals v_c, and each trajectory's
+backward pass starts from the actual gradient direction Σ_c χ_{i,c} v_c(k) (not
+normalised, unlike the particle code), taken by the drifts with the weight
+γ₀c_{k,s}/B; the readout columns are v_c(k) = a_k v_c − Σ_i γ₀c_{k,s}χ_{i,c}/B h_L^{(i)}.
+
 This is an implementation independent of the particle code (numpy, float64, no
 shared helper beyond the loss), for testing both backward limits over many steps,
 mini-batches and probes. Components whose conditional variance is below 1e-12 of
@@ -32,6 +37,7 @@ from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
 from ._results import base_attrs, data_attrs
+from ._schema import variable_dims
 from ._training import check_stream
 
 __all__ = ["linear_limit"]
@@ -99,30 +105,45 @@ class _LinearSystem:
     Definition 1 with L steps, plus the response terms of paper 000 when coupled),
     under the optimizer's state (a_k, w) of :meth:`set_step`."""
 
-    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool) -> None:
+    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1) -> None:
         N, d = X.shape
         self.X, self.L, self.d, self.coupled = X, L, d, coupled
         self.tau = T / L
-        dim = d + 1 + 2 * L * N  # u, v, forward and backward innovations
-        self.fwd = _ExactDriver(L, N, dim, d + 1)
-        self.bwd = _ExactDriver(L, N, dim, d + 1 + L * N)
+        self.C = C
+        dim = d + C + 2 * L * N  # u, v (C columns), forward and backward innovations
+        self.fwd = _ExactDriver(L, N, dim, d + C)
+        self.bwd = _ExactDriver(L, N, dim, d + C + L * N)
         self.H = np.zeros((L + 1, N, dim))
         self.G = np.zeros((L + 1, N, dim))
-        self.chi = np.zeros(N)  # χ_i / B
-        self.v = np.zeros(dim)
-        self.v[d] = 1.0
+        if C == 1:
+            self.chi = np.zeros(N)  # χ_i / B
+            self.v = np.zeros(dim)
+            self.v[d] = 1.0
+        else:
+            self.chi = np.zeros((N, C))  # χ_{i,c} / B, the readout columns' weights
+            self.field = np.zeros(N)  # 1/B, the backward fields' weights
+            self.v = np.zeros((C, dim))
+            self.v[:, d:d + C] = np.eye(C)
         self.n = 0
-        self.a, self.w = 1.0, np.zeros(0)
+        self.a, self.w, self.r = 1.0, np.zeros(0), np.zeros((0, C))
 
     def set_step(self, a: float, weights: np.ndarray) -> None:
         """Weights after k updates: W(k) = a·W(0) − Σ_s weights[s]·∇̂_s (``nfd._optim``),
         ``weights`` per step s < k (γ₀ included), applied to the trajectories of s."""
         self.a = a
-        self.w = np.repeat(weights, self.n // max(len(weights), 1)) * self.chi[:self.n]
+        steps = np.repeat(weights, self.n // max(len(weights), 1))
+        if self.C == 1:
+            self.w = steps * self.chi[:self.n]
+        else:
+            self.w = steps * self.field[:self.n]
+            self.r = steps[:, None] * self.chi[:self.n]
 
     def readout(self) -> np.ndarray:
-        """g_L = a v − Σ_i w_i h_L^{(i)}."""
-        return self.a * self.v - self.w @ self.H[self.L, :self.n]
+        """g_L = a v − Σ_i w_i h_L^{(i)}; for C ≥ 2 the columns (C, dim)
+        v_c(k) = a v_c − Σ_i r_{i,c} h_L^{(i)}."""
+        if self.C == 1:
+            return self.a * self.v - self.w @ self.H[self.L, :self.n]
+        return self.a * self.v - self.r.T @ self.H[self.L, :self.n]
 
     def forward(self, x: np.ndarray, commit: bool) -> np.ndarray:
         """h_0..h_L (L+1, B, dim) of a block of inputs."""
@@ -154,6 +175,8 @@ class _LinearSystem:
     def commit(self, h: np.ndarray, g: np.ndarray, chi: np.ndarray) -> None:
         n, B = self.n, h.shape[1]
         self.H[:, n:n + B], self.G[:, n:n + B], self.chi[n:n + B] = h, g, chi
+        if self.C > 1:
+            self.field[n:n + B] = 1.0 / B
         self.n = n + B
 
 
@@ -172,6 +195,7 @@ def linear_limit(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
+    classes: int | None = None,
 ) -> xr.Dataset:
     """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
 
@@ -185,8 +209,9 @@ def linear_limit(
 
     Parameters
     ----------
-    X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps :
-        As for :func:`nfd.simulate`.
+    X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps, classes :
+        As for :func:`nfd.simulate` (vector targets and ``"cross_entropy"`` labels
+        included).
     momentum, weight_decay, gamma0 :
         As for :func:`nfd.simulate`: the network's optimizer is ``torch.optim.SGD``
         with lr = η_c(k)·γ₀²·n, ``momentum``, weight_decay = λ/(γ₀²n); f is divided
@@ -200,70 +225,94 @@ def linear_limit(
     xarray.Dataset
         ``f``, ``y``, ``loss``, ``dloss`` (step, sample); ``h2``, ``g2`` (step,
         time); ``probe_f``, ``probe_loss`` (probe_step, probe) and ``probe_y``, with
-        the names and coordinates of :func:`nfd.simulate`. Cost: O(K·B·L·(L·K·B)²)
+        the names and coordinates of :func:`nfd.simulate` (with C ≥ 2 outputs the
+        ``output`` dimension, ``probe_accuracy`` for classification losses with
+        probes; ``g2`` is then that of the unit-direction fields g/‖χ‖, as
+        ``simulate`` records it, NaN where χ = 0). Cost: O(K·B·L·(L·K·B)²)
         flops, seconds for L·K·B up to a few hundred.
     """
-    (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+    (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
-        weight_decay=weight_decay, gamma0=gamma0)
+        weight_decay=weight_decay, gamma0=gamma0, classes=classes)
     N, d = Xn.shape
     K = N // B
     if Xp is None:
-        Xp, yp = np.zeros((0, d)), np.zeros(0)
+        Xp, yp = np.zeros((0, d)), np.zeros((0,) + yn.shape[1:], yn.dtype)
+    vec = (C,) if C > 1 else ()
 
     def loss_and_grad(f: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ft, yt = torch.as_tensor(f), torch.as_tensor(target, dtype=torch.float64)
-        return lossf(ft, yt).numpy(), lossf.grad(ft, yt).numpy()
+        ft = torch.as_tensor(f)
+        yt = torch.as_tensor(target, dtype=torch.int64 if lossf.labels else torch.float64)
+        value = lossf.per_sample(ft, yt) if C > 1 else lossf(ft, yt)
+        return value.numpy(), lossf.grad(ft, yt).numpy()
 
-    sys_ = _LinearSystem(Xn, L, T, backward == "coupled")
+    def accuracy(f: np.ndarray, target: np.ndarray) -> float:
+        yt = torch.as_tensor(target, dtype=torch.int64 if lossf.labels else torch.float64)
+        return float(lossf.correct(torch.as_tensor(f), yt).mean())
+
+    sys_ = _LinearSystem(Xn, L, T, backward == "coupled", C)
+    Q = len(yp)
     out = {name: np.full(shape, np.nan) for name, shape in {
-        "f": (K, B), "loss": (K, B), "dloss": (K, B), "h2": (K, L + 1), "g2": (K, L + 1),
-        "probe_f": (len(probe_steps), len(yp)), "probe_loss": (len(probe_steps), len(yp)),
+        "f": (K, B) + vec, "loss": (K, B), "dloss": (K, B) + vec, "h2": (K, L + 1),
+        "g2": (K, L + 1), "probe_f": (len(probe_steps), Q) + vec,
+        "probe_loss": (len(probe_steps), Q), "probe_accuracy": (len(probe_steps),),
     }.items()}
     # One BLAS thread: the products and triangular solves are small, so OpenBLAS's
     # threads only wait on each other (2 threads: 2.7 s idle and 4.3 s beside a busy
     # core; 1 thread: 0.70 and 0.65 s, quickstart stream) and would round by count.
     with np.errstate(over="ignore", invalid="ignore"), threadpool_limits(1, user_api="blas"):
-        _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, out)
+        _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy, out)
 
     coords = {"step": np.arange(K), "sample": np.arange(B), "time": np.arange(L + 1) * T / L,
               "probe": np.arange(len(yp)), "probe_step": np.asarray(probe_steps, int)}
-    two = {"f": ("step", "sample"), "loss": ("step", "sample"), "dloss": ("step", "sample"),
-           "h2": ("step", "time"), "g2": ("step", "time"),
-           "probe_f": ("probe_step", "probe"), "probe_loss": ("probe_step", "probe")}
-    data = {name: (dims, out[name]) for name, dims in two.items()}
-    data["y"] = (("step", "sample"), yn.reshape(K, B))
-    data["probe_y"] = (("probe",), yp)
+    if C > 1:
+        coords["output"] = np.arange(C)
+    names = ["f", "loss", "dloss", "h2", "g2", "probe_f", "probe_loss"]
+    if lossf.classifies and Q:
+        names.append("probe_accuracy")
+    data = {name: (variable_dims(name, C, lossf.labels), out[name]) for name in names}
+    data["y"] = (variable_dims("y", C, lossf.labels), yn.reshape((K, B) + yn.shape[1:]))
+    data["probe_y"] = (variable_dims("probe_y", C, lossf.labels), yp)
     attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
                        loss=lossf.name, **sgd.attrs(), T=T, steps=L, depth=L, particles="inf",
                        batch_size=B, sgd_steps=K, input_dim=d,
-                       style="pre", block="one-layer", scaling="depth-mup", regime="feature",
+                       **({"outputs": C} if C > 1 else {}), style="pre", block="one-layer", scaling="depth-mup", regime="feature",
                        **data_attrs(Xn, Xp))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, out) -> None:
+def _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy,
+         out) -> None:
     """The SGD loop of :func:`linear_limit`: probes before each step, then one step."""
     g0 = sgd.gamma0
     for k, (a, c) in enumerate(sgd.coefficients()):
         sys_.set_step(a, g0 * c)
         if k in probe_steps:
             j = probe_steps.index(k)
-            out["probe_f"][j] = sys_.forward(Xp, commit=False)[-1] @ sys_.readout() / g0
+            readout = sys_.readout()
+            out["probe_f"][j] = sys_.forward(Xp, commit=False)[-1] @ readout.T / g0
             out["probe_loss"][j] = loss_and_grad(out["probe_f"][j], yp)[0]
+            if len(yp):
+                out["probe_accuracy"][j] = accuracy(out["probe_f"][j], yp)
         if k == K:
             break
         rows = slice(k * B, (k + 1) * B)
         h = sys_.forward(Xn[rows], commit=True)
         gL = sys_.readout()
-        f = h[-1] @ gL / g0
+        f = h[-1] @ gL.T / g0 if sys_.C > 1 else h[-1] @ gL / g0
         out["loss"][k], chi = loss_and_grad(f, yn[rows])
         out["f"][k], out["dloss"][k] = f, chi
         if not np.all(np.isfinite(f)):
             raise FloatingPointError(f"non-finite output f at SGD step {k}; lower eta_c or T")
-        g = sys_.backward(h, np.broadcast_to(gL, h[-1].shape))
+        # C ≥ 2: the backward pass starts from the gradient Σ_c χ_c v_c(k) itself
+        start = chi @ gL if sys_.C > 1 else np.broadcast_to(gL, h[-1].shape)
+        g = sys_.backward(h, start)
         out["h2"][k] = np.einsum("lbi,lbi->l", h, h) / B
-        out["g2"][k] = np.einsum("lbi,lbi->l", g, g) / B
+        if sys_.C > 1:  # the unit-direction fields g/‖χ‖ that simulate records
+            scale = 1.0 / np.linalg.norm(chi, axis=1) ** 2
+            out["g2"][k] = np.einsum("lbi,lbi,b->l", g, g, scale) / B
+        else:
+            out["g2"][k] = np.einsum("lbi,lbi->l", g, g) / B
         sys_.commit(h, g, chi / B)
 

@@ -36,32 +36,49 @@ def _lim_label(name: str, band_known: bool) -> str:
     return f"limit {name}" + (f" ({_MC_BAND})" if band_known else "")
 
 
+def _out(da: xr.DataArray, output: int) -> xr.DataArray:
+    """Output ``output`` of a variable with an ``output`` dimension (runs with C ≥ 2
+    outputs), else the variable itself."""
+    return da.isel(output=output) if "output" in da.dims else da
+
+
+def _labels(ds: xr.Dataset) -> bool:
+    """Whether the targets are class labels (``loss="cross_entropy"``): no target
+    line is drawn for one output."""
+    return "output" in ds.dims and "output" not in ds.y.dims
+
+
 def _stream(ds: xr.DataArray, window: int) -> np.ndarray:
     """Batch mean per SGD step, then the trailing running mean over ``window`` steps
     (last axis is ``step``)."""
     return running_mean(ds.mean("sample").transpose(..., "step").values, window)
 
 
-def _panel_train_f(ax, limits, networks, names, window: int) -> None:
-    """Output on the training stream: faint raw batch means, bold running means."""
+def _panel_train_f(ax, limits, networks, names, window: int, output: int = 0) -> None:
+    """Output on the training stream: faint raw batch means, bold running means (one
+    ``output`` of a run with C ≥ 2 outputs)."""
     for i, (name, ds) in enumerate(limits.items()):
         c = run_color(names, name)
         k = ds.step.values
-        ax.plot(k, ds.f.mean("sample"), ".", color=c, ms=2, alpha=0.25,
+        ax.plot(k, _out(ds.f, output).mean("sample"), ".", color=c, ms=2, alpha=0.25,
                 label=None if i else "limit on each step's sample (faint dots)")
-        se = _stream(ds.f_se, window) if "f_se" in ds else None
-        band(ax, k, _stream(ds.f, window), se, c, _lim_label(name, se is not None))
+        se = _stream(_out(ds.f_se, output), window) if "f_se" in ds else None
+        band(ax, k, _stream(_out(ds.f, output), window), se, c,
+             _lim_label(name, se is not None))
     for name, ds in networks.items():
         c = run_color(names, name)
         k = ds.step.values
-        m, se = _seed_stats(xr.DataArray(_stream(ds.f, window), dims=("seed", "step")))
+        m, se = _seed_stats(xr.DataArray(_stream(_out(ds.f, output), window),
+                                         dims=("seed", "step")))
         band(ax, k, m, se, c, _net_label(name, ds), dashed=True)
     first = next(iter({**limits, **networks}.values()))
-    ax.plot(first.step, _stream(first.y, window), ":", color="k", lw=1.2,
-            label="target y")
+    if not _labels(first):
+        ax.plot(first.step, _stream(_out(first.y, output), window), ":", color="k",
+                lw=1.2, label="target y")
+    which = f" {output}" if "output" in first.dims else ""
     ax.set_xlabel(axis_label("step", first))
-    ax.set_ylabel(f"output f on the training sample\n(running mean over {window} steps)")
-    ax.set_title("training stream: output f")
+    ax.set_ylabel(f"output f{which} on the training sample\n(running mean over {window} steps)")
+    ax.set_title(f"training stream: output f{which}")
 
 
 def _panel_train_loss(ax, limits, networks, names, window: int) -> None:
@@ -86,26 +103,54 @@ def _loss_se(ds: xr.Dataset) -> np.ndarray | None:
     if loss is None or "probe_f_se" not in ds:
         return None
     f = torch.as_tensor(ds.probe_f.values)
-    y = torch.as_tensor(ds.probe_y.values).expand_as(f)
-    slope = loss.grad(f, y).abs().numpy()
-    return (slope * ds.probe_f_se.values).mean(-1)
+    y = torch.as_tensor(ds.probe_y.values)
+    y = y.expand(f.shape[:-1]) if loss.labels else y.expand_as(f)
+    slope = loss.grad(f, y).abs().numpy() * ds.probe_f_se.values
+    if "output" in ds.probe_f.dims:  # |∇ℒ|·se summed over the outputs
+        slope = slope.sum(-1)
+    return slope.mean(-1)
 
 
-def _panel_probe_f(ax, limits, networks, names, probe: int) -> None:
-    """Output on one held-out probe with its bands."""
+def _panel_probe_f(ax, limits, networks, names, probe: int, output: int = 0) -> None:
+    """Output on one held-out probe with its bands (one ``output`` of C ≥ 2)."""
     first = next(iter({**limits, **networks}.values()))
     for name, ds in limits.items():
-        se = ds.probe_f_se.isel(probe=probe).values if "probe_f_se" in ds else None
-        band(ax, ds.probe_step.values, ds.probe_f.isel(probe=probe).values, se,
-             run_color(names, name))
+        se = (_out(ds.probe_f_se, output).isel(probe=probe).values if "probe_f_se" in ds
+              else None)
+        band(ax, ds.probe_step.values, _out(ds.probe_f, output).isel(probe=probe).values,
+             se, run_color(names, name))
     for name, ds in networks.items():
-        m, se = _seed_stats(ds.probe_f.isel(probe=probe))
+        m, se = _seed_stats(_out(ds.probe_f, output).isel(probe=probe))
         band(ax, ds.probe_step.values, m, se, run_color(names, name), dashed=True,
              marker="o")
-    ax.axhline(float(first.probe_y.isel(probe=probe)), color="k", ls=":", lw=1.2)
+    which = f" {output}" if "output" in first.dims else ""
+    if _labels(first):
+        target = f"label {int(first.probe_y.isel(probe=probe))}"
+    else:
+        ax.axhline(float(_out(first.probe_y, output).isel(probe=probe)), color="k",
+                   ls=":", lw=1.2)
+        target = "target dotted"
     ax.set_xlabel(axis_label("probe_step", first))
-    ax.set_ylabel(f"output f on held-out probe {probe}")
-    ax.set_title(f"held-out probe {probe}: output f (target dotted)")
+    ax.set_ylabel(f"output f{which} on held-out probe {probe}")
+    ax.set_title(f"held-out probe {probe}: output f{which} ({target})")
+
+
+def _panel_probe_accuracy(ax, limits, networks, names) -> None:
+    """Test accuracy (share of probes classified correctly) of classification runs
+    with C ≥ 2 outputs; networks with ±2 s.e. over seeds."""
+    first = next(iter({**limits, **networks}.values()))
+    for name, ds in limits.items():
+        if "probe_accuracy" in ds:
+            ax.plot(ds.probe_step, ds.probe_accuracy, color=run_color(names, name), lw=2)
+    for name, ds in networks.items():
+        if "probe_accuracy" in ds:
+            m, se = _seed_stats(ds.probe_accuracy)
+            band(ax, ds.probe_step.values, m, se, run_color(names, name), dashed=True,
+                 marker="o")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(axis_label("probe_step", first))
+    ax.set_ylabel(f"test accuracy over {first.sizes['probe']} held-out probes")
+    ax.set_title("test accuracy (argmax f = label)")
 
 
 def _panel_probe_loss(ax, limits, networks, names) -> None:
@@ -167,7 +212,7 @@ def _optimizer_label(a: dict) -> str:
 
 def plot_run(limits, networks=None, path: str | Path | None = None, *,
              window: int | None = None, probe: int = 0, profile_steps: int = 3,
-             title: str | None = None):
+             title: str | None = None, output: int = 0):
     """The training prediction: each limit beside its finite networks.
 
     Six panels: the output f on the training stream and the training loss (trailing
@@ -177,6 +222,11 @@ def plot_run(limits, networks=None, path: str | Path | None = None, *,
     ±2 Monte Carlo s.e. bands (``f_se``, ``probe_f_se``; the test-loss band by the
     delta method), networks dashed with ±2 s.e. over seeds. Runs with the same name
     share a colour (``coupled`` blue, ``decoupled`` red).
+
+    Runs with C ≥ 2 outputs (an ``output`` dimension) draw output ``output`` in the
+    two output panels (with its target for vector mse; the probe's label in the
+    title for cross-entropy), and a classification run's held-out panel shows the
+    test accuracy (``probe_accuracy``) instead of one probe's output.
 
     Parameters
     ----------
@@ -196,6 +246,8 @@ def plot_run(limits, networks=None, path: str | Path | None = None, *,
         Number of steps at which the depth profiles are drawn.
     title : str, optional
         Figure title (default: the run's activation, loss, η_c, T, L, B).
+    output : int
+        The output c drawn in the output panels of runs with C ≥ 2 outputs.
 
     Returns
     -------
@@ -210,12 +262,18 @@ def plot_run(limits, networks=None, path: str | Path | None = None, *,
     K = first.sizes["step"]
     window = max(1, K // 8) if window is None else int(window)
     fig, axes = figure(2, 3, size=4.6, aspect=0.78)
-    _panel_train_f(axes[0, 0], limits, networks, names, window)
+    if "output" in first.dims and not 0 <= output < first.sizes["output"]:
+        raise ValueError(f"output={output} is not one of the runs' "
+                         f"{first.sizes['output']} outputs")
+    _panel_train_f(axes[0, 0], limits, networks, names, window, output)
     _panel_train_loss(axes[0, 1], limits, networks, names, window)
     _panel_profile(axes[0, 2], limits, networks, names, "h2", profile_steps, window)
     has_probes = first.sizes.get("probe", 0) > 0
     if has_probes:
-        _panel_probe_f(axes[1, 0], limits, networks, names, probe)
+        if "output" in first.dims and "probe_accuracy" in first:
+            _panel_probe_accuracy(axes[1, 0], limits, networks, names)
+        else:
+            _panel_probe_f(axes[1, 0], limits, networks, names, probe, output)
         _panel_probe_loss(axes[1, 1], limits, networks, names)
     else:
         for ax in axes[1, :2]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-__all__ = ["Variable", "VARIABLES", "EXTRA_VARIABLES", "COORDS", "annotate", "default_steps",
+__all__ = ["Variable", "VARIABLES", "EXTRA_VARIABLES", "COORDS", "OUTPUT_VARIABLES",
+           "TARGET_VARIABLES", "variable_dims", "annotate", "default_steps",
            "DEFAULT_PROBE_STEPS", "DEFAULT_EIG_STEPS", "DEFAULT_PROGRESS"]
 
 #: Probe evaluations by default: at most this many evenly spaced steps, 0 and K included.
@@ -58,8 +59,12 @@ VARIABLES: dict[str, Variable] = {
     "probe_y": Variable(("probe",), "probe target y"),
 }
 
-#: Quantities only one of the two Datasets holds.
+#: Quantities only one of the two Datasets holds, or only some runs hold
+#: (``probe_accuracy``: both, for classification losses with probes).
 EXTRA_VARIABLES: dict[str, Variable] = {
+    "probe_accuracy": Variable(("probe_step",),
+                               "fraction of probes classified correctly (argmax f = label; "
+                               "logistic loss: sign f = y)"),
     "f_se": Variable(("step", "sample"),
                      "Monte Carlo standard error of f (particles, interaction included "
                      "by error replicas)"),
@@ -93,6 +98,27 @@ EXTRA_VARIABLES: dict[str, Variable] = {
                                 "batch mean"),
 }
 
+#: Variables that gain a last dimension ``output`` (c = 0..C−1) in a run with C ≥ 2
+#: outputs (vector mse, cross-entropy); scalar runs keep the dims above.
+OUTPUT_VARIABLES = ("f", "f_se", "dloss", "f_se_inflation", "probe_f", "probe_f_se",
+                    "probe_f_se_inflation")
+#: Targets: with C ≥ 2 outputs they gain ``output`` too, unless they are class
+#: labels (``loss="cross_entropy"``: one integer per sample).
+TARGET_VARIABLES = ("y", "probe_y")
+
+
+def variable_dims(name: str, outputs: int = 1, labels: bool = False) -> tuple[str, ...]:
+    """The dims of variable ``name`` (without ``seed``) in a run with ``outputs`` = C
+    outputs whose targets are class ``labels`` or not: the schema's dims, with
+    ``output`` last for the :data:`OUTPUT_VARIABLES` (and the
+    :data:`TARGET_VARIABLES` unless ``labels``) when C ≥ 2."""
+    dims = {**VARIABLES, **EXTRA_VARIABLES}[name].dims
+    if outputs >= 2 and (name in OUTPUT_VARIABLES
+                         or (name in TARGET_VARIABLES and not labels)):
+        return dims + ("output",)
+    return dims
+
+
 #: Coordinates: (long_name, units).
 COORDS: dict[str, tuple[str, str]] = {
     "seed": ("network seed", "1"),
@@ -104,6 +130,7 @@ COORDS: dict[str, tuple[str, str]] = {
     "probe_step": ("SGD step of the probe evaluation (after that many updates)", "step"),
     "eig_step": ("SGD step of the eigenvalue recording", "step"),
     "particle": ("kept particle", "1"),
+    "output": ("output (class) c of f, runs with C >= 2 outputs", "1"),
 }
 
 

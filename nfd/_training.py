@@ -7,12 +7,11 @@ from __future__ import annotations
 from ._checks import (
     check_choice,
     check_int,
-    check_labels,
     check_matrix,
+    check_outputs,
     check_positive_float,
     check_probes,
     check_steps,
-    check_targets,
 )
 from ._losses import get_loss
 from ._optim import check_sgd
@@ -30,19 +29,21 @@ BACKWARD_LIMITS = ("coupled", "decoupled")
 
 
 def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
-                 probe_steps, momentum=0.0, weight_decay=0.0, gamma0=1.0) -> tuple:
+                 probe_steps, momentum=0.0, weight_decay=0.0, gamma0=1.0,
+                 classes=None) -> tuple:
     """Checks of the training stream and its hyperparameters shared by
     :func:`nfd.simulate` and :func:`nfd.linear_limit`.
 
-    Returns ``(X, y, sgd, T, L, B, loss, X_probe, y_probe, probe_steps)`` as
+    Returns ``(X, y, sgd, T, L, B, loss, X_probe, y_probe, probe_steps, C)`` as
     validated arrays, numbers, the optimizer (:class:`nfd.schema.SGD`, from
     ``eta_c``, ``momentum``, ``weight_decay``, ``gamma0``) and a :class:`nfd.Loss`;
-    the probes are ``None`` and the step list empty without probes. The messages
-    name the argument.
+    the probes are ``None`` and the step list empty without probes. C is the
+    number of outputs (:func:`nfd.schema.check_outputs`: 1 for scalar targets, the
+    targets' columns or the classes of ``"cross_entropy"`` labels otherwise). The
+    messages name the argument.
     """
     Xn = check_matrix("X", X)
     N, d = Xn.shape
-    yn = check_targets("y", y, N)
     T = check_positive_float("T", T)
     L = check_int("steps", steps, 1)
     B = check_int("batch_size", batch_size, 1)
@@ -52,12 +53,12 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     sgd = check_sgd(eta_c, N // B, momentum=momentum, weight_decay=weight_decay,
                     gamma0=gamma0)
     lossf = get_loss(loss)
-    check_labels("y", yn, lossf.name)
-    probes = check_probes(probes, d, lossf.name)
+    yn, C = check_outputs("y", y, N, lossf, classes=classes)
+    probes = check_probes(probes, d, lossf.name if C == 1 else lossf, outputs=C)
     if probes is None:
-        return Xn, yn, sgd, T, L, B, lossf, None, None, []
+        return Xn, yn, sgd, T, L, B, lossf, None, None, [], C
     Xp, yp = probes
     K = N // B
     probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
                    else check_steps("probe_steps", probe_steps, 0, K))
-    return Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps
+    return Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C

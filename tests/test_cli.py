@@ -134,7 +134,8 @@ XY = {"X": RNG.standard_normal((5, 3)), "y": RNG.standard_normal(5)}
      ["none.npz", "cannot read"]),
     ('[data]\nsource = "npz"\npath = "d.npz"\n[model]\neta_c = 0.1\n',
      {"X": XY["X"], "labels": XY["y"]},
-     ["d.npz", "['X', 'labels']", "arrays X (m, d) and y (m,), optionally X_probe and y_probe"]),
+     ["d.npz", "['X', 'labels']", "arrays X (m, d) and y (m,) or (m, C)",
+      "optionally X_probe and y_probe"]),
     ('[data]\nsource = "npz"\npath = "d.npz"\n[model]\neta_c = 0.1\n',
      {**XY, "X_probe": XY["X"]}, ["X_probe", "y_probe"]),
     # bad model values: simulate's argument checks, named by the key

@@ -320,7 +320,7 @@ def test_digits_regression_target():
     (dict(classes=(3,), target="value"), ValueError, "at least two"),
     (dict(classes="38"), TypeError, "classes"),
     (dict(classes=(3.0, 8)), ValueError, "classes"),
-    (dict(target="label"), ValueError, "target"),
+    (dict(target="onehot"), ValueError, "target"),
     (dict(standardize=1), TypeError, "standardize"),
     (dict(n_samples=0), ValueError, "n_samples"),
     (dict(n_samples=10_000), ValueError, "n_samples=10000 exceeds"),

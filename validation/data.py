@@ -38,8 +38,9 @@ CIFAR10_CLASSES = (
 )
 
 
-#: ``target`` of :func:`load_digits`: ±1 labels of a class pair, or the digit value.
-DIGITS_TARGETS = ("sign", "value")
+#: ``target`` of :func:`load_digits`: ±1 labels of a class pair, the digit value, or
+#: integer class labels (``loss="cross_entropy"``).
+DIGITS_TARGETS = ("sign", "value", "label")
 
 
 def _digit_classes(classes, target: str) -> tuple[int, ...]:
@@ -88,10 +89,12 @@ def load_digits(
     ----------
     classes : tuple of int, optional
         Digits to keep. ``target="sign"``: a pair, the first labelled +1, the
-        second −1. ``target="value"``: two or more; ``None``: all ten.
-    target : {"sign", "value"}
-        ±1 labels of a class pair (binary classification), or the digit's value
-        centred and scaled to unit variance over the fitting images (regression).
+        second −1. ``target="value"`` or ``"label"``: two or more; ``None``: all ten.
+    target : {"sign", "value", "label"}
+        ±1 labels of a class pair (binary classification), the digit's value
+        centred and scaled to unit variance over the fitting images (regression),
+        or the integer class label c (the digit ``classes[c]``; the digit itself
+        for all ten) for ``loss="cross_entropy"`` (multi-class classification).
     standardize : bool
         Centre and scale each pixel before the rows are put on the sphere.
     n_samples : int, optional
@@ -106,7 +109,7 @@ def load_digits(
     Returns
     -------
     X : ndarray (m, d), float64, every row with ‖x‖² = d
-    y : ndarray (m,), float64
+    y : ndarray (m,), float64 (int64 labels for ``target="label"``)
 
     Raises
     ------
@@ -147,6 +150,10 @@ def load_digits(
     X = X * np.sqrt(X.shape[1]) / norm
     if target == "sign":
         y = np.where(digit == keep[0], 1.0, -1.0)
+    elif target == "label":
+        index = np.zeros(10, dtype=np.int64)
+        index[list(keep)] = np.arange(len(keep))
+        y = index[digit]
     else:
         y = (digit - digit[:fit].mean()) / digit[:fit].std()
     if n_samples is not None:

@@ -54,6 +54,7 @@ class Config:
     divergence: float | None
     innovations: tuple[torch.Tensor | None, torch.Tensor | None]
     error_replicas: int = 0
+    C: int = 1  # outputs: 1 is the scalar path, C ≥ 2 the vector path (issue 23)
 
     @property
     def N(self) -> int:
@@ -72,6 +73,11 @@ class Config:
         return 0 if self.Xp is None else self.Xp.shape[0]
 
     @property
+    def vector(self) -> bool:
+        """Whether f has C ≥ 2 outputs (the ``output`` dimension)."""
+        return self.C >= 2
+
+    @property
     def coupled(self) -> bool:
         return self.backward == "coupled"
 
@@ -79,12 +85,12 @@ class Config:
 def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
                    probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
                    rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
-                   weight_decay=0.0, gamma0=1.0) -> Config:
+                   weight_decay=0.0, gamma0=1.0, classes=None) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
-    (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps) = check_stream(
+    (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
-        weight_decay=weight_decay, gamma0=gamma0)
+        weight_decay=weight_decay, gamma0=gamma0, classes=classes)
     K = Xn.shape[0] // B
     P = check_int("particles", particles, 2)
     paths = check_int("paths", paths, 0)
@@ -108,7 +114,7 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
-                  error_replicas)
+                  error_replicas, C)
 
 
 def check_innovations(innovations, shape: tuple, device, dtype) -> tuple:

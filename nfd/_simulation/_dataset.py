@@ -8,7 +8,7 @@ import torch
 import xarray as xr
 
 from .._results import base_attrs, data_attrs
-from .._schema import EXTRA_VARIABLES, VARIABLES, annotate
+from .._schema import EXTRA_VARIABLES, VARIABLES, annotate, variable_dims
 from ._checks import Config
 from ._errors import replica_particles
 
@@ -24,6 +24,8 @@ def _coords(cfg: Config) -> dict[str, np.ndarray]:
               "eig_step": np.asarray(cfg.eig_steps, int)}
     if cfg.paths:
         coords["particle"] = np.arange(cfg.paths)
+    if cfg.vector:
+        coords["output"] = np.arange(cfg.C)
     return coords
 
 
@@ -34,7 +36,8 @@ def _attrs(cfg: Config) -> dict:
         **cfg.sgd.attrs(), T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
-        rel_jitter=cfg.rel_jitter, error_replicas=cfg.error_replicas,
+        rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
+        error_replicas=cfg.error_replicas,
         error_replica_particles=replica_particles(cfg.P) if cfg.error_replicas else 0,
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)", learning_rate="eta_c*gamma0^2*n",
@@ -53,8 +56,10 @@ def assemble(cfg: Config, rec: dict[str, torch.Tensor]) -> xr.Dataset:
     for name in ("h_path", "g_path"):
         if name in out:  # (step, time, sample, particle) → (particle, step, sample, time)
             out[name] = out[name].transpose(3, 0, 2, 1)
-    out["y"] = cfg.y.reshape(cfg.K, cfg.B)
-    out["probe_y"] = np.zeros(0) if cfg.yp is None else cfg.yp
-    data = {name: (table[name].dims, out[name]) for name in table if name in out}
+    out["y"] = cfg.y.reshape((cfg.K, cfg.B) + cfg.y.shape[1:])
+    out["probe_y"] = (np.zeros((0,) + cfg.y.shape[1:], cfg.y.dtype) if cfg.yp is None
+                      else cfg.yp)
+    data = {name: (variable_dims(name, cfg.C, cfg.loss.labels), out[name])
+            for name in table if name in out}
     ds = xr.Dataset(data, coords=_coords(cfg), attrs=_attrs(cfg))
     return annotate(ds)

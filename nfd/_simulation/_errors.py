@@ -147,10 +147,12 @@ def windowed_inflation(q: np.ndarray, s: np.ndarray, window: np.ndarray) -> np.n
 
 def _outputs(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, ...]:
     """Estimates, per-particle errors (run, output) and trajectory counts (output) of
-    f and then probe_f, flattened in that order."""
+    f and then probe_f, flattened in that order (the C outputs of a trajectory or
+    probe, ``output`` last, share its count)."""
     B, N = ds.sizes["sample"], ds.sizes["step"] * ds.sizes["sample"]
-    traj_f = np.arange(N)
-    traj_p = np.repeat(ds["probe_step"].values * B, ds.sizes["probe"])
+    C = ds.sizes.get("output", 1)
+    traj_f = np.repeat(np.arange(N), C)
+    traj_p = np.repeat(ds["probe_step"].values * B, ds.sizes["probe"] * C)
     q = np.concatenate([np.stack([r[v].values.reshape(-1) for r in runs])
                         for v in ("f", "probe_f")], 1)
     s = np.concatenate([np.stack([r[f"{v}_se"].values.reshape(-1) for r in runs])
@@ -166,13 +168,14 @@ def _inflations(ds: xr.Dataset, runs: list[xr.Dataset]) -> tuple[np.ndarray, np.
     same history size, rather than probes at another: measured at batch 8, pooling the
     first probe evaluations with later ones left their errors 25% too narrow)."""
     q, s, traj_f, traj_p = _outputs(ds, runs)
-    N = len(traj_f)
+    N, M = ds.sizes["step"] * ds.sizes["sample"], len(traj_f)  # trajectories, f outputs
+    C = M // N
     win_f = windows(traj_f, N, WINDOW_MIN_OUTPUTS)
-    rho_f = windowed_inflation(q[:, :N], s[:, :N], win_f)
-    win_p = win_f[np.minimum(traj_p, N - 1)]
+    rho_f = windowed_inflation(q[:, :M], s[:, :M], win_f)
+    win_p = win_f[np.minimum(traj_p, N - 1) * C]
     rho_p = np.full(len(traj_p), np.nan)
     for w in np.unique(win_p):
-        cols = N + np.flatnonzero(win_p == w)
+        cols = M + np.flatnonzero(win_p == w)
         if len(cols) < WINDOW_MIN_OUTPUTS:
             cols = np.concatenate([cols, np.flatnonzero(win_f == w)])
         rho_p[win_p == w] = inflation(q[:, cols], s[:, cols])

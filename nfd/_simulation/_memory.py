@@ -30,6 +30,7 @@ def memory_estimate(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
+    outputs: int = 1,
 ) -> dict[str, int]:
     """Bytes :func:`nfd.simulate` allocates, by buffer.
 
@@ -64,6 +65,12 @@ def memory_estimate(
         Anything but plain SGD adds the ``"optimizer"`` entry: the recurrence's
         coefficient vectors (2·K float64 on the host) and each step's trajectory
         weights (K·B in float64 and in ``dtype``), a few bytes per trajectory.
+    outputs : int
+        C, the number of outputs (columns of vector mse targets, classes of
+        ``loss="cross_entropy"``). C ≥ 2 adds the ``"outputs"`` entry: the C − 1
+        further readout columns, the current readout V(k) (P, C), the (B or Q, C, P)
+        products of the outputs and the trajectories' C coefficients (in float64
+        and ``dtype``).
 
     Returns
     -------
@@ -75,7 +82,7 @@ def memory_estimate(
     TypeError, ValueError
         For a count that is not an integer of the range ``simulate`` accepts
         (``n_train, input_dim, steps, batch_size`` ≥ 1, ``particles`` ≥ 2,
-        ``probes, paths`` ≥ 0), ``backward`` other than ``"coupled"`` or
+        ``probes, paths`` ≥ 0, ``outputs`` ≥ 1), ``backward`` other than ``"coupled"`` or
         ``"decoupled"``, ``dtype`` other than float32 or float64, or an optimizer
         argument that ``simulate`` refuses.
     """
@@ -86,6 +93,7 @@ def memory_estimate(
     B = check_int("batch_size", batch_size, 1)
     probes = check_int("probes", probes, 0)
     paths = check_int("paths", paths, 0)
+    C = check_int("outputs", outputs, 1)
     check_choice("backward", backward, BACKWARD_LIMITS)
     _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
@@ -109,5 +117,7 @@ def memory_estimate(
         "paths": 2 * paths * N * (L + 1) * item,
         "optimizer": 0 if plain else 2 * (N // B) * 8 + N * (8 + item),
     }
+    if C >= 2:
+        est["outputs"] = ((2 * C - 1) * P + width * C * P) * item + N * C * (8 + item)
     est["total"] = sum(est.values())
     return est

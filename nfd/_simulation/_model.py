@@ -41,7 +41,7 @@ class History:
     their row counts up.
     """
 
-    def __init__(self, L: int, N: int, P: int, device, dtype) -> None:
+    def __init__(self, L: int, N: int, P: int, device, dtype, outputs: int = 0) -> None:
         kw = {"device": device, "dtype": dtype}
         self.N, rows = N, history_rows(N)
         self.act_pairs = torch.zeros(L, rows, 2, P, **kw)  # (φ(h_{ℓ−1}), ξ̃_ℓ), ℓ = 1..L
@@ -53,7 +53,11 @@ class History:
         # per-layer views, made once: indexing costs as much as a small product
         self.phi_at, self.g_at = list(self.phi), list(self.g)
         self.hL = torch.zeros(N, P, **kw)
-        self.coef = torch.zeros(N, **kw)  # χ_i/B (times η_c for plain SGD)
+        # χ_i/B (times η_c for plain SGD); with C ≥ 2 ``outputs``: ‖χ_i‖/B, the weight
+        # of the trajectory's backward field, and ``out_coef`` (N, C) χ_{i,c}/B, the
+        # weights of h_L^{(i)} in the readout columns
+        self.coef = torch.zeros(N, **kw)
+        self.out_coef = torch.zeros(N, outputs, **kw) if outputs else None
         self.X = torch.empty(N, 0, **kw)
         self.n = 0  # committed trajectories
 
@@ -109,14 +113,18 @@ class Model:
         self.P = u.shape[0]
         self.d = u.shape[1]
         self._wbuf: dict[tuple[str, int], torch.Tensor] = {}
-        self.set_step(1.0, hist.coef[:0])
+        self.vector = hist.out_coef is not None
+        self.set_step(1.0, hist.coef[:0], None if hist.out_coef is None else hist.out_coef[:0])
 
-    def set_step(self, scale: float, coef: torch.Tensor) -> None:
+    def set_step(self, scale: float, coef: torch.Tensor,
+                 out_coef: torch.Tensor | None = None) -> None:
         """The optimizer's state after the committed updates (``nfd._optim``): the
         factor a_k of the initial weights (u, v and both drivers, with the coupled
         limit's response terms) and the coefficients (n,) of the n committed
-        trajectories' gradients, γ₀·c_{k,s}·χ_i/B."""
-        self.scale, self.coef = scale, coef
+        trajectories' gradients, γ₀·c_{k,s}·χ_i/B (C ≥ 2 outputs: γ₀·c_{k,s}·‖χ_i‖/B
+        on the backward fields and ``out_coef`` (n, C) γ₀·c_{k,s}·χ_{i,c}/B on the
+        readout columns)."""
+        self.scale, self.coef, self.out_coef = scale, coef, out_coef
         self._noise = self.sqrt_tau * scale
 
     def _weight_views(self, role: str, B: int, n: int, rows: int,
@@ -161,11 +169,14 @@ class Model:
 
     def readout(self) -> torch.Tensor:
         """g_L = a_k v − Σ_i w_i h_L^{(i)} (the readout after the recorded updates,
-        w = :attr:`coef`)."""
+        w = :attr:`coef`); with C ≥ 2 outputs the (P, C) columns
+        v_c(k) = a_k v_c − Σ_i w_{i,c} h_L^{(i)}, w_{i,c} = :attr:`out_coef`."""
         n = self.hist.n
         v = self.v if self.scale == 1 else self.v * self.scale
         if n == 0:
             return v
+        if self.vector:
+            return v - self.hist.hL[:n].T @ self.out_coef
         return v - self.coef @ self.hist.hL[:n]
 
     def _embed(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,23 @@ one η_c) has a_k = 1 and w_i = η_c χ_i: the equations of paper 002. In the de
 network the backward copy W̃ receives the same gradients and decays with its own
 value, so W̃_k − W_k = a_k (W̃_0 − W_0): both of its drivers carry a_k.
 
+Vector outputs (C ≥ 2: ``loss="mse"`` with targets (N, C), ``loss="cross_entropy"``
+with integer labels). The network f = Vᵀh_L/(γ₀n) has a readout V (n, C), so each
+particle carries a readout row v ∈ ℝ^C, v ~ N(0, I_C), and the output of column c is
+f̊_c^{(k)} = E[v_c(k) h_L^{(k)}]/γ₀. Backprop is linear in the output error: the
+gradient of ℒ^{(i)} at h_L is Σ_c χ_{i,c} v_c(k)/(γ₀n), one backward field per
+trajectory as for C = 1, with χ_i = ℒ′(f̊^{(i)}, y^{(i)}) ∈ ℝ^C. Every field's
+drift takes it with a scalar weight, so the history stores the field of the unit
+direction ê_i = χ_i/‖χ_i‖ (Σ_c/√C when χ_i = 0, weight 0) and its norm:
+
+    g_L^{(k)} = Σ_c ê_{k,c} v_c(k),                 v_c(k) = a_k v_c − Σ_i γ₀ c_{k,s(i)} χ_{i,c}/B h_L^{(i)}
+    w_i = γ₀ c_{k,s(i)} ‖χ_i‖/B                     (the drifts of h_0, h_ℓ, g_{ℓ−1} above)
+
+The backward pass is exactly linear in g_L under a positive rescaling (the driver's
+new component, its Cholesky border and the response functions all scale with it),
+so ‖χ_i‖·(field of ê_i) is the field of Σ_c χ_{i,c} v_c(k). Scalar runs (C = 1) keep
+the form above, g_L = v with χ_i in w_i: their numbers do not move.
+
 Ordinary backprop (``backward="coupled"``) uses W_ℓ forward and W_ℓᵀ backward, so
 the sources z_ℓ = W_ℓφ/√n and z̃_ℓ = W_ℓᵀg/√n respond to each other. Its n → ∞ limit
 (Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise hyperparameter transfer in
@@ -102,6 +119,7 @@ def simulate(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
+    classes: int | None = None,
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -117,17 +135,23 @@ def simulate(
     ----------
     X : array_like, shape (K·B, d)
         Training stream, consumed in order, B rows per SGD step.
-    y : array_like, shape (K·B,)
-        Targets (±1 labels for ``loss="logistic"``).
+    y : array_like, shape (K·B,) or (K·B, C)
+        Targets: ±1 labels for ``loss="logistic"``; integer class labels 0..C−1 for
+        ``loss="cross_entropy"``; for ``loss="mse"`` (or a callable) values of
+        shape (K·B,) (one output, or (K·B, 1)) or (K·B, C) (C ≥ 2 outputs,
+        ℒ = ½‖f − y‖²). Integer-typed mse targets with more than two values are
+        refused as class labels, and so are one-hot arrays for ``"cross_entropy"``.
     eta_c : float, sequence of float or callable
         Effective learning rate η_c ≥ 0: the network's ``torch.optim.SGD`` has
         lr = η_c·γ₀²·n. A sequence of K values (K = len(X)/batch_size) or a callable
         k → η_c(k) is a schedule: step k (0-based) uses η_c(k).
     activation : str or callable
         φ; see :func:`nfd.get_activation`.
-    loss : {"mse", "logistic"} or callable
-        ``"mse"``: ½(f − y)²; ``"logistic"``: log(1 + e^{−yf}); or a callable
-        returning ∂ℒ/∂f(f, y) (the recorded loss is then NaN).
+    loss : {"mse", "logistic", "cross_entropy"} or callable
+        ``"mse"``: ½(f − y)² (½‖f − y‖² for C outputs); ``"logistic"``:
+        log(1 + e^{−yf}); ``"cross_entropy"``: −log softmax(f)_y over C ≥ 2
+        outputs; or a callable returning ∂ℒ/∂f(f, y) element-wise (the recorded
+        loss is then NaN). Vector outputs: module docstring.
     T : float
         Time horizon.
     steps : int
@@ -137,8 +161,8 @@ def simulate(
     batch_size : int
         B; each SGD step averages the gradient over B samples, each with its own
         trajectory in the history.
-    probes : (array_like (Q, d), array_like (Q,)), optional
-        Held-out inputs and targets evaluated forward-only at ``probe_steps`` with
+    probes : (array_like (Q, d), array_like (Q,) or (Q, C)), optional
+        Held-out inputs and targets (of the training targets' kind) evaluated forward-only at ``probe_steps`` with
         the parameters of that step; their noise is conditioned on the training
         history, not appended to it. Each probe has exactly its own conditional law;
         the probes share their fresh noise (one normal per layer and particle), so
@@ -230,6 +254,9 @@ def simulate(
         f = vᵀh_L/(γ₀n). Features move by O(γ₀) per step while f moves by O(η_c);
         γ₀ → 0 is kernel gradient descent with :func:`nfd.ntk_kernel`. The Monte
         Carlo error of f grows like 1/γ₀ (``f_se``).
+    classes : int, optional
+        C ≥ 2 for ``loss="cross_entropy"``: the number of outputs (default: the
+        largest label + 1). Refused with the other losses.
 
     Returns
     -------
@@ -250,6 +277,13 @@ def simulate(
         (probe_step, probe) and ``probe_y``; ``f_se_inflation`` (step, sample)
         and ``probe_f_se_inflation`` (probe_step, probe), see ``error_replicas``;
         ``h_path`` / ``g_path`` (particle, step, sample, time) when ``paths``.
+        Classification losses (``"logistic"``, ``"cross_entropy"``) with probes add
+        ``probe_accuracy`` (probe_step): the share of probes with sign f = y,
+        argmax f = y. With C ≥ 2 outputs, ``f``, ``f_se``, ``dloss``,
+        ``probe_f``, ``probe_f_se`` and their inflations have a last dimension
+        ``output`` (c = 0..C−1), and so do ``y`` and ``probe_y`` unless they are
+        class labels; ``loss`` and ``probe_loss`` are per sample; ``g2`` and
+        ``g_path`` are those of the unit-direction fields (module docstring).
         Every parameter is in ``attrs``;
         every variable and coordinate has ``long_name`` and ``units``
         (:mod:`nfd.schema`).
@@ -279,7 +313,7 @@ def simulate(
         eig_steps=eig_steps, paths=paths, backward=backward, seed=seed, device=device,
         dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
         error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
-        gamma0=gamma0)
+        gamma0=gamma0, classes=classes)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     if not cfg.error_replicas:

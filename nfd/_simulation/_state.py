@@ -13,7 +13,7 @@ from sde import GrowingGaussianDriver
 
 from .._guard import DivergenceGuard
 from .._memory import ensure_fits
-from .._schema import EXTRA_VARIABLES, VARIABLES
+from .._schema import variable_dims
 from ._checks import Config
 from ._memory import memory_estimate
 from ._model import History, Model
@@ -60,9 +60,9 @@ class RunState:
     guard: DivergenceGuard
     probe_guard: DivergenceGuard
     x: torch.Tensor  # (K, B, d) training inputs
-    y: torch.Tensor  # (K, B) training targets
+    y: torch.Tensor  # (K, B[, C]) training targets (int64 class labels: (K, B))
     xp: torch.Tensor | None  # (Q, d) probe inputs
-    yp: torch.Tensor | None  # (Q,) probe targets
+    yp: torch.Tensor | None  # (Q[, C]) probe targets
     h_buf: torch.Tensor  # (L+1, B, P) the current step's forward path
     work: torch.Tensor  # (2, B, P) backward increments and φ′
     probe_h: torch.Tensor | None  # (L+1, Q, P) the probes' forward path
@@ -71,17 +71,23 @@ class RunState:
 
 
 def _record(cfg: Config) -> dict[str, torch.Tensor]:
-    """Record buffers shaped by the schema dims (:mod:`nfd._schema`), NaN-filled
-    (zero for counts); the paths are kept (step, time, sample, particle) in the run's
-    dtype and transposed to the schema's order at assembly."""
+    """Record buffers shaped by the schema dims (:mod:`nfd._schema`, with ``output``
+    for C ≥ 2 outputs), NaN-filled (zero for counts); the paths are kept (step,
+    time, sample, particle) in the run's dtype and transposed to the schema's order
+    at assembly. Classification losses with probes also record ``probe_accuracy``."""
     sizes = {"step": cfg.K, "sample": cfg.B, "time": cfg.L + 1, "probe": cfg.Q,
-             "probe_step": len(cfg.probe_steps), "eig_step": len(cfg.eig_steps)}
-    table = {**VARIABLES, **EXTRA_VARIABLES}
+             "probe_step": len(cfg.probe_steps), "eig_step": len(cfg.eig_steps),
+             "output": cfg.C}
+
+    def shape(name: str) -> tuple[int, ...]:
+        return tuple(sizes[d] for d in variable_dims(name, cfg.C, cfg.loss.labels))
+
     kw = {"device": cfg.device}
-    rec = {name: torch.full(tuple(sizes[d] for d in table[name].dims), float("nan"),
-                            dtype=torch.float64, **kw) for name in _FLOAT_RECORD}
-    rec.update({name: torch.zeros(tuple(sizes[d] for d in table[name].dims),
-                                  dtype=torch.int64, **kw) for name in _COUNT_RECORD})
+    names = _FLOAT_RECORD + (("probe_accuracy",) if cfg.loss.classifies and cfg.Q else ())
+    rec = {name: torch.full(shape(name), float("nan"), dtype=torch.float64, **kw)
+           for name in names}
+    rec.update({name: torch.zeros(shape(name), dtype=torch.int64, **kw)
+                for name in _COUNT_RECORD})
     if cfg.paths:
         for name in ("h_path", "g_path"):
             rec[name] = torch.empty(cfg.K, cfg.L + 1, cfg.B, cfg.paths, dtype=cfg.dtype, **kw)
@@ -94,21 +100,31 @@ def _ensure_memory(cfg: Config) -> None:
                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
                           backward=cfg.backward, eta_c=cfg.sgd.eta_c,
                           momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
-                          gamma0=cfg.sgd.gamma0)
+                          gamma0=cfg.sgd.gamma0, outputs=cfg.C)
     ensure_fits(est["total"], cfg.device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
 
 
+def _targets(y: np.ndarray, cfg: Config, kw: dict) -> torch.Tensor:
+    """Targets on the device: int64 class labels, or values in the run's dtype."""
+    if cfg.loss.labels:
+        return torch.as_tensor(y, dtype=torch.int64, device=cfg.device)
+    return torch.as_tensor(y, **kw)
+
+
 def start(cfg: Config, input_scale: float) -> RunState:
     """Allocate a run: particles u ~ N(0, I_d), v ~ N(0, 1) (the initial U row and
-    readout of each particle, paper 002 eq. 1), an empty history, the two growing
-    drivers of z and z̃ and the record buffers."""
+    readout of each particle, paper 002 eq. 1; with C ≥ 2 outputs a readout row
+    v ~ N(0, I_C), drawn after u), an empty history, the two growing drivers of z
+    and z̃ and the record buffers."""
     _ensure_memory(cfg)
     gens = streams(cfg.seed, cfg.device)
     kw = {"device": cfg.device, "dtype": cfg.dtype}
     u = torch.randn(cfg.P, cfg.d, generator=gens["parameters"], **kw)
-    v = torch.randn(cfg.P, generator=gens["parameters"], **kw)
-    hist = History(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype)
+    v = torch.randn((cfg.P, cfg.C) if cfg.vector else cfg.P, generator=gens["parameters"],
+                    **kw)
+    hist = History(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype,
+                   outputs=cfg.C if cfg.vector else 0)
     hist.X = torch.as_tensor(cfg.X, **kw)
     storage = (hist.forward_innovations(), hist.backward_innovations())
     drivers = tuple(GrowingGaussianDriver(cfg.L, cfg.P, cfg.N, generator=gens[role],
@@ -122,9 +138,9 @@ def start(cfg: Config, input_scale: float) -> RunState:
         guard=DivergenceGuard(cfg.divergence, input_scale),
         probe_guard=DivergenceGuard(cfg.divergence, input_scale),
         x=hist.X.reshape(cfg.K, cfg.B, cfg.d),
-        y=torch.as_tensor(cfg.y, **kw).reshape(cfg.K, cfg.B),
+        y=_targets(cfg.y, cfg, kw).reshape((cfg.K, cfg.B) + cfg.y.shape[1:]),
         xp=None if cfg.Xp is None else torch.as_tensor(cfg.Xp, **kw),
-        yp=None if cfg.yp is None else torch.as_tensor(cfg.yp, **kw),
+        yp=None if cfg.yp is None else _targets(cfg.yp, cfg, kw),
         h_buf=torch.empty(cfg.L + 1, cfg.B, cfg.P, **kw),
         work=torch.empty(2, cfg.B, cfg.P, **kw),
         probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),

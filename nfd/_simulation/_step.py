@@ -41,12 +41,15 @@ def set_optimizer(state: RunState) -> None:
     a, c = next(state.optimizer)
     cfg, hist = state.cfg, state.hist
     n = hist.n
+    out = None if hist.out_coef is None else hist.out_coef[:n]
     if cfg.sgd.plain:
-        state.model.set_step(1.0, hist.coef[:n])
+        state.model.set_step(1.0, hist.coef[:n], out)
         return
-    steps = torch.as_tensor(c * cfg.sgd.gamma0, device=cfg.device)
-    coef = (steps.repeat_interleave(cfg.B) * hist.coef[:n]).to(cfg.dtype)
-    state.model.set_step(float(a), coef)
+    steps = torch.as_tensor(c * cfg.sgd.gamma0, device=cfg.device).repeat_interleave(cfg.B)
+    coef = (steps * hist.coef[:n]).to(cfg.dtype)
+    if out is not None:
+        out = (steps[:, None] * out).to(cfg.dtype)
+    state.model.set_step(float(a), coef, out)
 
 
 def sgd_step(state: RunState, k: int) -> None:
@@ -55,6 +58,8 @@ def sgd_step(state: RunState, k: int) -> None:
     the block with coefficient χ / B (η_c χ / B for plain SGD; module docstring of
     ``nfd._simulation._simulate``; paper 002, Definition 1). Stops a diverging step with ``FloatingPointError``
     (:class:`nfd.schema.DivergenceGuard`: one host synchronisation per step)."""
+    if state.cfg.vector:
+        return _vector_step(state, k)
     cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
     n, B = hist.n, cfg.B
     try:
@@ -85,6 +90,53 @@ def sgd_step(state: RunState, k: int) -> None:
     state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
 
 
+def _outputs(V: torch.Tensor, hL: torch.Tensor, gamma0: float) -> tuple[torch.Tensor, ...]:
+    """f_c = E[v_c h_L]/γ₀ and its per-particle standard error, (B, C) each, from
+    the readout columns V (P, C) and the features h_L (B, P)."""
+    prod = hL[:, None, :] * V.T[None]  # (B, C, P)
+    P = hL.shape[1]
+    return prod.mean(-1) / gamma0, prod.std(-1) / (math.sqrt(P) * gamma0)
+
+
+def _vector_step(state: RunState, k: int) -> None:
+    """:func:`sgd_step` for C ≥ 2 outputs (module docstring of
+    ``nfd._simulation._simulate``, "Vector outputs"): f_c = E[v_c(k) h_L]/γ₀,
+    χ = ℒ′(f, y) (B, C); the backward pass starts from the unit direction
+    g_L = Σ_c (χ_c/‖χ‖) v_c(k) of the readout columns (Σ_c v_c/√C when χ = 0), and
+    the history gains the block with the field weight ‖χ‖/B and the readout
+    weights χ_c/B (times η_c for plain SGD)."""
+    cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
+    n, B, C = hist.n, cfg.B, cfg.C
+    try:
+        h = model.forward(state.x[k], state.h_buf, rec["sigma_pivot"][k],
+                          rec["sigma_floored"][k])
+        V = model.readout()
+        f, f_se = _outputs(V, h[-1], cfg.sgd.gamma0)
+        rec["f"][k], rec["f_se"][k] = f, f_se
+        rec["loss"][k] = cfg.loss.per_sample(f, state.y[k])
+        chi = cfg.loss.grad(f, state.y[k])
+        rec["dloss"][k] = chi
+        norm = torch.linalg.vector_norm(chi, dim=1)
+        direction = torch.where(norm[:, None] > 0, chi / norm.clamp_min(
+            torch.finfo(chi.dtype).tiny)[:, None], 1 / math.sqrt(C))
+        gL = direction @ V.T
+        model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
+    except FloatingPointError as err:
+        raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
+    g = hist.g[:, n:n + B]
+    rec["h2"][k] = _mean_square(h)
+    rec["g2"][k] = _mean_square(g)
+    if cfg.paths:
+        rec["h_path"][k] = h[..., :cfg.paths]
+        rec["g_path"][k] = g[..., :cfg.paths]
+    hist.hL[n:n + B] = h[-1]
+    rate = float(cfg.sgd.eta_c[0]) if cfg.sgd.plain else 1.0
+    hist.coef[n:n + B] = rate * norm / B
+    hist.out_coef[n:n + B] = rate * chi / B
+    hist.n = n + B
+    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
+
+
 def evaluate_probes(state: RunState, j: int) -> None:
     """Probe evaluation j (after ``probe_steps[j]`` updates): the forward pass of the
     held-out inputs with their noise conditioned on the training history and not
@@ -98,11 +150,18 @@ def evaluate_probes(state: RunState, j: int) -> None:
         hp = state.model.forward_probes(state.xp, state.probe_h, state.probe_phi)
     except FloatingPointError as err:
         raise FloatingPointError(f"{phase} {step}: {err}{state.probe_guard.hint()}") from err
-    prod = state.model.readout() * hp[-1]
-    fp = prod.mean(1) / cfg.sgd.gamma0
-    rec["probe_f"][j] = fp
-    rec["probe_f_se"][j] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
-    rec["probe_loss"][j] = cfg.loss(fp, state.yp)
+    if cfg.vector:
+        fp, fp_se = _outputs(state.model.readout(), hp[-1], cfg.sgd.gamma0)
+        rec["probe_f"][j], rec["probe_f_se"][j] = fp, fp_se
+        rec["probe_loss"][j] = cfg.loss.per_sample(fp, state.yp)
+    else:
+        prod = state.model.readout() * hp[-1]
+        fp = prod.mean(1) / cfg.sgd.gamma0
+        rec["probe_f"][j] = fp
+        rec["probe_f_se"][j] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
+        rec["probe_loss"][j] = cfg.loss(fp, state.yp)
+    if "probe_accuracy" in rec:
+        rec["probe_accuracy"][j] = cfg.loss.correct(fp, state.yp).mean()
     state.probe_guard.check(step, _mean_square(hp), None, rec["probe_f"][j] * cfg.sgd.gamma0,
                             phase=phase)
 

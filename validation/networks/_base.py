@@ -21,6 +21,7 @@ import numbers
 from abc import ABC, abstractmethod
 from typing import Callable, ClassVar, Sequence
 
+import numpy as np
 import torch
 
 import nfd
@@ -29,6 +30,7 @@ from nfd.schema import (
     check_int,
     check_matrix,
     check_positive_float,
+    check_outputs,
     check_sgd,
     check_targets,
     resolve_device_dtype,
@@ -39,7 +41,7 @@ from ._memory import ensure_network_fits, network_memory_estimate
 from ._scaling import SCALINGS, Stream, make_stream
 from ._step import ForwardPass, Gradients, RankUpdate, mean_square
 
-__all__ = ["ResNetEnsemble", "resolve_seeds", "STYLES", "BLOCKS", "BACKWARDS", "REGIMES",
+__all__ = ["ResNetEnsemble", "resolve_seeds", "expand_targets", "STYLES", "BLOCKS", "BACKWARDS", "REGIMES",
            "FIRST_LAYER_LRS", "SCALINGS"]
 
 STYLES = ("pre", "post")
@@ -78,6 +80,15 @@ def resolve_seeds(seeds: int | Sequence[int]) -> list[int]:
     if len(set(out)) != len(out):
         raise ValueError(f"seeds must be distinct, got {out}")
     return out
+
+
+def expand_targets(y: torch.Tensor, f: torch.Tensor, loss: nfd.Loss) -> torch.Tensor:
+    """Targets y of a batch broadcast to the seeds of the outputs f (S, B[, C]):
+    class labels (B,) to (S, B), values to the shape of f."""
+    return y.expand(f.shape[:-1]) if loss.labels else y.expand_as(f)
+
+
+_expand = expand_targets
 
 
 def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, str]:
@@ -140,6 +151,10 @@ class ResNetEnsemble(ABC):
     gamma0 : float
         γ₀ > 0: f = (α/√n)vᵀh_L/γ₀ and the learning rate is η_c·γ₀²/α². γ₀ = 1
         is the network of paper 002; γ₀ → 0 the lazy (kernel) limit.
+    outputs : int
+        C ≥ 1, the number of outputs: f = (α/√n)Vᵀh_L/γ₀ with a readout V of shape
+        (n, C), drawn after U as n·C normals (row-major), for vector mse targets and
+        ``"cross_entropy"`` (issue 23); C = 1 is the scalar network (v of shape (n,)).
     first_layer_lr : {"depth-mup", "depth-aware"}
         Two-layer blocks: η₁ = η (depth-μP) or η √L (eq. 8).
     record_collapse : bool
@@ -155,7 +170,7 @@ class ResNetEnsemble(ABC):
     Attributes
     ----------
     U : Tensor (S, n, d)
-    v : Tensor (S, n)
+    v : Tensor (S, n), or (S, n, C) with C ≥ 2 outputs
     W : Tensor (S, L, n, n)
         One-layer blocks (``W1``, ``W2`` for two-layer blocks).
     alpha, eta, kappa : float
@@ -207,6 +222,7 @@ class ResNetEnsemble(ABC):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         gamma0: float = 1.0,
+        outputs: int = 1,
         first_layer_lr: str = "depth-mup",
         record_collapse: bool = False,
         tie_backward: bool = False,
@@ -223,6 +239,7 @@ class ResNetEnsemble(ABC):
         self.n = check_int("width", width, 1)
         self.L = check_int("depth", depth, 1)
         self.T = check_positive_float("T", T)
+        self.C = check_int("outputs", outputs, 1)
         self.eta_c = eta_c
         opt = check_sgd(self.eta_c, 0, momentum=momentum, weight_decay=weight_decay,
                         gamma0=gamma0)
@@ -245,7 +262,7 @@ class ResNetEnsemble(ABC):
                 self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
                 backward=self.backward, block=self.block, style=self.style,
                 record_collapse=self.record_collapse, momentum=self.momentum,
-                dtype=self.dtype)
+                dtype=self.dtype, outputs=self.C)
             ensure_network_fits(parts, self.device, what="the ensemble's weights")
         self._init_parameters(bool(tie_backward))
         self._init_optimizer()
@@ -258,7 +275,10 @@ class ResNetEnsemble(ABC):
         S, L, n, d = self.S, self.L, self.n, self.d
         kw = dict(device=self.device, dtype=self.dtype)
         self._U = torch.empty((S, n, d), **kw)
-        self._v = torch.empty((S, n), **kw)
+        C = self.C
+        # C ≥ 2: the readout is kept as rows (S, C, n), so that its gradient is one
+        # rank-B product like every other weight's
+        self._v = torch.empty((S, n) if C == 1 else (S, C, n), **kw)
         self._w = {k: torch.empty((L, S, n, n), **kw) for k in self.families}
         decoupled = self.backward == "decoupled"
         self._dback = {k: torch.empty((L, S, n, n), **kw) for k in self.families} \
@@ -267,7 +287,10 @@ class ResNetEnsemble(ABC):
             gen = torch.Generator(device=self.device)
             gen.manual_seed(seed)
             self._U[i].normal_(generator=gen)
-            self._v[i].normal_(generator=gen)
+            if C == 1:
+                self._v[i].normal_(generator=gen)
+            else:
+                self._v[i].copy_(torch.empty((n, C), **kw).normal_(generator=gen).T)
             for l in range(L):
                 for k in self.families:
                     self._w[k][l, i].normal_(generator=gen)
@@ -362,8 +385,8 @@ class ResNetEnsemble(ABC):
 
     @property
     def v(self) -> torch.Tensor:
-        """Readout weights, (S, n)."""
-        return self._v
+        """Readout weights, (S, n), or (S, n, C) (a view) with C ≥ 2 outputs."""
+        return self._v if self.C == 1 else self._v.mT
 
     def _seed_first(self, name: str) -> torch.Tensor:
         if name not in self._w:
@@ -397,7 +420,7 @@ class ResNetEnsemble(ABC):
 
     def parameters(self) -> dict[str, torch.Tensor]:
         """Trainable parameters by name, seed axis first (views, not copies)."""
-        out = {"U": self._U, "v": self._v}
+        out = {"U": self._U, "v": self.v}
         out.update({k: self._seed_first(k) for k in self._w})
         return out
 
@@ -413,11 +436,20 @@ class ResNetEnsemble(ABC):
         arr = check_matrix(name, X, columns=self.d)
         return torch.as_tensor(arr, device=self.device, dtype=self.dtype)
 
-    def _as_targets(self, y, B: int) -> torch.Tensor:
-        if isinstance(y, torch.Tensor) and y.shape == (B,):
+    def _as_targets(self, y, B: int, loss: nfd.Loss | None = None) -> torch.Tensor:
+        """Targets of a batch of B: (B,) values, (B, C) values for C ≥ 2 outputs, or
+        (B,) int64 class labels for a ``labels`` loss (``"cross_entropy"``)."""
+        if self.C == 1 and isinstance(y, torch.Tensor) and y.shape == (B,) \
+                and (loss is None or not loss.labels):
             return y.to(device=self.device, dtype=self.dtype)
-        arr = check_targets("y", y, B)
-        return torch.as_tensor(arr, device=self.device, dtype=self.dtype)
+        if self.C == 1 and (loss is None or not loss.labels):
+            arr = check_targets("y", y, B)
+            return torch.as_tensor(arr, device=self.device, dtype=self.dtype)
+        arr, C = check_outputs("y", y, B, loss or nfd.get_loss("mse"), outputs=self.C)
+        if C != self.C:
+            raise ValueError(f"y has {C} outputs but the network has outputs={self.C}")
+        dtype = torch.int64 if arr.dtype == np.int64 else self.dtype
+        return torch.as_tensor(arr, device=self.device, dtype=dtype)
 
     def _buffers(self, B: int) -> dict[str, torch.Tensor]:
         """The workspace of a stored pass on B inputs, reused while B stays the same:
@@ -450,7 +482,10 @@ class ResNetEnsemble(ABC):
                           coef, self.lr_mult(name))
 
     def _readout(self, h: torch.Tensor) -> torch.Tensor:
-        """f = (α/√n) vᵀ h_L / γ₀, (S, B)."""
+        """f = (α/√n) vᵀ h_L / γ₀, (S, B), or (S, B, C) with C ≥ 2 outputs."""
+        if self.C > 1:
+            f = torch.bmm(h, self._v.mT)
+            return f.mul_(self.alpha * (1.0 / math.sqrt(self.n)) / self.gamma0)
         f = torch.bmm(h, self._v.unsqueeze(-1)).squeeze(-1)
         return f.mul_(self.alpha * (1.0 / math.sqrt(self.n)) / self.gamma0)
 
@@ -501,11 +536,26 @@ class ResNetEnsemble(ABC):
         Fills g_ℓ, ℓ = L..0 (g_L = v), and returns the gradient of the batch-mean loss
         ℒ̄ = (1/B) Σ_b ℒ(f_b, y_b) given χ = ℒ'(f, y) (S, B), in factored form. Nothing
         moves: see :meth:`apply_update`.
+
+        With C ≥ 2 outputs χ is (S, B, C) and backprop, linear in the output error,
+        starts from the unit direction g_L = Σ_c (χ_c/‖χ‖) v_c of the readout
+        columns (Σ_c v_c/√C where χ = 0), each sample's gradients carrying ‖χ‖/B
+        (as ``nfd.simulate`` does: the same g2); V's gradient has the C columns
+        Σ_b χ_{b,c} h_L^{(b)}/B.
         """
         S, L, B = self.S, self.L, fp.X.shape[0]
         G = self._buffers(B)["g"]
-        G[L].copy_(self._v.unsqueeze(1).expand(S, B, self.n))  # g_L = v
-        w = (chi / B).unsqueeze(-1)  # (S, B, 1): χ_b / B
+        if self.C > 1:
+            norm = torch.linalg.vector_norm(chi, dim=-1, keepdim=True)  # (S, B, 1)
+            direction = torch.where(norm > 0, chi / norm.clamp_min(torch.finfo(chi.dtype).tiny),
+                                    1 / math.sqrt(self.C))
+            torch.bmm(direction, self._v, out=G[L])
+            w = norm / B  # (S, B, 1): ‖χ_b‖ / B
+            readout = chi / B  # (S, B, C)
+        else:
+            G[L].copy_(self._v.unsqueeze(1).expand(S, B, self.n))  # g_L = v
+            w = (chi / B).unsqueeze(-1)  # (S, B, 1): χ_b / B
+            readout = w
         hidden: dict[str, list[RankUpdate]] = {k: [None] * L for k in self.families}
         for l in range(L - 1, -1, -1):
             for name, term in self._block_backward(l, fp, G, w).items():
@@ -515,7 +565,7 @@ class ResNetEnsemble(ABC):
         Xe = fp.X.unsqueeze(0).expand(S, B, self.d)
         U = RankUpdate(w * g0, Xe, inv_sqrt_d * self.alpha * inv_sqrt_n / self.gamma0,
                        inv_sqrt_d)
-        v = RankUpdate(w, fp.h[L], self.alpha * inv_sqrt_n / self.gamma0, 1.0)
+        v = RankUpdate(readout, fp.h[L], self.alpha * inv_sqrt_n / self.gamma0, 1.0)
         return Gradients(g=G, U=U, v=v, hidden=hidden)
 
     @torch.no_grad()
@@ -552,7 +602,9 @@ class ResNetEnsemble(ABC):
             for l, term in enumerate(per_layer):
                 self._update(self._w[name][l], term, name, l, eta_c, eta, step)
         self._update(self._U, grads.U, "U", None, eta_c, eta, step)
-        if self._momentum or self.weight_decay:
+        if self.C > 1:
+            self._update(self._v, grads.v, "v", None, eta_c, eta, step)
+        elif self._momentum or self.weight_decay:
             self._update(self._v.unsqueeze(1), grads.v, "v", None, eta_c, eta, step)
         else:
             self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=-step)
@@ -565,7 +617,8 @@ class ResNetEnsemble(ABC):
         """torch's SGD step of one (S, m, k) parameter (:meth:`apply_update`)."""
         if self._momentum:
             buf = self._momentum[name]
-            buf = buf.unsqueeze(1) if name == "v" else buf if l is None else buf[l]
+            buf = (buf.unsqueeze(1) if name == "v" and self.C == 1 else buf if l is None
+                   else buf[l])
             term.accumulate(buf, self.momentum)
             if self.weight_decay:
                 buf.add_(theta, alpha=self.torch_weight_decay)
@@ -583,7 +636,8 @@ class ResNetEnsemble(ABC):
     # ---------------------------------------------------- convenience API
     @torch.no_grad()
     def forward(self, X) -> torch.Tensor:
-        """Outputs f(x) = (α/√n) vᵀ h_L(x) of every network, (S, B) (eq. 1/6/9).
+        """Outputs f(x) = (α/√n) vᵀ h_L(x) of every network, (S, B) (eq. 1/6/9);
+        (S, B, C) with C ≥ 2 outputs.
 
         Forward only: nothing is stored, nothing trained.
         """
@@ -603,7 +657,7 @@ class ResNetEnsemble(ABC):
             blocks ``x`` (S, L, B, n) the internal representations x_ℓ (eq. 6).
         """
         fp = self.forward_pass(X)
-        grads = self.backward_pass(fp, torch.zeros_like(fp.f))
+        grads = self.backward_pass(fp, torch.zeros_like(fp.f))  # C ≥ 2: g_L = Σ_c v_c/√C
         out = {"f": fp.f, "h": fp.h.transpose(0, 1).clone(),
                "g": grads.g.transpose(0, 1).clone()}
         for name in ("u", "x"):
@@ -621,8 +675,8 @@ class ResNetEnsemble(ABC):
         """
         loss = nfd.get_loss(loss)
         fp = self.forward_pass(X)
-        y = self._as_targets(y, fp.X.shape[0])
-        return self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))).dense()
+        y = self._as_targets(y, fp.X.shape[0], loss)
+        return self.backward_pass(fp, loss.grad(fp.f, _expand(y, fp.f, loss))).dense()
 
     @torch.no_grad()
     def sgd_step(self, X, y, loss: str | nfd.Loss | Callable = "mse",
@@ -636,8 +690,9 @@ class ResNetEnsemble(ABC):
         """
         loss = nfd.get_loss(loss)
         fp = self.forward_pass(X)
-        y = self._as_targets(y, fp.X.shape[0])
-        self.apply_update(self.backward_pass(fp, loss.grad(fp.f, y.expand_as(fp.f))), eta_c)
+        y = self._as_targets(y, fp.X.shape[0], loss)
+        self.apply_update(self.backward_pass(fp, loss.grad(fp.f, _expand(y, fp.f, loss))),
+                          eta_c)
         return fp.f
 
     def collapse_observables(self) -> tuple[torch.Tensor, torch.Tensor]:

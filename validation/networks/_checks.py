@@ -16,13 +16,12 @@ from nfd.schema import (
     check_divergence,
     check_input_scale,
     check_int,
-    check_labels,
     check_matrix,
+    check_outputs,
     check_positive_float,
     check_probes,
     check_sgd,
     check_steps,
-    check_targets,
     default_steps,
     resolve_device_dtype,
 )
@@ -40,7 +39,9 @@ class TrainRun:
 
     ``net`` holds the keyword arguments of :class:`validation.ResNetEnsemble`
     (``activation`` already an :class:`nfd.Activation`; ``eta_c`` the constant or
-    the schedule's peak); ``sgd`` the optimizer, whose ``sgd.eta_c[k]`` step k uses.
+    the schedule's peak, ``outputs`` the number C of outputs); ``sgd`` the
+    optimizer, whose ``sgd.eta_c[k]`` step k uses. ``y`` is (K·B,), (K·B, C) or
+    int64 class labels (K·B,) (``loss.labels``).
     """
 
     X: np.ndarray
@@ -73,6 +74,11 @@ class TrainRun:
         return (self.eig_steps[-1] + 1) * self.B if self.eig_steps else 0
 
     @property
+    def C(self) -> int:
+        """The number of outputs (1: scalar f)."""
+        return self.net["outputs"]
+
+    @property
     def collapse(self) -> bool:
         return self.net["record_collapse"]
 
@@ -99,29 +105,30 @@ def check_batches(total: int, batch_size, n_steps) -> tuple[int, int]:
 def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, style, block,
                 scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
                 probe_steps, eig_steps, record_collapse, device, dtype,
-                divergence, momentum=0.0, weight_decay=0.0, gamma0=1.0) -> TrainRun:
+                divergence, momentum=0.0, weight_decay=0.0, gamma0=1.0,
+                classes=None) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
     Warns once (``UserWarning``) when the inputs are far from |x|²/d = 1.
     """
     Xn = check_matrix("X", X)
-    yn = check_targets("y", y, Xn.shape[0])
-    K, B = check_batches(Xn.shape[0], batch_size, n_steps)
     lossf = nfd.get_loss(loss)
-    check_labels("y", yn, lossf.name)
+    yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
+    K, B = check_batches(Xn.shape[0], batch_size, n_steps)
     check_architecture(style, block, scaling)
     sgd = check_sgd(eta_c, K, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),
         eta_c=sgd.attrs()["eta_c"], momentum=sgd.momentum,
-        weight_decay=sgd.weight_decay, gamma0=sgd.gamma0,
+        weight_decay=sgd.weight_decay, gamma0=sgd.gamma0, outputs=C,
         backward=check_choice("backward", backward, BACKWARDS), style=style, block=block,
         scaling=scaling, regime=check_choice("regime", regime, REGIMES),
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
         record_collapse=bool(record_collapse) and block == "two-layer")
-    probe_data = check_probes(probes, Xn.shape[1], lossf.name)
+    probe_data = check_probes(probes, Xn.shape[1], lossf.name if C == 1 else lossf,
+                              outputs=C)
     if probe_data is None and probe_steps is not None:
         raise ValueError("probe_steps was given without probes")
     if probe_data is not None:

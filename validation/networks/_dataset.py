@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from nfd.schema import annotate, base_attrs, data_attrs
+from nfd.schema import annotate, base_attrs, data_attrs, variable_dims
 
 from ._base import ResNetEnsemble
 from ._checks import TrainRun
@@ -41,23 +41,38 @@ def to_dataset(run: TrainRun, net: ResNetEnsemble, rec: Records,
               "sample": np.arange(B), "time": times, "probe": np.arange(run.Q),
               "probe_step": np.asarray(run.probe_steps, dtype=np.int64),
               "eig_step": np.asarray(run.eig_steps, dtype=np.int64)}
-    ssb, sst, spp = ("seed", "step", "sample"), ("seed", "step", "time"), \
-        ("seed", "probe_step", "probe")
-    yp = np.zeros(0) if run.probes is None else run.probes[1]
-    yp_dev = torch.as_tensor(yp, device=run.device, dtype=run.dtype)
+    C, labels = run.C, run.loss.labels
+    if C > 1:
+        coords["output"] = np.arange(C)
+
+    def dims(name: str) -> tuple[str, ...]:
+        return ("seed",) + variable_dims(name, C, labels)
+
+    sst = ("seed", "step", "time")
+    yp = (np.zeros((0,) + run.y.shape[1:], run.y.dtype) if run.probes is None
+          else run.probes[1])
+    yp_dev = torch.as_tensor(yp, device=run.device,
+                             dtype=torch.int64 if labels else run.dtype)
+    yp_dev = yp_dev.expand(rec.probe_f.shape[:-1] if labels else rec.probe_f.shape)
+    probe_loss = (run.loss.per_sample(rec.probe_f, yp_dev) if C > 1
+                  else run.loss(rec.probe_f, yp_dev))
     data_vars = {
-        "f": (ssb, _step_seed(rec.f)),
-        "y": (("step", "sample"), run.y.reshape(K, B)),
-        "loss": (ssb, _step_seed(rec.loss)),
-        "dloss": (ssb, _step_seed(rec.dloss)),
+        "f": (dims("f"), _step_seed(rec.f)),
+        "y": (variable_dims("y", C, labels), run.y.reshape((K, B) + run.y.shape[1:])),
+        "loss": (dims("loss"), _step_seed(rec.loss)),
+        "dloss": (dims("dloss"), _step_seed(rec.dloss)),
         "h2": (sst, _layer_seed(rec.h2)),
         "g2": (sst, _layer_seed(rec.g2)),
-        "probe_f": (spp, _step_seed(rec.probe_f)),
-        "probe_loss": (spp, _step_seed(run.loss(rec.probe_f, yp_dev.expand_as(rec.probe_f)))),
-        "probe_y": (("probe",), yp),
+        "probe_f": (dims("probe_f"), _step_seed(rec.probe_f)),
+        "probe_loss": (dims("probe_loss"), _step_seed(probe_loss)),
+        "probe_y": (variable_dims("probe_y", C, labels), yp),
         "sigma_min_eig": (("seed", "eig_step", "time"), _layer_seed(eig.sigma)),
         "theta_min_eig": (("seed", "eig_step", "time"), _layer_seed(eig.theta)),
     }
+    if run.loss.classifies and run.Q:
+        correct = run.loss.correct(rec.probe_f, yp_dev)  # (probe steps, S, Q)
+        data_vars["probe_accuracy"] = (("seed", "probe_step"),
+                                       as_numpy(correct.mean(-1)).T)
     if run.collapse:
         coords["block_time"] = times[1:]
         data_vars["internal_update"] = (("seed", "step", "block_time"),
@@ -81,7 +96,7 @@ def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
         model="network", source="validation.train_resnet", backward=net.backward,
         activation=net.act.name, loss=run.loss.name, **run.sgd.attrs(), T=net.T,
         steps=net.L, depth=net.L, width=net.n, batch_size=run.B, sgd_steps=run.K,
-        input_dim=net.d, seeds=[int(s) for s in net.seeds],
+        input_dim=net.d, **({"outputs": net.C} if net.C > 1 else {}), seeds=[int(s) for s in net.seeds],
         device=str(net.device), dtype=str(net.dtype).split(".")[-1],
         alpha="1/sqrt(n)" if feature else "1", alpha_value=net.alpha,
         learning_rate=lr, learning_rate_value=net.eta,

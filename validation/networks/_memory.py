@@ -47,6 +47,7 @@ def network_memory_estimate(
     n_eig_steps: int = 0,
     momentum: float = 0.0,
     dtype: torch.dtype | str = torch.float32,
+    outputs: int = 1,
 ) -> dict[str, int]:
     """Bytes needed to train an ensemble of finite depth-μP ResNets, by buffer.
 
@@ -84,6 +85,9 @@ def network_memory_estimate(
         β ≥ 0 of ``torch.optim.SGD``: β > 0 adds a buffer of the size of U, v and
         every weight matrix (``"momentum buffers"``).
     dtype : torch.dtype or {"float32", "float64"}
+    outputs : int
+        C ≥ 1 outputs: the readout V (n, C), its momentum buffer, the targets and
+        the records of f, χ and the probe outputs grow with C.
 
     Returns
     -------
@@ -106,6 +110,7 @@ def network_memory_estimate(
     check_choice("block", block, ("one-layer", "two-layer"))
     check_choice("style", style, ("pre", "post"))
     beta = check_positive_float("momentum", momentum, allow_zero=True)
+    C = check_int("outputs", outputs, 1)
     item = torch.empty((), dtype=resolve_device_dtype("cpu", dtype)[1]).element_size()
     families = 2 if block == "two-layer" else 1
     collapse = bool(record_collapse) and block == "two-layer"
@@ -118,15 +123,16 @@ def network_memory_estimate(
     temps = 6 * S * max(B, Q) * n + 2 * S * n * d
     out = {
         "weights": S * L * n * n * families * copies * item,
-        "input and readout weights (U, v)": S * n * (d + 1) * item,
+        "input and readout weights (U, v)": S * n * (d + C) * item,
         "activation buffers": (acts + temps) * item,
-        "data stream": (K * B * (d + 1) + Q * (d + 1)) * item,
+        "data stream": (K * B * (d + C) + Q * (d + C)) * item,
         # records are float64 on the host (converted once at the end)
-        "records": 8 * (K * S * B * 3 + K * S * (L + 1) * 2 + (2 * K * S * L if collapse else 0)
-                        + S * nq * Q * 2 + S * ne * (L + 1) * 2),
+        "records": 8 * (K * S * B * (1 + 2 * C) + K * S * (L + 1) * 2
+                        + (2 * K * S * L if collapse else 0)
+                        + S * nq * Q * (1 + C) + S * ne * (L + 1) * 2),
     }
     if beta > 0:
-        out["momentum buffers"] = S * (L * n * n * families + n * (d + 1)) * item
+        out["momentum buffers"] = S * (L * n * n * families + n * (d + C)) * item
     if M:
         # stored feature/gradient trajectories + float64 Gram matrices and eigvalsh work
         out["eigenvalue history"] = (2 * L + 1) * S * M * n * item + 3 * (L + 1) * S * M * M * 8

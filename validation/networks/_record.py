@@ -17,19 +17,21 @@ class Records:
     """Per-step records of S networks over K steps of B samples: ``f``, ``loss``,
     ``dloss`` (K, S, B); ``h2``, ``g2`` (K, L+1, S); two-layer collapse observables
     ``internal``, ``residual`` (K, L, S); probe outputs ``probe_f`` (probe steps, S, Q).
+    With C ≥ 2 outputs ``f``, ``dloss`` and ``probe_f`` have a last axis C.
     """
 
     def __init__(self, run: TrainRun) -> None:
         K, B, S, L = run.K, run.B, len(run.seeds), run.net["depth"]
         kw = dict(device=run.device, dtype=run.dtype)
-        self.f = torch.empty((K, S, B), **kw)
+        out = (run.C,) if run.C > 1 else ()
+        self.f = torch.empty((K, S, B) + out, **kw)
         self.loss = torch.empty((K, S, B), **kw)
-        self.dloss = torch.empty((K, S, B), **kw)
+        self.dloss = torch.empty((K, S, B) + out, **kw)
         self.h2 = torch.empty((K, L + 1, S), **kw)
         self.g2 = torch.empty((K, L + 1, S), **kw)
         self.internal = torch.empty((K, L, S), **kw) if run.collapse else None
         self.residual = torch.empty((K, L, S), **kw) if run.collapse else None
-        self.probe_f = torch.empty((len(run.probe_steps), S, run.Q), **kw)
+        self.probe_f = torch.empty((len(run.probe_steps), S, run.Q) + out, **kw)
         self._probe_index = {k: i for i, k in enumerate(run.probe_steps)}
 
     def store_step(self, k: int, fp: ForwardPass, loss: torch.Tensor, chi: torch.Tensor,

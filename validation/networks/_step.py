@@ -98,7 +98,8 @@ class Gradients:
         Scaled gradients g_ℓ = (√n/α) ∂f/∂h_ℓ (eq. 3 / 24, with W̃ when decoupled);
         the network's workspace, valid until its next forward pass.
     U, v : RankUpdate
-        Input weights (S, n, d) and readout (v as a (S, 1, n) product).
+        Input weights (S, n, d) and readout (v as a (S, 1, n) product; (S, C, n)
+        with C ≥ 2 outputs).
     hidden : dict of str to list of RankUpdate
         Per weight family (``"W"`` or ``"W1"``, ``"W2"``), one entry per layer.
     """
@@ -111,7 +112,8 @@ class Gradients:
     def dense(self) -> dict[str, torch.Tensor]:
         """∂ℒ̄/∂θ by name, seed axis first (the shapes of
         :meth:`ResNetEnsemble.parameters`)."""
-        out = {"U": self.U.dense(), "v": self.v.dense().squeeze(1)}
+        v = self.v.dense()
+        out = {"U": self.U.dense(), "v": v.squeeze(1) if v.shape[1] == 1 else v.mT}
         for name, per_layer in self.hidden.items():
             out[name] = torch.stack([t.dense() for t in per_layer], dim=1)
         return out

@@ -22,6 +22,7 @@ import nfd
 from nfd.schema import DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, DivergenceGuard, check_matrix
 
 from ._memory import ensure_network_fits, network_memory_estimate
+from ._base import expand_targets
 from ._models import ResNetEnsemble
 from ._step import mean_square
 from ._checks import TrainRun, check_train
@@ -43,6 +44,7 @@ def train_resnet(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
+    classes: int | None = None,
     T: float = 1.0,
     backward: str = "coupled",
     style: str = "pre",
@@ -88,13 +90,16 @@ def train_resnet(
     ----------
     X : array (K·B, d)
         Input stream, consumed B rows per step, in order.
-    y : array (K·B,)
-        Targets.
+    y : array (K·B,) or (K·B, C)
+        Targets, as for :func:`nfd.simulate`: values (K·B,), C ≥ 2 outputs
+        (K·B, C) with ``loss="mse"``, or integer class labels (K·B,) with
+        ``loss="cross_entropy"``. With C ≥ 2 the network has a readout V (n, C)
+        (:class:`validation.ResNetEnsemble`, ``outputs``).
     width, depth : int
         n and L.
     activation, loss
         Names or callables (see :func:`nfd.get_activation`, :func:`nfd.get_loss`);
-        ``loss="logistic"`` needs labels ±1.
+        ``loss="logistic"`` needs labels ±1, ``"cross_entropy"`` integer labels.
     eta_c : float, sequence of K floats or callable
         η_c ≥ 0 (required: stability needs roughly η_c < 2/K(x, x) with K the
         per-sample tangent kernel, e.g. η_c ≲ 0.4 for relu, mse, T = 1). A
@@ -112,6 +117,8 @@ def train_resnet(
     gamma0 : float
         γ₀ > 0, the feature-learning strength: f = (α/√n)vᵀh_L/γ₀, lr ∝ γ₀².
         γ₀ = 1 is paper 002's network; γ₀ → 0 the lazy (kernel) limit.
+    classes : int, optional
+        C ≥ 2 for ``loss="cross_entropy"`` (default: the largest label + 1).
     T : float
         Time horizon (branch scale √(T/L)).
     backward, style, block, scaling, regime, first_layer_lr : str
@@ -123,7 +130,7 @@ def train_resnet(
     n_steps : int, optional
         K; default ``len(X) // batch_size`` (then ``len(X)`` must be a multiple
         of ``batch_size``).
-    probes : (X_probe (P, d), y_probe (P,)), optional
+    probes : (X_probe (P, d), y_probe (P,) or (P, C)), optional
         Inputs evaluated forward-only with the parameters after each
         ``probe_step`` updates.
     probe_steps : sequence of int in [0, K], optional
@@ -209,7 +216,8 @@ def train_resnet(
         backward=backward, style=style, block=block, scaling=scaling, regime=regime,
         first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
         n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
-        record_collapse=record_collapse, device=device, dtype=dtype, divergence=divergence)
+        record_collapse=record_collapse, device=device, dtype=dtype, divergence=divergence,
+        classes=classes)
     if check_memory:
         ensure_network_fits(_estimate(run), run.device, what="train_resnet")
     net = ResNetEnsemble(run.d, seeds=run.seeds, device=run.device, dtype=run.dtype,
@@ -226,7 +234,8 @@ def _estimate(run: TrainRun) -> dict[str, int]:
         batch_size=run.B, n_steps=run.K, backward=run.net["backward"],
         block=run.net["block"], style=run.net["style"], record_collapse=run.collapse,
         n_probes=run.Q, n_probe_steps=len(run.probe_steps), eig_history=run.eig_history,
-        n_eig_steps=len(run.eig_steps), momentum=run.sgd.momentum, dtype=run.dtype)
+        n_eig_steps=len(run.eig_steps), momentum=run.sgd.momentum, dtype=run.dtype,
+        outputs=run.C)
 
 
 def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
@@ -235,7 +244,8 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
     and after the last step; one divergence check per step and probe evaluation."""
     kw = dict(device=run.device, dtype=run.dtype)
     X = torch.as_tensor(run.X, **kw)
-    Y = torch.as_tensor(run.y, **kw).reshape(run.K, run.B)
+    Y = (torch.as_tensor(run.y, device=run.device) if run.loss.labels
+         else torch.as_tensor(run.y, **kw)).reshape((run.K, run.B) + run.y.shape[1:])
     Xp = None if run.probes is None else torch.as_tensor(run.probes[0], **kw)
     guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds)
     probe_guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds)
@@ -261,12 +271,13 @@ def sgd_step(net: ResNetEnsemble, loss: nfd.Loss, xb: torch.Tensor, yb: torch.Te
     χ = ℒ'(f, y), backward, update; then record and check it (one host
     synchronisation)."""
     fp = net.forward_pass(xb)
-    yb = yb.expand_as(fp.f)
+    yb = expand_targets(yb, fp.f, loss)
     chi = loss.grad(fp.f, yb)
     grads = net.backward_pass(fp, chi)
     net.apply_update(grads, eta_c)
     h2, g2 = mean_square(fp.h), mean_square(grads.g)
-    rec.store_step(k, fp, loss(fp.f, yb), chi, h2, g2)
+    value = loss.per_sample(fp.f, yb) if net.C > 1 else loss(fp.f, yb)
+    rec.store_step(k, fp, value, chi, h2, g2)
     guard.check(k, h2, g2, _unscaled(net, fp.f))
     eig.record(k, net, fp, grads)
 
