@@ -40,7 +40,8 @@ def _attrs(cfg: Config) -> dict:
         error_replicas=cfg.error_replicas,
         error_replica_particles=replica_particles(cfg.P) if cfg.error_replicas else 0,
         divergence="none" if cfg.divergence is None else cfg.divergence,
-        alpha="1/sqrt(n)", learning_rate="eta_c*gamma0^2*n",
+        alpha="1/sqrt(n)",
+        learning_rate="eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n",
         # the network whose limit this is (eq. 1), as train_resnet records it
         style="pre", block="one-layer", scaling="depth-mup", regime="feature",
         **data_attrs(cfg.X, cfg.Xp),
