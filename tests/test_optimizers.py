@@ -257,8 +257,8 @@ def test_cli_config_takes_the_optimizer(tmp_path):
 # finite networks trained by torch.optim.SGD's options against their limit
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backward", ["coupled", pytest.param("decoupled",
-                                                              marks=pytest.mark.slow)])
+@pytest.mark.slow  # 8-11 s each (the fast suite's plain-SGD version is in test_coupled)
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
 def test_networks_with_every_option_match_their_limit_at_two_widths(backward):
     # tanh, L = 4, d = 8, K = 8 online SGD steps (±1 targets), warm-up (2 steps) +
     # cosine schedule with peak η_c = 0.2 decaying to 0.05, momentum 0.7, weight decay
