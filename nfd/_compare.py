@@ -17,6 +17,12 @@ SAME_RUN = ("activation", "loss", "outputs", "eta_c", "eta_c_schedule", "momentu
             "scaling", "regime", "X_sha256", "X_probe_sha256")
 
 
+#: The optimizer of a run written before these attrs existed (plain SGD at γ₀ = 1): a
+#: missing optimizer attr is read as this, not skipped.
+_PLAIN_SGD = {"eta_c_schedule": "constant", "momentum": 0.0, "weight_decay": 0.0,
+              "gamma0": 1.0}
+
+
 def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Dataset:
     """Seed mean of finite networks minus the limit, per step, with standard errors.
 
@@ -54,7 +60,8 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
         optimizer (``eta_c_schedule, momentum, weight_decay, gamma0``), the
         architecture (``style, block, scaling, regime``: a limit is the one of eq. 1)
         and the fingerprints of the training and probe inputs (``X_sha256``,
-        ``X_probe_sha256``). An attr missing from either side is not compared.
+        ``X_probe_sha256``). An attr missing from either side is not compared,
+        except the optimizer's: a run without them is plain SGD at γ₀ = 1.
     TypeError
         When an argument is not an ``xarray.Dataset``.
     """
@@ -103,10 +110,12 @@ def _check_pair(networks, limit, var: str) -> None:
     if "y" in networks and "y" in limit and not np.array_equal(networks.y, limit.y):
         raise ValueError("networks and limit were trained on different targets y: "
                          "pass the same training stream to both")
-    bad = [k for k in SAME_RUN if k in networks.attrs and k in limit.attrs
-           and not _same(networks.attrs[k], limit.attrs[k])]
+    net_attrs = {**_PLAIN_SGD, **networks.attrs}
+    lim_attrs = {**_PLAIN_SGD, **limit.attrs}
+    bad = [k for k in SAME_RUN if k in net_attrs and k in lim_attrs
+           and not _same(net_attrs[k], lim_attrs[k])]
     if bad:
-        detail = ", ".join(f"{k}: {networks.attrs[k]!r} vs {limit.attrs[k]!r}" for k in bad)
+        detail = ", ".join(f"{k}: {net_attrs[k]!r} vs {lim_attrs[k]!r}" for k in bad)
         raise ValueError(f"networks and limit are different runs ({detail})")
 
 

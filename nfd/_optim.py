@@ -119,6 +119,10 @@ class SGD:
 def _schedule(eta_c, K: int) -> np.ndarray:
     """η_c as K float64 values: a number, a sequence of K numbers or a callable
     k → number; every value finite and ≥ 0."""
+    if hasattr(eta_c, "detach"):  # a torch tensor (no gradient is kept)
+        eta_c = eta_c.detach().cpu().numpy()
+    if getattr(eta_c, "ndim", None) == 0 and hasattr(eta_c, "item"):  # 0-d array
+        eta_c = eta_c.item()
     if callable(eta_c):
         values = []
         for k in range(K):
@@ -170,7 +174,11 @@ def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r} (torch.optim.SGD's "
                          "momentum: 0.9 is usual)")
     lam = check_positive_float("weight_decay", weight_decay, allow_zero=True)
-    return SGD(lr, beta, lam, check_positive_float("gamma0", gamma0))
+    g0 = check_positive_float("gamma0", gamma0)
+    if not 0 < g0 * g0 < float("inf"):
+        raise ValueError(f"gamma0 must be between 1e-150 and 1e150 (the learning rate holds "
+                         f"gamma0^2), got {gamma0!r}")
+    return SGD(lr, beta, lam, g0)
 
 
 def warmup_cosine(steps: int, *, peak: float = 1.0, warmup: int = 0,

@@ -68,6 +68,7 @@ def test_limit_without_se_counts_as_exact():
     (lambda n, l: (n.assign_attrs(weight_decay=0.0), l.assign_attrs(weight_decay=1e-3)),
      "weight_decay"),
     (lambda n, l: (n.assign_attrs(gamma0=1.0), l.assign_attrs(gamma0=0.5)), "gamma0"),
+    (lambda n, l: (n, l.assign_attrs(momentum=0.9)), "momentum"),  # missing: plain SGD
     (lambda n, l: (n.assign_attrs(eta_c_schedule="constant"),
                    l.assign_attrs(eta_c_schedule=np.array([0.1, 0.1, 0.05, 0.0]))),
      "eta_c_schedule"),

@@ -134,10 +134,14 @@ def _check_schedule(schedule, grid: dict, fixed: dict) -> list[float] | None:
         return None
     if isinstance(schedule, (str, bytes)) or not hasattr(schedule, "__len__"):
         raise TypeError(f"schedule must be a sequence of factors, got {schedule!r}")
-    shape = [float(s) for s in np.asarray(schedule, dtype=np.float64).ravel()]
+    arr = np.asarray(schedule, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"schedule must be one factor per SGD step (1-D), got shape {arr.shape}")
+    shape = [float(s) for s in arr]
     if not shape or not all(np.isfinite(s) and s >= 0 for s in shape):
         raise ValueError("schedule must be a non-empty sequence of finite factors >= 0")
-    peaks = grid.get("eta_c", [fixed.get("eta_c")])
+    peaks = [p.item() if isinstance(p, np.generic) else p
+             for p in grid.get("eta_c", [fixed.get("eta_c")])]
     if any(isinstance(p, bool) or not isinstance(p, (int, float)) for p in peaks):
         raise ValueError("schedule needs the peak learning rate eta_c as a number in grid "
                          f"or fixed, got {peaks!r}")

@@ -250,7 +250,7 @@ class Model:
             resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
             w = self._weights(views, weights, gram, decay, resp)
             ops.mix(l, w, path[l], path[t])
-            h[l].addr_((pivots * self.sqrt_tau).to(h.dtype), fresh[t])
+            h[l].addr_((pivots * self._noise).to(h.dtype), fresh[t])
         return h
 
     def backward(self, h: torch.Tensor, gL: torch.Tensor, piv: torch.Tensor,

@@ -19,6 +19,7 @@ from nfd.schema import (
     check_choice,
     check_int,
     check_positive_float,
+    check_sgd,
     ensure_fits,
     resolve_device_dtype,
 )
@@ -108,6 +109,7 @@ def network_memory_estimate(
     M, ne = check_int("eig_history", eig_history, 0), check_int("n_eig_steps", n_eig_steps, 0)
     check_choice("backward", backward, ("coupled", "decoupled"))
     check_choice("block", block, ("one-layer", "two-layer"))
+    check_sgd(0.0, 1, momentum=momentum)  # β in [0, 1), as train_resnet checks it
     check_choice("style", style, ("pre", "post"))
     beta = check_positive_float("momentum", momentum, allow_zero=True)
     C = check_int("outputs", outputs, 1)
