@@ -102,7 +102,8 @@ TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[
             seeds=2, lim_steps=[2, 4, 8], particles=128, lim_seeds=2, teacher_modes=["coupled"],
             teacher_widths=[16], two_width=8, two_depths=[2, 4], horizons=[0.5, 1.0, 2.0],
             T_eta=0.1, T_depth=2, T_width=8, T_lim_steps=[2, 4], check_particles=256,
-            check_steps=2, check_eta=0.1)
+            check_steps=2, check_eta=0.1, momenta=[0.0, 0.5, 0.75], mom_eta=0.05,
+            wd_eta=0.1, wd_units=[0.1, 1.0], optim_width=16)
 
 
 @needs("matplotlib")
