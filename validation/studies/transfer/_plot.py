@@ -107,13 +107,17 @@ def _ends(ds: xr.Dataset) -> tuple[float, float]:
 
 def _limit_line(ax, opt, style: str, label: str) -> None:
     """A limit's optimum at L = ∞ (log scale, shown as exp) as a horizontal line
-    with its interval band; nothing when it is not resolved."""
+    with its interval band; a thin dotted line when the interval is open at the
+    grid's end; nothing when it is not resolved."""
     if opt is None or not math.isfinite(opt.estimate):
         return
     lo, hi = (math.exp(x) if math.isfinite(x) else np.nan for x in opt.ci())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        ax.axhline(math.exp(opt.estimate), color="k", ls=":", lw=1,
+                   label=label.replace(_IV, "interval open at the grid's end"))
+        return
     ax.axhline(math.exp(opt.estimate), color="k", ls=style, lw=1.5, label=label)
-    if math.isfinite(lo) and math.isfinite(hi):
-        ax.axhspan(lo, hi, color="k", alpha=0.1 if style == "-" else 0.05, lw=0)
+    ax.axhspan(lo, hi, color="k", alpha=0.1 if style == "-" else 0.05, lw=0)
 
 
 def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
@@ -186,6 +190,7 @@ def _param_axis(ax, p: Param, ticks: np.ndarray, axis: str) -> None:
     from matplotlib.ticker import NullFormatter
 
     if axis == "x":
+        ticks = ticks if p.dim == "momentum" else ticks[::2]  # λ's labels are long
         log_x_at(ax, ticks)
     else:
         ax.set_yscale("log")

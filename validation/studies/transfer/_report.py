@@ -334,8 +334,13 @@ def _no_interior(opts: dict[int, Optimum], lim: Optimum | None, fmt: dict) -> st
         return None
     side = fmt["sides"][0] if est[0] < 0 else fmt["sides"][1]
     Ls = f"L = {min(opts)}…{max(opts)}" if len(opts) > 1 else f"L = {min(opts)}"
-    limit = ("" if lim is None else " and in the coupled limit" if lim.estimate == est[0]
-             else "; the coupled limit's lies elsewhere")
+    limit = ""
+    if lim is not None and lim.estimate == est[0]:
+        limit = " and in the coupled limit"
+    elif lim is not None:
+        reach = math.isinf(lim.ci()[0 if est[0] < 0 else 1])
+        limit = ("; the coupled limit's vertex is interior, its interval open at that end"
+                 if reach else "; the coupled limit's optimum is interior")
     return (f"no interior optimum: the minimum lies at the {side} end of the grid at "
             f"every depth ({Ls}){limit}")
 
@@ -363,7 +368,7 @@ def _param_rows(what: str, lim_what: str, quantity: str, opts: dict[int, Optimum
 def _effective_rate(ds: xr.Dataset, lim: Optimum, metric: str, what: str) -> Finding | None:
     """The coupled limit's optimal effective rate η_c/(1 − β*) at L = ∞ over its
     plain-SGD η* (β = 0; the same limit seeds, so paired)."""
-    plain = limit_inf(ds, "digits", "coupled", metric)
+    plain = limit_inf(ds, "digits", "coupled", metric) if f"lim_{metric}" in ds else None
     if plain is None or not (math.isfinite(lim.estimate) and math.isfinite(plain[0].estimate)):
         return None
     log_eta = math.log(ds.attrs["mom_eta"])
