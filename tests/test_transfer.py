@@ -12,8 +12,9 @@ import pytest
 import nfd
 from validation import STUDIES, train_resnet
 from validation.studies.transfer._run import CONFIG, _window, run_transfer, task_data
-from validation.studies.transfer._fit import (Optimum, drift, extrapolate, seed_intercepts,
-                                              seed_optimum, spread, vertex)
+from validation.studies.transfer._fit import (Optimum, crossing, drift, extrapolate,
+                                              seed_crossing, seed_intercepts, seed_optimum,
+                                              spread, vertex)
 
 from conftest import needs
 
@@ -102,7 +103,8 @@ TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[
             seeds=2, lim_steps=[2, 4, 8], particles=128, lim_seeds=2, teacher_modes=["coupled"],
             teacher_widths=[16], two_width=8, two_depths=[2, 4], horizons=[0.5, 1.0, 2.0],
             T_eta=0.1, T_depth=2, T_width=8, T_lim_steps=[2, 4], check_particles=256,
-            check_steps=2, check_eta=0.1)
+            check_steps=2, check_eta=0.1, momenta=[0.0, 0.5, 0.75], mom_eta=0.05,
+            wd_eta=0.1, wd_units=[0.1, 1.0], optim_width=16)
 
 
 @needs("matplotlib")
@@ -136,9 +138,52 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
     np.testing.assert_array_equal(
         ds["two_train"].sel(first_layer_lr="depth-aware", depth=2, eta_c=0.05).values,
         two["loss"].values[:, K - W:, 0].mean(1))
+    # the optimizer grids: a momentum cell (networks) and a weight-decay cell (limit)
+    mom = train_resnet(Xt, yt, width=16, depth=4, eta_c=0.05, momentum=0.5, seeds=[0, 1],
+                       probes=probes, record_collapse=False, **common)
+    np.testing.assert_array_equal(ds["mom_net_train"].sel(depth=4, momentum=0.5).values,
+                                  mom["loss"].values[:, K - W:, 0].mean(1))
+    lam = 1.0 / (0.1 * K)  # u = 1
+    wd = nfd.simulate(Xt, yt, eta_c=0.1, weight_decay=lam, steps=4, particles=128,
+                      seed=1_000_003, backward="coupled", probes=probes, eig_steps=[],
+                      error_replicas=0, **common)
+    assert ds["wd_lim_train"].sel(steps=4, weight_decay=lam, lim_seed=1_000_003).item() == (
+        wd["loss"].values[K - W:, 0].mean())
+    assert ds["weight_decay"].values[0] == 0.0 and ds["momentum"].values[0] == 0.0
     study = STUDIES["transfer"]
     findings = study.summarize(ds)
     assert findings and all(f.claim and f.verdict for f in findings)
-    assert "η*" in study.conclude(ds)
+    for name in ("momentum", "weight decay"):  # the limit, each depth and the drift
+        rows = [f.quantity for f in findings if f"digits, {name}," in f.observable]
+        assert sum(q.startswith(f"optimal {name}") for q in rows) == 2 * 3  # train, probe
+        assert sum(q.startswith("drift") for q in rows) == 2 * (1 + (name != "momentum"))
+    assert any(q.startswith("λ₁₀") for q in (f.quantity for f in findings))
+    text = study.conclude(ds)
+    assert "η*" in text and "Momentum (η_c = 0.05" in text and "Weight decay" in text
     study.plot(ds, tmp_path / "transfer.png")
     assert (tmp_path / "transfer.png").stat().st_size > 10_000
+
+
+def test_crossing_interpolates_and_says_which_side():
+    x = np.log([0.01, 0.02, 0.04, 0.08])
+    m = np.array([1.0, 1.0, 2.0, 4.0])
+    # level 1.5 is halfway from 1.0 (x[1]) to 2.0 (x[2]): linear in x
+    assert crossing(x, m, 1.5) == pytest.approx((x[1] + x[2]) / 2, abs=1e-12)
+    assert crossing(x, m, 0.5) == -math.inf  # above the level from the grid's first point
+    assert crossing(x, m, 9.0) == math.inf  # never above it on the grid
+    assert math.isnan(crossing(x, np.array([1.0, np.nan, 2.0, 4.0]), 1.5))  # diverged before
+    assert math.isnan(crossing(x, m, math.nan))
+    ref = np.full(3, 1.0 / 1.1)  # the level is 10% above the reference's seed mean
+    opt = seed_crossing(x, np.tile(m, (3, 1)), ref, 0.1, n_boot=20)
+    assert opt.estimate == pytest.approx(x[1], abs=1e-9) and opt.dof == 2
+
+
+def test_vertex_with_a_reference_below_the_grid():
+    m = 0.1 + 0.7 * (X + 3.0) ** 2  # interior minimum near η = 0.05
+    assert math.isfinite(vertex(X, m))
+    assert vertex(X, m, below=m.min() + 0.01) == vertex(X, m)  # the point below is worse
+    assert vertex(X, m, below=m.min()) == -math.inf  # no worse than the minimum: beyond
+    rising = 0.2 + X - X[0]  # a loss that only rises along the grid: no interior optimum
+    per_seed = rising + 0.001 * np.random.default_rng(0).standard_normal((4, len(X)))
+    opt = seed_optimum(X, per_seed, below=np.full(4, 0.1), n_boot=50)
+    assert opt.estimate == -math.inf and (opt.replicates == -math.inf).all()

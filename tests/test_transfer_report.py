@@ -1,6 +1,8 @@
 """The transfer study's verdict functions on data with known answers: interval overlap
 with the limit, signed quantities, the horizon's words, why an optimum is unresolved
-(grid end or next to divergence), the gain over T = 1 and the finite-P check."""
+(grid end or next to divergence), the gain over T = 1, the finite-P check, and the
+momentum and weight-decay rows (a known optimum, a known drift, a loss that only rises:
+"no interior optimum", and its threshold λ₁₀)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import pytest
 import xarray as xr
 from scipy import stats
 
+from validation.studies._report import format_report
 from validation.studies.transfer._fit import Optimum, seed_optimum
+from validation.studies.transfer._optima import PARAMS
 from validation.studies.transfer._report import (_best_T_finding, _check_finding,
-                                                 _exp_finding, _overlap, _signed,
-                                                 _T_verdict)
+                                                 _exp_finding, _overlap, _param_findings,
+                                                 _signed, _T_verdict)
 
 DOF = 10**6
 K = stats.t.ppf(0.975, DOF) * math.sqrt((DOF + 1) / DOF)  # half-width per s.d.
@@ -99,3 +103,89 @@ def test_finite_P_check_is_a_t_interval_over_seeds():
     assert f.verdict.startswith("consistent with no finite-P bias")
     f = _check_finding(_check([11.0, 12.0, 13.0], [1.0, 2.0, 3.0]))
     assert f.verdict.startswith("a finite-P bias resolved")
+
+
+def _optim_ds(seed: int = 0) -> xr.Dataset:
+    """Momentum and weight-decay curves with known answers, networks at three depths
+    (4 seeds) and the coupled limit at three L (3 seeds; + b/L, so its L = ∞
+    intercept is the curve): the loss is a parabola in log(1 − β) with its vertex
+    at β = 0.8, and rises linearly in log₁₀ λ from 0.1025 at λ = 10⁻³ above its
+    value 0.1 at λ = 0 (10% above it at λ = 10^−2.25); seed noise 10⁻⁴."""
+    rng = np.random.default_rng(seed)
+    depths, steps = [4, 8, 16], [8, 16, 32]
+    beta = np.array([0.0, 0.5, 0.75, 0.875, 0.9375])
+    lam = np.r_[0.0, 10.0 ** np.arange(-3, 0, 0.5)]
+    mom = 0.1 + 0.02 * (np.log1p(-beta) - math.log(0.2)) ** 2
+    with np.errstate(divide="ignore"):
+        wd = np.where(lam > 0, 0.1 + 0.01 * (np.log10(lam) + 3.25), 0.1)
+
+    def net(curve):
+        return curve[None, :, None] + 1e-4 * rng.standard_normal((3, len(curve), 4))
+
+    def lim(curve):
+        L = np.array(steps, float)[:, None, None]
+        return curve[None, :, None] + 0.05 / L + 1e-4 * rng.standard_normal((3, len(curve), 3))
+
+    return xr.Dataset(
+        {"mom_net_train": (("depth", "momentum", "seed"), net(mom)),
+         "mom_lim_train": (("steps", "momentum", "lim_seed"), lim(mom)),
+         "wd_net_train": (("depth", "weight_decay", "seed"), net(wd)),
+         "wd_lim_train": (("steps", "weight_decay", "lim_seed"), lim(wd))},
+        coords={"depth": depths, "steps": steps, "momentum": beta, "weight_decay": lam,
+                "seed": np.arange(4), "lim_seed": np.arange(3) + 1_000_003},
+        attrs={"optim_width": 512, "mom_eta": 0.01, "wd_eta": 0.04})
+
+
+def test_momentum_rows_find_a_known_optimum_that_transfers():
+    rows = _param_findings(_optim_ds(), PARAMS["mom"], "train")
+    by = {f.quantity: f for f in rows}
+    for q in ("optimal momentum β at L = ∞", "optimal momentum β at L = 4",
+              "optimal momentum β at L = 16"):
+        assert by[q].resolved and by[q].estimate == pytest.approx(0.8, abs=0.01)
+        lo, hi = by[q].ci
+        assert lo < 0.8 < hi and hi < 0.9  # β's interval, mapped from log(1 − β)
+    assert by["optimal momentum β at L = 8"].verdict.startswith("consistent with the limit's β*")
+    d = by["drift: Δlog₂ (1 − β*) per doubling of L"]
+    assert d.verdict == "transfers: no drift resolved (the interval holds 0)"
+    assert not any(q.startswith("λ₁₀") for q in by)  # the threshold is weight decay's
+
+
+def test_weight_decay_without_an_interior_optimum_says_so():
+    rows = _param_findings(_optim_ds(), PARAMS["wd"], "train")
+    by = {f.quantity: f for f in rows}
+    for L in ("∞", 4, 8, 16):  # the loss only rises from λ = 0: no vertex invented
+        f = by[f"optimal weight decay λ at L = {L}"]
+        assert not f.resolved and math.isnan(f.estimate)
+        assert f.verdict == ("not resolved: the minimum lies at the low (λ = 0 … 0.001) end "
+                             "of the grid")
+    assert by["drift: Δlog₂ λ* per doubling of L"].verdict == (
+        "no interior optimum: the minimum lies at the low (λ = 0 … 0.001) end of the grid at "
+        "every depth (L = 4…16) and in the coupled limit")
+    # the threshold where the loss is 10% above λ = 0's: 10^−2.25, at every depth
+    for L in ("∞", 4, 8, 16):
+        f = by[f"λ₁₀ (loss 10% above λ = 0's) at L = {L}"]
+        assert f.resolved and f.estimate == pytest.approx(10 ** -2.25, rel=0.05)
+    assert by["drift: Δlog₂ λ₁₀ per doubling of L"].verdict.startswith("transfers")
+
+
+def test_a_drift_is_reported_with_its_interval():
+    ds = _optim_ds()
+    # move the networks' vertex by a factor 2 in 1 − β per doubling of L
+    beta, out = ds["momentum"].values, ds["mom_net_train"].copy()
+    for L in (4, 8, 16):
+        x_star = math.log(0.2) + math.log(2.0) * math.log2(L / 8)
+        out.loc[dict(depth=L)] = (0.1 + 0.02 * (np.log1p(-beta) - x_star) ** 2)[:, None] + (
+            ds["mom_net_train"].sel(depth=L) - ds["mom_net_train"].sel(depth=L).mean("seed"))
+    ds["mom_net_train"] = out
+    f = {f.quantity: f for f in _param_findings(ds, PARAMS["mom"], "train")}[
+        "drift: Δlog₂ (1 − β*) per doubling of L"]
+    assert f.estimate == pytest.approx(1.0, abs=0.05)
+    assert f.verdict.startswith("drifts by +1") and "per doubling of L" in f.verdict
+
+
+def test_the_report_has_the_optimizer_rows():
+    ds = _optim_ds()
+    findings = [f for p in PARAMS.values() for f in _param_findings(ds, p, "train")]
+    text = format_report([("9. transfer", "", findings, None)])
+    assert "| optimal momentum β at L = 16 |" in text and "| λ₁₀ (loss 10% above" in text
+    assert "no interior optimum" in text

@@ -139,8 +139,15 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "networks' seeds, or the limit's own). Two-layer blocks (eq. 6) under depth-μP and the "
           "depth-aware η₁ = η_c n√L (eq. 8): the spread and drift of the optimum across "
           "depths (paper 002, Fig. 5). The horizon T at one η_c: networks at one depth "
-          "beside the coupled limit (Fig. 2). Papers 000/001 derive depth-μP so that the "
-          "optimum transfers across depth.",
+          "beside the coupled limit (Fig. 2). Momentum and weight decay (torch.optim.SGD "
+          "semantics), digits, one width, beside the coupled limit: β over {0, 1/2, 3/4, "
+          "7/8, 15/16} at η_c = 0.01, so that the effective rate η_c/(1 − β) runs from 0.01 "
+          "to 0.16 across the plain optimum η* ≈ 0.04 (the optimum in log(1 − β)); λ over "
+          "u/(η_c K), u = 10⁻²…1 in steps of √10, and λ = 0, at the plain optimum "
+          "η_c = 0.04 (the optimum in log λ, λ = 0 counting as below the grid; where the "
+          "loss only rises, the threshold λ₁₀ at which it first exceeds λ = 0's by 10%). "
+          "Papers 000/001 derive depth-μP so that the optimum transfers across depth "
+          "(paper 000, Fig. 4 and B.8: also momentum and weight decay).",
           run_transfer, summarize_transfer, plot_transfer, conclude_transfer),
 )}
 

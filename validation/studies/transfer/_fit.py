@@ -1,13 +1,17 @@
-"""Optimal learning rates of the transfer study: local quadratic fits in log η_c, seed
-bootstraps, the limit's extrapolation in 1/L, and spreads and drifts across depth.
+"""Optimal hyperparameters of the transfer study: local quadratic fits in log η_c (log T,
+log(1 − β), log λ), seed bootstraps, the limit's extrapolation in 1/L, and spreads
+and drifts across depth.
 
 An optimum is the vertex of the parabola through the grid minimum of a loss curve
 and its two neighbours, in x = log η_c (or log T); a minimum at the end of the grid
 (or next to a diverged point) is no optimum: −inf or +inf, the side it lies beyond,
-so that a bootstrap interval can still be bounded on the other side. Networks and limits
-are both bootstrapped over seeds (resampled with the same indices at every grid point,
-so the replicates are paired across the grid as the runs' seeds are); the limit at
-L = ∞ is the fit loss(L) = a + b/L (Euler–Maruyama weak order 1) per seed.
+so that a bootstrap interval can still be bounded on the other side. A curve with no
+interior optimum (weight decay only raising the loss) has instead a threshold: where
+it first exceeds its reference value by a given fraction (:func:`crossing`).
+Networks and limits are both bootstrapped over seeds (resampled with the same indices
+at every grid point, so the replicates are paired across the grid as the runs' seeds
+are); the limit at L = ∞ is the fit loss(L) = a + b/L (Euler–Maruyama weak order 1)
+per seed.
 
 Intervals are studentised, not percentile: with S = 4–6 seeds a percentile interval of
 the bootstrap covers ~80–90% at a nominal 95% (the bootstrap s.e. is √((S−1)/S) of the
@@ -26,8 +30,8 @@ from scipy import stats
 
 from ..._fit import bootstrap_replicates
 
-__all__ = ["Optimum", "vertex", "edge", "seed_optimum", "extrapolate", "seed_intercepts",
-           "compare_optima", "spread", "drift", "N_BOOT"]
+__all__ = ["Optimum", "vertex", "edge", "seed_optimum", "crossing", "seed_crossing",
+           "extrapolate", "seed_intercepts", "compare_optima", "spread", "drift", "N_BOOT"]
 
 N_BOOT = 1000  # bootstrap replicates of every optimum
 
@@ -68,15 +72,19 @@ class Optimum:
         return (float(lo), float(hi))
 
 
-def vertex(x: np.ndarray, m: np.ndarray) -> float:
+def vertex(x: np.ndarray, m: np.ndarray, below: float | None = None) -> float:
     """Vertex of the parabola through the minimum of ``m`` (NaN = diverged or not
     run) and its two neighbours on the grid ``x``. A minimum at the grid's low end
     (or beside a missing point below it) gives −inf, at the high end (or beside a
-    diverged point above it) +inf; NaN when nothing is finite."""
+    diverged point above it) +inf; NaN when nothing is finite. ``below``: the value
+    at a point off the grid below its low end (λ = 0 beside a grid in log λ); when
+    it is no higher than the grid's minimum, the minimum lies there: −inf."""
     m = np.asarray(m, float)
     if not np.isfinite(m).any():
         return np.nan
     i = int(np.nanargmin(m))
+    if below is not None and below <= m[i]:
+        return -np.inf
     if i == 0 or not np.isfinite(m[i - 1]):
         return -np.inf
     if i == len(m) - 1 or not np.isfinite(m[i + 1]):
@@ -101,21 +109,69 @@ def edge(m: np.ndarray) -> str:
     return "grid end" if i in (0, len(m) - 1) else "divergence"
 
 
-def seed_optimum(x: np.ndarray, per_seed: np.ndarray, *, n_boot: int = N_BOOT,
-                 seed: int = 0) -> Optimum:
+def seed_optimum(x: np.ndarray, per_seed: np.ndarray, *, below: np.ndarray | None = None,
+                 n_boot: int = N_BOOT, seed: int = 0) -> Optimum:
     """Optimum of the seed-mean curve of ``per_seed`` (seed, grid), replicates from
     seeds resampled with replacement (the same draws for every call with the same
     ``seed`` and number of seeds, so optima at different depths are paired), dof =
-    S − 1. A grid point where any seed diverged (NaN) counts as diverged."""
+    S − 1. A grid point where any seed diverged (NaN) counts as diverged.
+    ``below`` (seed,): the values at a point below the grid's low end, resampled
+    with the same seeds (see :func:`vertex`)."""
     per_seed = np.asarray(per_seed, float)
     S = per_seed.shape[0]
     if S < 2:
         raise ValueError(f"seed_optimum needs at least 2 seeds, got per_seed of shape "
                          f"{per_seed.shape}")
-    boot = bootstrap_replicates(per_seed, lambda v: vertex(x, v.mean(0)), n_boot, axis=0,
-                                seed=seed)
+    if below is None:
+        stat = lambda v: vertex(x, v.mean(0))  # noqa: E731
+        values = per_seed
+    else:
+        stat = lambda v: vertex(x, v[:, 1:].mean(0), v[:, 0].mean())  # noqa: E731
+        values = np.concatenate([np.asarray(below, float)[:, None], per_seed], 1)
+    boot = bootstrap_replicates(values, stat, n_boot, axis=0, seed=seed)
     mean = per_seed.mean(0)
-    return Optimum(vertex(x, mean), boot, S - 1, edge(mean))
+    return Optimum(stat(values), boot, S - 1, edge(mean))
+
+
+def crossing(x: np.ndarray, m: np.ndarray, level: float) -> float:
+    """Where the curve ``m`` on the increasing grid ``x`` first rises above ``level``:
+    linear interpolation in x between the last point at or below it and the first
+    above. −inf when the first point is already above (the crossing lies below the
+    grid), +inf when no point is (above it), NaN when ``level`` is NaN or a point
+    before the crossing is missing (diverged)."""
+    m = np.asarray(m, float)
+    if np.isnan(level):
+        return np.nan
+    above = m > level
+    if not above.any():
+        return np.nan if np.isnan(m).any() else np.inf
+    i = int(np.argmax(above))
+    if np.isnan(m[:i]).any():
+        return np.nan
+    if i == 0:
+        return -np.inf
+    return float(x[i - 1] + (level - m[i - 1]) * (x[i] - x[i - 1]) / (m[i] - m[i - 1]))
+
+
+def seed_crossing(x: np.ndarray, per_seed: np.ndarray, ref: np.ndarray, rel: float, *,
+                  n_boot: int = N_BOOT, seed: int = 0) -> Optimum:
+    """Where the seed-mean curve of ``per_seed`` (seed, grid) first exceeds the seed
+    mean of ``ref`` (seed,) by the fraction ``rel`` (:func:`crossing`), for curves
+    with no interior optimum (a loss that only rises along the grid from a
+    reference point off it, e.g. λ = 0 beside a log grid of λ > 0). Replicates
+    resample the seeds of both together (the same draws as :func:`seed_optimum`),
+    dof = S − 1."""
+    both = np.concatenate([np.asarray(ref, float)[:, None], np.asarray(per_seed, float)], 1)
+    if both.shape[0] < 2:
+        raise ValueError(f"seed_crossing needs at least 2 seeds, got per_seed of shape "
+                         f"{np.shape(per_seed)}")
+
+    def stat(v: np.ndarray) -> float:
+        mean = v.mean(0)
+        return crossing(x, mean[1:], mean[0] * (1 + rel))
+
+    boot = bootstrap_replicates(both, stat, n_boot, axis=0, seed=seed)
+    return Optimum(stat(both), boot, both.shape[0] - 1)
 
 
 def extrapolate(inv_L: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,8 @@
 """The optima of the transfer study read off its Dataset: optimal η_c per depth of the
-networks, of the limits at each L and extrapolated to L → ∞, and the optimal horizon T.
+networks, of the limits at each L and extrapolated to L → ∞, the optimal horizon T,
+and the optimal momentum and weight decay (:data:`PARAMS`) per depth and at L = ∞.
 
-Every optimum is the log of the parameter (see :mod:`._fit`); the same
+Every optimum is the log of the parameter (log(1 − β) for momentum; see :mod:`._fit`); the same
 seeds of the bootstrap (0) are used everywhere, so the findings and the figure agree.
 Networks are resampled over their seeds (dim ``seed``), limits over theirs (dim
 ``lim_seed``: the same seeds at every η_c, T and L, so differences along the grid
@@ -10,13 +11,20 @@ are paired).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import xarray as xr
 
-from ._fit import Optimum, seed_intercepts, seed_optimum
+from ._fit import Optimum, seed_crossing, seed_intercepts, seed_optimum
 
 __all__ = ["log_eta", "present", "net_optima", "limit_at", "limit_inf", "two_optima",
-           "T_net_optimum", "T_lim_optimum", "seed_matrix"]
+           "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
+           "param_grid", "param_curves", "param_optima", "param_limit_inf",
+           "param_thresholds", "WD_REL"]
+
+WD_REL = 0.1  # the weight decay's threshold: loss 10% above that at λ = 0
 
 
 def log_eta(ds: xr.Dataset) -> np.ndarray:
@@ -62,10 +70,15 @@ def limit_inf(ds: xr.Dataset, dataset: str, backward: str, metric: str
     da = ds[f"lim_{metric}"].sel(dataset=dataset, backward=backward)
     if not present(da):
         return None
-    L = ds["steps"].values.astype(float)
-    per_seed = seed_matrix(da.transpose("lim_seed", "steps", "eta_c"), "lim_seed")
-    a = seed_intercepts(1.0 / L, per_seed)
+    a = _intercepts(ds, da.transpose("lim_seed", "steps", "eta_c"))
     return seed_optimum(log_eta(ds), a), a
+
+
+def _intercepts(ds: xr.Dataset, da: xr.DataArray) -> np.ndarray:
+    """Per-seed L → ∞ intercepts (seed, grid) of a limit's (lim_seed, steps, grid)
+    values, a + b/L fitted over every L run."""
+    L = ds["steps"].values.astype(float)
+    return seed_intercepts(1.0 / L, seed_matrix(da, "lim_seed"))
 
 
 def two_optima(ds: xr.Dataset, rule: str, metric: str) -> dict[int, Optimum]:
@@ -88,3 +101,97 @@ def T_lim_optimum(ds: xr.Dataset, metric: str, L: int) -> Optimum:
     over its seeds."""
     cell = ds[f"T_lim_{metric}"].sel(T_steps=L).transpose("lim_seed", "T")
     return seed_optimum(np.log(ds["T"].values), seed_matrix(cell, "lim_seed"))
+
+
+@dataclass(frozen=True)
+class Param:
+    """A hyperparameter swept beside depth at a fixed η_c (digits, networks at one
+    width and the coupled limit): its variables' prefix in the Dataset, its
+    dimension, symbol and name, and the log scale of its fits, x = log(1 − β) for
+    momentum (its grid halves 1 − β) and x = log λ for weight decay (λ = 0, x = −inf,
+    is the reference beside the grid: plain SGD)."""
+
+    prefix: str
+    dim: str
+    symbol: str
+    name: str
+
+    def x(self, values: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):  # λ = 0: −inf
+            return np.log1p(-values) if self.dim == "momentum" else np.log(values)
+
+    def value(self, x: float) -> float:
+        """The parameter at a log-scale x (the inverse of :meth:`x`)."""
+        return -math.expm1(x) if self.dim == "momentum" else math.exp(x)
+
+
+PARAMS = {"mom": Param("mom", "momentum", "β", "momentum"),
+          "wd": Param("wd", "weight_decay", "λ", "weight decay")}
+
+
+def param_grid(ds: xr.Dataset, p: Param) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The log-scale grid of ``p``: its points with finite x (every β < 1, every
+    λ > 0) in increasing x, as the fits need (β's grid runs the other way), the
+    indices of those points along ``p.dim``, and the indices of the others (the
+    reference λ = 0)."""
+    x = p.x(ds[p.dim].values.astype(float))
+    on = np.flatnonzero(np.isfinite(x))
+    on = on[np.argsort(x[on])]
+    return x[on], on, np.flatnonzero(~np.isfinite(x))
+
+
+def param_curves(ds: xr.Dataset, p: Param, metric: str, L: int | None = None) -> np.ndarray:
+    """(seed, grid) values over the whole ``p`` grid: the networks at depth ``L``, or
+    (L None) the coupled limit's per-seed intercepts at L = ∞."""
+    if L is not None:
+        return seed_matrix(ds[f"{p.prefix}_net_{metric}"].sel(depth=L).transpose("seed", p.dim))
+    da = ds[f"{p.prefix}_lim_{metric}"].transpose("lim_seed", "steps", p.dim)
+    return _intercepts(ds, da)
+
+
+def _depths(ds: xr.Dataset, p: Param, metric: str) -> list[int]:
+    var = f"{p.prefix}_net_{metric}"
+    if var not in ds:
+        return []
+    return [L for L in ds["depth"].values.tolist() if present(ds[var].sel(depth=L))]
+
+
+def _param_optimum(ds: xr.Dataset, p: Param, curves: np.ndarray) -> Optimum:
+    """Optimum (log scale) of ``p`` of (seed, grid) curves over its whole grid; a
+    reference point off the log grid (λ = 0) counts as lying below its low end."""
+    x, on, off = param_grid(ds, p)
+    return seed_optimum(x, curves[:, on], below=curves[:, off[0]] if off.size else None)
+
+
+def param_optima(ds: xr.Dataset, p: Param, metric: str) -> dict[int, Optimum]:
+    """{depth: optimum of ``p``} (log scale) of the networks (empty when not run)."""
+    return {L: _param_optimum(ds, p, param_curves(ds, p, metric, L))
+            for L in _depths(ds, p, metric)}
+
+
+def param_limit_inf(ds: xr.Dataset, p: Param, metric: str) -> Optimum | None:
+    """Optimum of ``p`` (log scale) of the coupled limit extrapolated to L → ∞ (per
+    seed), bootstrapped over its seeds; None when not run."""
+    var = f"{p.prefix}_lim_{metric}"
+    if var not in ds or not present(ds[var]):
+        return None
+    return _param_optimum(ds, p, param_curves(ds, p, metric))
+
+
+def param_thresholds(ds: xr.Dataset, p: Param, metric: str, rel: float = WD_REL
+                     ) -> tuple[dict[int, Optimum], Optimum | None]:
+    """Where the loss first exceeds its value at the reference point off the log
+    grid (λ = 0) by the fraction ``rel`` (log scale, interpolated): {depth:
+    threshold} of the networks and that of the coupled limit at L = ∞ (None when
+    not run). Only for a parameter with such a point (weight decay)."""
+    x, on, off = param_grid(ds, p)
+    if not off.size:
+        raise ValueError(f"{p.name} has no reference point off its log grid")
+
+    def locate(v: np.ndarray) -> Optimum:
+        return seed_crossing(x, v[:, on], v[:, off[0]], rel)
+
+    nets = {L: locate(param_curves(ds, p, metric, L)) for L in _depths(ds, p, metric)}
+    var = f"{p.prefix}_lim_{metric}"
+    lim = locate(param_curves(ds, p, metric)) if var in ds and present(ds[var]) else None
+    return nets, lim

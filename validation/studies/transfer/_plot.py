@@ -1,5 +1,7 @@
 """The figure of the transfer study: loss against η_c per depth with the limits drawn
-over the networks, optimal η_c against depth with intervals, the two-layer rules and T.
+over the networks, optimal η_c against depth with intervals, the two-layer rules and T;
+loss against momentum and weight decay per depth with the coupled limit, and their
+optimum (momentum) or threshold λ₁₀ (weight decay) against depth.
 
 Error bars on losses are ±2 s.e. over seeds (the networks' seeds; the limits' own
 seeds, whose spread is their Monte Carlo error); error bars on optima are 95%
@@ -14,7 +16,9 @@ import numpy as np
 import xarray as xr
 
 from .._plotting import figure, legend_outside, log_x_at, save
-from ._optima import (limit_at, limit_inf, net_optima, seed_matrix, two_optima)
+from ._optima import (PARAMS, WD_REL, Param, limit_at, limit_inf, net_optima, param_curves,
+                      param_grid, param_limit_inf, param_optima, param_thresholds,
+                      seed_matrix, two_optima)
 
 __all__ = ["plot_transfer"]
 
@@ -45,6 +49,14 @@ def _seed_band(ax, x, per_seed: np.ndarray, **kw) -> None:
     ax.errorbar(x, m, 2 * se, capsize=2, ms=3, **kw)
 
 
+def _limit_band(ax, x, per_seed: np.ndarray, style: str, label: str) -> None:
+    """A limit's seed-mean curve with a ±2 s.e. band over its seeds."""
+    a = per_seed.mean(0)
+    se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
+    ax.plot(x, a, style, color="k", lw=2, label=label)
+    ax.fill_between(x, a - 2 * se, a + 2 * se, color="k", alpha=0.15, lw=0)
+
+
 def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
     """Loss against η_c, one curve per depth (widest width), the limits at L = ∞
     drawn over them."""
@@ -59,11 +71,7 @@ def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         res = limit_inf(ds, dataset, b, metric)
         if res is None:
             continue
-        per_seed = res[1]
-        a = per_seed.mean(0)
-        se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
-        ax.plot(eta, a, style, color="k", lw=2, label=f"{b} limit, L = ∞ (a + b/L fit)")
-        ax.fill_between(eta, a - 2 * se, a + 2 * se, color="k", alpha=0.15, lw=0)
+        _limit_band(ax, eta, res[1], style, f"{b} limit, L = ∞ (a + b/L fit)")
     log_x_at(ax, eta[2::4])
     _log_y(ax)
     means = ds[f"net_{metric}"].sel(dataset=dataset, width=n).mean("seed").values
@@ -97,16 +105,19 @@ def _ends(ds: xr.Dataset) -> tuple[float, float]:
     return float(eta.min()), float(eta.max())
 
 
-def _limit_line(ax, ds, dataset: str, b: str, metric: str, style: str) -> None:
-    """The limit's optimum at L = ∞ as a horizontal line with its interval band."""
-    res = limit_inf(ds, dataset, b, metric)
-    if res is None or not math.isfinite(res[0].estimate):
+def _limit_line(ax, opt, style: str, label: str) -> None:
+    """A limit's optimum at L = ∞ (log scale, shown as exp) as a horizontal line
+    with its interval band; a thin dotted line when the interval is open at the
+    grid's end; nothing when it is not resolved."""
+    if opt is None or not math.isfinite(opt.estimate):
         return
-    lo, hi = (math.exp(x) if math.isfinite(x) else np.nan for x in res[0].ci())
-    ax.axhline(math.exp(res[0].estimate), color="k", ls=style, lw=1.5,
-               label=f"{b} limit η*, L = ∞ ({_IV})")
-    if math.isfinite(lo) and math.isfinite(hi):
-        ax.axhspan(lo, hi, color="k", alpha=0.1 if style == "-" else 0.05, lw=0)
+    lo, hi = (math.exp(x) if math.isfinite(x) else np.nan for x in opt.ci())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        ax.axhline(math.exp(opt.estimate), color="k", ls=":", lw=1,
+                   label=label.replace(_IV, "interval open at the grid's end"))
+        return
+    ax.axhline(math.exp(opt.estimate), color="k", ls=style, lw=1.5, label=label)
+    ax.axhspan(lo, hi, color="k", alpha=0.1 if style == "-" else 0.05, lw=0)
 
 
 def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
@@ -125,7 +136,9 @@ def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         at = {L: limit_at(ds, dataset, b, metric, L) for L in Ls}
         _optimum_bars(ax, Ls, at, 1.08 if b == "coupled" else 1.14, _ends(ds), fmt=mark,
                       mfc="none", color="0.3", label=f"{b} limit at L steps ({_IV})")
-        _limit_line(ax, ds, dataset, b, metric, "-" if b == "coupled" else "--")
+        res = limit_inf(ds, dataset, b, metric)
+        _limit_line(ax, None if res is None else res[0], "-" if b == "coupled" else "--",
+                    f"{b} limit η*, L = ∞ ({_IV})")
     log_x_at(ax, depths, base=2)
     _log_y(ax)
     ax.set_xlabel("depth L (blocks)")
@@ -171,14 +184,98 @@ def _horizon_panel(ax, ds: xr.Dataset) -> None:
     _legend(ax)
 
 
+def _param_axis(ax, p: Param, ticks: np.ndarray, axis: str) -> None:
+    """A log axis of ``p`` labelled at its grid: λ itself, or 1 − β (so the grid is
+    even) inverted so that β grows to the right (up), labelled with β."""
+    from matplotlib.ticker import NullFormatter
+
+    if axis == "x":
+        ticks = ticks if p.dim == "momentum" else ticks[::2]  # λ's labels are long
+        log_x_at(ax, ticks)
+    else:
+        ax.set_yscale("log")
+        ax.set_yticks(ticks, [f"{v:.3g}" for v in ticks])
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if p.dim == "momentum":
+        (ax.invert_xaxis if axis == "x" else ax.invert_yaxis)()
+        labels = [f"{1 - v:g}" for v in ticks]
+        (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks, labels)
+
+
+def _param_loss_panel(ax, ds: xr.Dataset, p: Param, metric: str) -> None:
+    """Train loss against ``p`` at fixed η_c, one curve per depth, the coupled limit
+    at L = ∞ over them; weight decay's reference λ = 0 as a dotted line per depth."""
+    x, on, off = param_grid(ds, p)
+    g = np.exp(x)  # λ, or 1 − β
+    depths = [L for L in ds["depth"].values.tolist()
+              if np.isfinite(ds[f"{p.prefix}_net_{metric}"].sel(depth=L).values).any()]
+    for j, L in enumerate(depths):
+        v = param_curves(ds, p, metric, L)
+        _seed_band(ax, g * (1 + 0.02 * (j - 2)), v[:, on], fmt="o-", color=f"C{j}", lw=1,
+                   label=f"networks L = {L}")
+        if off.size:
+            ax.axhline(v[:, off[0]].mean(), color=f"C{j}", ls=":", lw=1)
+    if np.isfinite(ds[f"{p.prefix}_lim_{metric}"].values).any():
+        lim = param_curves(ds, p, metric)
+        _limit_band(ax, g, lim[:, on], "-", "coupled limit, L = ∞ (a + b/L fit)")
+        if off.size:
+            ax.axhline(lim[:, off[0]].mean(), color="k", ls=":", lw=1.5,
+                       label="dotted: λ = 0 (plain SGD)")
+    _param_axis(ax, p, g, "x")
+    _log_y(ax)
+    eta = ds.attrs[f"{p.prefix}_eta"]
+    ax.set_xlabel("momentum β (log scale in 1 − β)" if p.dim == "momentum"
+                  else "weight decay λ (decay η_c·λ per step)")
+    ax.set_ylabel(_LOSS[metric], fontsize=8)
+    ax.set_title(f"digits, {p.name} at η_c = {eta}, n = {ds.attrs['optim_width']}\n"
+                 "(bars ±2 s.e. over seeds; limit band ±2 s.e. over its seeds)", fontsize=8)
+    _legend(ax)
+
+
+def _param_optimum_panel(ax, ds: xr.Dataset, p: Param, metric: str) -> None:
+    """Against depth: the networks' optimum of ``p`` (momentum: drawn as 1 − β*) and,
+    for weight decay, the threshold λ₁₀; the coupled limit's at L = ∞ as lines."""
+    x = param_grid(ds, p)[0]
+    g = np.exp(x)
+    depths = ds["depth"].values.tolist()
+    bounds = (float(g.min()), float(g.max()))
+    opts = param_optima(ds, p, metric)
+    _optimum_bars(ax, depths, opts, 0.97, bounds, fmt="o", color="C0",
+                  label=f"networks {p.symbol}* ({_IV})")
+    _limit_line(ax, param_limit_inf(ds, p, metric), "-",
+                f"coupled limit {p.symbol}*, L = ∞ ({_IV})")
+    if p.dim == "weight_decay":
+        nets, lim = param_thresholds(ds, p, metric)
+        _optimum_bars(ax, depths, nets, 1.03, bounds, fmt="s", color="C3",
+                      label=f"networks λ₁₀: loss {WD_REL:.0%} above λ = 0 ({_IV})")
+        _limit_line(ax, lim, "--", f"coupled limit λ₁₀, L = ∞ ({_IV})")
+    log_x_at(ax, depths, base=2)
+    if ax.has_data():
+        _param_axis(ax, p, g, "y")
+    else:
+        _log_y(ax)
+    ax.set_xlabel("depth L (blocks)")
+    ax.set_ylabel(f"{p.name} {p.symbol} of the {metric} loss", fontsize=8)
+    ax.set_title(f"digits: optimal {p.name} against depth" + (
+        "\n(no marker where the minimum lies at the grid's end)"
+        if p.dim == "momentum" else "\nλ* where interior; λ₁₀ where the loss only rises"),
+        fontsize=8)
+    _legend(ax)
+
+
 def plot_transfer(ds: xr.Dataset, path) -> None:
-    """Six panels: digits loss against η_c (train, probe) and optimal η_c against
-    depth; the two-layer rules; loss against T; the teacher's optimal η_c."""
-    fig, axes = figure(3, 2, size=5.6, aspect=0.6)
+    """Ten panels: digits loss against η_c (train, probe) and optimal η_c against
+    depth; the two-layer rules; loss against T; the teacher's optimal η_c; loss
+    against momentum and weight decay and their optimum (threshold) against depth."""
+    rows = [p for p in PARAMS.values() if f"{p.prefix}_net_train" in ds]
+    fig, axes = figure(3 + len(rows), 2, size=5.6, aspect=0.6)
     _loss_panel(axes[0, 0], ds, "digits", "train")
     _optimum_panel(axes[0, 1], ds, "digits", "train")
     _loss_panel(axes[1, 0], ds, "digits", "probe")
     _optimum_panel(axes[1, 1], ds, "teacher", "train")
     _two_layer_panel(axes[2, 0], ds)
     _horizon_panel(axes[2, 1], ds)
+    for row, p in zip(axes[3:], rows):
+        _param_loss_panel(row[0], ds, p, "train")
+        _param_optimum_panel(row[1], ds, p, "train")
     save(fig, path)

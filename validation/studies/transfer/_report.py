@@ -1,5 +1,6 @@
 """Findings and conclusion of the transfer study: optimal η_c per depth against the limits'
-optimum, its drift with depth, the two-layer-block rules (eq. 8) and the horizon T.
+optimum, its drift with depth, the two-layer-block rules (eq. 8), the horizon T, and
+the optimal momentum and weight decay per depth against the coupled limit's.
 
 Every verdict is computed from a 95% studentised bootstrap interval over seeds
 (networks' seeds; the limits' own seeds, common to every grid point), whichever way
@@ -9,6 +10,7 @@ it comes out.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import xarray as xr
@@ -18,8 +20,10 @@ from scipy import stats
 from ..._fit import bootstrap_replicates
 from .._report import Finding
 from ._fit import Optimum, compare_optima, drift, spread
-from ._optima import (T_lim_optimum, T_net_optimum, limit_inf, net_optima, seed_matrix,
-                      two_optima)
+from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, limit_inf,
+                      net_optima, param_grid, param_limit_inf, param_optima,
+                      param_thresholds,
+                      seed_matrix, two_optima)
 
 __all__ = ["summarize_transfer", "conclude_transfer"]
 
@@ -27,6 +31,10 @@ _METRICS = {"train": "running-mean train loss (last K/4 steps)",
             "probe": "probe loss after K steps"}
 _TRANSFER = "one η* at every depth (depth-μP transfer; papers 000, 001)"
 _OPEN = "open (grid end)"
+_LIMIT_IV = ("interval: bootstrap over the limit's {S} seeds of the per-seed a + b/L "
+             "intercepts (studentised)")
+_PARAM_CLAIM = {"mom": "one β* at every depth (depth-μP; paper 000, Fig. 4a, limit App. K.5)",
+                "wd": "one λ* at every depth (depth-μP; paper 000, Fig. B.8, limit App. L)"}
 
 
 def _ends(ci: tuple[float, float]) -> tuple[str, str]:
@@ -35,39 +43,49 @@ def _ends(ci: tuple[float, float]) -> tuple[str, str]:
 
 
 def _exp_finding(observable: str, quantity: str, opt: Optimum, claim: str,
-                 verdict: str) -> Finding:
-    """A finding for exp(optimum) (an η_c or a T), open interval ends named; an
-    optimum beyond the grid is not resolved, and the verdict says on which side."""
+                 verdict: str, value=math.exp, sides: tuple[str, str] = ("low", "high"),
+                 subject: str = "the minimum lies at") -> Finding:
+    """A finding for exp(optimum) (an η_c, T or λ; ``value`` maps the log scale to
+    the parameter otherwise, e.g. β = 1 − exp(x)), open interval ends named; an
+    optimum beyond the grid is not resolved, and the verdict says on which side
+    (``sides``: the names of the grid's ends at x = −inf and +inf; ``subject``: what
+    lies there)."""
     lo, hi = opt.ci()
     resolved = math.isfinite(opt.estimate)
     if not resolved:
-        verdict = _unresolved(opt)
-    return Finding(observable, quantity, math.exp(opt.estimate) if resolved else math.nan,
-                   (math.exp(lo), math.exp(hi)), claim, verdict, resolved=resolved,
-                   open_ends=_ends((lo, hi)))
+        verdict = _unresolved(opt, sides, subject)
+    ci, ends = (value(lo), value(hi)), _ends((lo, hi))
+    if ci[0] > ci[1]:  # a decreasing map (β = 1 − exp x) swaps the ends
+        ci, ends = ci[::-1], ends[::-1]
+    return Finding(observable, quantity, value(opt.estimate) if resolved else math.nan,
+                   ci, claim, verdict, resolved=resolved, open_ends=ends)
 
 
-def _unresolved(opt: Optimum) -> str:
+def _unresolved(opt: Optimum, sides: tuple[str, str] = ("low", "high"),
+                subject: str = "the minimum lies at") -> str:
     """Why an optimum beyond the grid is not resolved: its minimum lies at an end of
-    the grid, or next to a diverged (or missing) point inside it."""
+    the grid (``sides`` names the ends at x = −inf and +inf), or next to a diverged
+    (or missing) point inside it."""
     if math.isnan(opt.estimate):
         return "not resolved: no finite loss"
-    side = "low" if opt.estimate < 0 else "high"
+    side = sides[0] if opt.estimate < 0 else sides[1]
     if opt.edge == "divergence":
         return f"not resolved: the minimum lies next to divergence (on its {side} side)"
-    return f"not resolved: the minimum lies at the {side} end of the grid"
+    return f"not resolved: {subject} the {side} end of the grid"
 
 
-def _overlap(a: Optimum, b: Optimum) -> str:
-    """Whether the 95% intervals of two optima overlap, or which lies above."""
+def _overlap(a: Optimum, b: Optimum, name: str = "η*", flip: bool = False) -> str:
+    """Whether the 95% intervals of two optima overlap, or which lies above (in the
+    parameter ``name``; ``flip`` when it decreases along the log scale, β* = 1 − e^x)."""
     (alo, ahi), (blo, bhi) = a.ci(), b.ci()
+    below, above = ("above", "below") if flip else ("below", "above")
     if not (math.isfinite(blo) or math.isfinite(bhi)):
         return "no comparison: the limit's interval is open on both sides"
     if ahi < blo:
-        return "below the limit's η*: the intervals are disjoint"
+        return f"{below} the limit's {name}: the intervals are disjoint"
     if alo > bhi:
-        return "above the limit's η*: the intervals are disjoint"
-    return "consistent with the limit's η* (the intervals overlap)"
+        return f"{above} the limit's {name}: the intervals are disjoint"
+    return f"consistent with the limit's {name} (the intervals overlap)"
 
 
 def _signed(observable: str, quantity: str, opt: Optimum, claim: str,
@@ -94,14 +112,10 @@ def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int]
         if not opts:
             continue
         widest = (n, opts)
-        what = f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}"
-        for L, opt in opts.items():
-            verdict = _overlap(opt, lim) if lim is not None else "no limit run"
-            out.append(_exp_finding(what, f"optimal η_c at L = {L}", opt, _TRANSFER, verdict))
-        Ls = np.log2(np.array(list(opts), float))
-        out.append(_signed(what, "drift: Δlog₂ η* per doubling of L", drift(Ls, list(opts.values())),
-                           "0 (transfer)", ("η* grows with depth", "η* falls with depth",
-                                            "consistent with 0: η* transfers across depth")))
+        out += _depth_rows(f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}",
+                           "optimal η_c at L = {L}", "η*", opts, lim, _TRANSFER,
+                           ("η* grows with depth", "η* falls with depth",
+                            "consistent with 0: η* transfers across depth"))
     if widest is not None and lim is not None:
         n, opts = widest
         first, last = min(opts), max(opts)
@@ -120,6 +134,29 @@ def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int]
     return out
 
 
+def _depth_rows(what: str, quantity: str, name: str, opts: dict[int, Optimum],
+                lim: Optimum | None, claim: str, words: tuple[str, str, str] | None = None,
+                flip: bool = False, log_of: str | None = None, **fmt) -> list[Finding]:
+    """One row per depth (``quantity`` formatted with L; verdict: overlap with the
+    limit's ``lim``, ``name`` the optimum's symbol) and the drift of log₂ of the
+    optimum (of ``log_of`` when given, e.g. "(1 − β*)") per doubling of L.
+    ``words`` are the drift's verdicts (above 0, below 0, holding 0); without them
+    the verdict says "drifts by X [a, b] per doubling of L" or "transfers: no drift
+    resolved". ``fmt``: how :func:`_exp_finding` shows the parameter."""
+    out = []
+    for L, opt in opts.items():
+        verdict = _overlap(opt, lim, name, flip) if lim is not None else "no limit run"
+        out.append(_exp_finding(what, quantity.format(L=L), opt, claim, verdict, **fmt))
+    d = drift(np.log2(np.array(list(opts), float)), list(opts.values()))
+    if words is None:
+        lo, hi = d.ci()
+        moved = f"drifts by {d.estimate:+.3g} [{lo:.3g}, {hi:.3g}] per doubling of L"
+        words = (moved, moved, "transfers: no drift resolved (the interval holds 0)")
+    out.append(_signed(what, f"drift: Δlog₂ {log_of or name} per doubling of L", d,
+                       "0 (transfer)", words))
+    return out
+
+
 def _limit_findings(ds: xr.Dataset, dataset: str, metric: str) -> tuple[list, Optimum | None]:
     """The limits' η* extrapolated to L → ∞; returns the findings and the coupled
     limit's optimum (the limit of ordinary backprop), None if not run."""
@@ -134,8 +171,7 @@ def _limit_findings(ds: xr.Dataset, dataset: str, metric: str) -> tuple[list, Op
         out.append(_exp_finding(
             f"{dataset}, limit backward={b!r}, {_METRICS[metric]}, a + b/L fit over L = {Ls}",
             "optimal η_c at L = ∞", opt, "the limit predicts the networks' η* (n, L → ∞)",
-            f"interval: bootstrap over the limit's {opt.dof + 1} seeds of the per-seed "
-            "a + b/L intercepts (studentised)"))
+            _LIMIT_IV.format(S=opt.dof + 1)))
     return out, coupled
 
 
@@ -279,6 +315,101 @@ def _check_finding(ds: xr.Dataset) -> Finding:
                    "finite-P error ≪ the differences measured", verdict)
 
 
+def _param_format(ds: xr.Dataset, p: Param) -> dict:
+    """How the rows of ``p`` show it: β = 1 − e^x (decreasing: overlaps flipped, drift
+    of log₂(1 − β*)) or λ = e^x, the grid's ends named by their values."""
+    x, _, off = param_grid(ds, p)
+    sides = tuple(f"{p.symbol} = {p.value(v):.3g}" for v in (x[0], x[-1]))
+    if off.size:  # the reference λ = 0 lies below the grid (see _optima._param_optimum)
+        sides = (f"low ({p.symbol} = 0 … {p.value(x[0]):.3g})", sides[1])
+    fmt = dict(value=p.value, sides=sides, name=f"{p.symbol}*")
+    return dict(fmt, flip=True, log_of="(1 − β*)") if p.dim == "momentum" else fmt
+
+
+def _no_interior(opts: dict[int, Optimum], lim: Optimum | None, fmt: dict) -> str | None:
+    """The verdict when no depth has an interior optimum, all beyond the same end of
+    the grid (None otherwise); says whether the limit's is beyond it too."""
+    est = [o.estimate for o in opts.values()]
+    if not est or not all(math.isinf(e) and e == est[0] for e in est):
+        return None
+    side = fmt["sides"][0] if est[0] < 0 else fmt["sides"][1]
+    Ls = f"L = {min(opts)}…{max(opts)}" if len(opts) > 1 else f"L = {min(opts)}"
+    limit = ""
+    if lim is not None and lim.estimate == est[0]:
+        limit = " and in the coupled limit"
+    elif lim is not None:
+        reach = math.isinf(lim.ci()[0 if est[0] < 0 else 1])
+        limit = ("; the coupled limit's vertex is interior, its interval open at that end"
+                 if reach else "; the coupled limit's optimum is interior")
+    return (f"no interior optimum: the minimum lies at the {side} end of the grid at "
+            f"every depth ({Ls}){limit}")
+
+
+def _param_rows(what: str, lim_what: str, quantity: str, opts: dict[int, Optimum],
+                lim: Optimum | None, claim: str, fmt: dict, subject: str) -> list[Finding]:
+    """The limit's row, a row per depth and the drift for one parameter (optimum or
+    threshold); the drift's verdict says so when no depth has an interior optimum."""
+    shown = {k: fmt[k] for k in ("value", "sides")}
+    out = []
+    if lim is not None:
+        out.append(_exp_finding(lim_what, quantity.format(L="∞"), lim,
+                                "the limit predicts the networks' value (n, L → ∞)",
+                                _LIMIT_IV.format(S=lim.dof + 1), subject=subject, **shown))
+    if not opts:
+        return out
+    rows = _depth_rows(what, quantity, fmt["name"], opts, lim, claim, flip=fmt.get("flip", False),
+                       log_of=fmt.get("log_of"), subject=subject, **shown)
+    none = _no_interior(opts, lim, fmt) if subject == "the minimum lies at" else None
+    if none is not None:
+        rows[-1] = replace(rows[-1], verdict=none)
+    return out + rows
+
+
+def _effective_rate(ds: xr.Dataset, lim: Optimum, metric: str, what: str) -> Finding | None:
+    """The coupled limit's optimal effective rate η_c/(1 − β*) at L = ∞ over its
+    plain-SGD η* (β = 0; the same limit seeds, so paired)."""
+    plain = limit_inf(ds, "digits", "coupled", metric) if f"lim_{metric}" in ds else None
+    if plain is None or not (math.isfinite(lim.estimate) and math.isfinite(plain[0].estimate)):
+        return None
+    log_eta = math.log(ds.attrs["mom_eta"])
+    eff = Optimum(log_eta - lim.estimate, log_eta - lim.replicates, lim.dof)
+    ratio = compare_optima(eff, plain[0])
+    lo, hi = ratio.ci()
+    verdict = ("consistent with 1: momentum's optimum sits at the plain optimal rate"
+               if lo <= 0 <= hi else "above 1: the intervals exclude it" if lo > 0
+               else "below 1: the intervals exclude it")
+    return _exp_finding(what, "effective rate η_c/(1 − β*) ÷ plain η* (β = 0), L = ∞",
+                        ratio, "heavy-ball momentum acts as the rate η_c/(1 − β)", verdict)
+
+
+def _param_findings(ds: xr.Dataset, p: Param, metric: str) -> list[Finding]:
+    """Optimal ``p`` per depth of the networks at ``optim_width`` beside the coupled
+    limit's at L = ∞ and its drift per doubling of L; for momentum the limit's
+    optimal effective rate against its plain η*; for weight decay also the
+    threshold λ₁₀ where the loss first exceeds plain SGD's (λ = 0) by 10%."""
+    opts, lim = param_optima(ds, p, metric), param_limit_inf(ds, p, metric)
+    if not opts and lim is None:
+        return []
+    eta, fmt = ds.attrs[f"{p.prefix}_eta"], _param_format(ds, p)
+    Ls = ", ".join(str(v) for v in ds["steps"].values.tolist())
+    what = (f"digits, {p.name}, one-layer blocks, n = {ds.attrs['optim_width']}, "
+            f"η_c = {eta}, {_METRICS[metric]}")
+    lim_what = (f"digits, {p.name}, coupled limit, η_c = {eta}, {_METRICS[metric]}, "
+                f"a + b/L fit over L = {Ls}")
+    out = _param_rows(what, lim_what, f"optimal {p.name} {p.symbol} at L = {{L}}", opts,
+                      lim, _PARAM_CLAIM[p.prefix], fmt, "the minimum lies at")
+    if p.prefix == "mom" and lim is not None:
+        eff = _effective_rate(ds, lim, metric, lim_what)
+        out += [] if eff is None else [eff]
+    if p.prefix == "wd":
+        nets, lim_t = param_thresholds(ds, p, metric)
+        out += _param_rows(
+            what, lim_what, f"λ₁₀ (loss {WD_REL:.0%} above λ = 0's) at L = {{L}}", nets,
+            lim_t, "weight decay's effect transfers across depth (paper 000, Fig. B.8)",
+            dict(fmt, name="λ₁₀"), "the crossing lies beyond")
+    return out
+
+
 def summarize_transfer(ds: xr.Dataset) -> list[Finding]:
     """Optimal η_c per depth (networks) beside the limits' optimum, drift with depth,
     approach to the limit, the two-layer rules, the horizon T and the finite-P check."""
@@ -293,6 +424,9 @@ def summarize_transfer(ds: xr.Dataset) -> list[Finding]:
     for metric in _METRICS:
         out += _two_layer_findings(ds, metric)
     out += _horizon_findings(ds, "train") + [_check_finding(ds)]
+    for p in PARAMS.values():
+        for metric in _METRICS:
+            out += _param_findings(ds, p, metric)
     return out
 
 
@@ -305,15 +439,52 @@ def conclude_transfer(ds: xr.Dataset) -> str:
     if not opts or res is None:
         return "Not enough data for a conclusion."
 
-    def fmt(o: Optimum) -> str:
-        if not math.isfinite(o.estimate):
-            return "not resolved (minimum at the grid's end)"
-        lo, hi = (f"{math.exp(x):.3g}" if math.isfinite(x) else _OPEN for x in o.ci())
-        return f"{math.exp(o.estimate):.3g} [{lo}, {hi}]"
-
+    fmt = _fmt_optimum
     L0, L1 = min(opts), max(opts)
     return (f"On digits 3 vs 8 (running-mean train loss), the widest networks (n = {n}) "
             f"have η* = {fmt(opts[L0])} at L = {L0} and {fmt(opts[L1])} at L = {L1}; the "
             f"coupled limit extrapolated to L = ∞ predicts {fmt(res[0])} (95% intervals). "
-            "The table gives every depth, width, metric, the verdicts, the two-layer "
-            "rules and the horizon T.")
+            + "".join(_conclude_param(ds, p) for p in PARAMS.values())
+            + "The table gives every depth, width, metric, the verdicts, the two-layer "
+            "rules, the horizon T, momentum and weight decay.")
+
+
+def _fmt_optimum(o: Optimum, value=math.exp, beyond: str = "minimum at the grid's end"
+                 ) -> str:
+    """'estimate [lo, hi]' of an optimum on its log scale shown through ``value``."""
+    if not math.isfinite(o.estimate):
+        return f"not resolved ({beyond})"
+    ends = sorted(((value(x), f"{value(x):.3g}") if math.isfinite(x) else
+                   (value(x), _OPEN) for x in o.ci()), key=lambda t: t[0])
+    return f"{value(o.estimate):.3g} [{ends[0][1]}, {ends[1][1]}]"
+
+
+def _conclude_param(ds: xr.Dataset, p: Param) -> str:
+    """A sentence on ``p`` (train loss): the networks' optimum at the shallowest and
+    deepest depth and its drift, the coupled limit's, or that there is no interior
+    optimum; for weight decay the threshold λ₁₀ as well."""
+    opts, lim = param_optima(ds, p, "train"), param_limit_inf(ds, p, "train")
+    if not opts:
+        return ""
+    fmt, L0, L1 = _param_format(ds, p), min(opts), max(opts)
+    rows = _param_rows("", "", "", opts, lim, "", fmt, "the minimum lies at")
+    head = (f"{p.name.capitalize()} (η_c = {ds.attrs[f'{p.prefix}_eta']}, "
+            f"n = {ds.attrs['optim_width']}): ")
+    show = lambda o: _fmt_optimum(o, p.value)  # noqa: E731
+    none = _no_interior(opts, lim, fmt)
+    if none is not None:
+        text = head + none + ". "
+    else:
+        text = (head + f"{p.symbol}* = {show(opts[L0])} at L = {L0} and {show(opts[L1])} "
+                f"at L = {L1} ({rows[-1].verdict}); the coupled limit predicts "
+                f"{show(lim) if lim is not None else 'nothing (not run)'}. ")
+    if p.prefix == "wd":
+        nets, lim_t = param_thresholds(ds, p, "train")
+        drift_t = _param_rows("", "", "", nets, lim_t, "", dict(fmt, name="λ₁₀"),
+                              "the crossing lies beyond")[-1]
+        cross = lambda o: _fmt_optimum(o, p.value, "beyond the grid")  # noqa: E731
+        text += (f"The loss first exceeds plain SGD's (λ = 0) by {WD_REL:.0%} at λ₁₀ = "
+                 f"{cross(nets[L0])} at L = {L0} and {cross(nets[L1])} at L = {L1} "
+                 f"({drift_t.verdict}); the coupled limit: "
+                 f"{cross(lim_t) if lim_t is not None else 'not run'}. ")
+    return text

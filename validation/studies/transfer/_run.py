@@ -15,7 +15,15 @@ and depends on η_c) and on the synthetic tanh teacher:
 * the time horizon T at one η_c: networks at one depth beside the coupled limit
   at that depth and at twice it (digits);
 * the coupled limit's finite-P error: one cell again with 4× the particles (the same
-  number of seeds at each P).
+  number of seeds at each P);
+* momentum and weight decay (``torch.optim.SGD`` semantics, see ``train_resnet``),
+  digits, one-layer blocks at one width and depths 4…64 beside the coupled limit at
+  the limits' L: a grid over β ∈ {0, 1/2, 3/4, 7/8, 15/16} (even in log(1 − β)) at
+  η_c = ``mom_eta`` = 0.01, so that the effective rate η_c/(1 − β) runs from 0.01
+  to 0.16 and brackets the plain optimum η* ≈ 0.04 at the grid's centre, every
+  point below the plain divergence (η_c ≥ 0.4); and a grid over λ = u/(η_c K),
+  u ∈ 10^{−2, −1.5, …, 0} (u is the total decay η_c λ K of the initial weights'
+  log scale), plus λ = 0, at the plain optimum η_c = ``wd_eta`` = 0.04.
 
 Observables per run: the running-mean train loss (online loss of the last K/4 SGD
 steps, each sample seen once, before its update) and the probe loss after K steps
@@ -33,20 +41,24 @@ from ..._grid import sweep_grid
 from ..._sweep import study_args
 from ...data import load_digits, synthetic_task
 
-__all__ = ["run_transfer", "task_data", "DATASETS", "LR_RULES", "CONFIG"]
+__all__ = ["run_transfer", "task_data", "weight_decays", "DATASETS", "LR_RULES", "CONFIG"]
 
 DATASETS = ("digits", "teacher")
 LR_RULES = ("depth-mup", "depth-aware")
 MODES = ("coupled", "decoupled")
 _TASK = dict(activation="relu", loss="mse")
 _VERSION = 2  # of the job definitions (enters the store keys through the grids' data)
+# the optimizer grids (module docstring), the same in both versions
+_OPTIM = dict(momenta=[0.0, 0.5, 0.75, 0.875, 0.9375], mom_eta=0.01, wd_eta=0.04,
+              wd_units=(10.0 ** (np.arange(-4, 1) / 2)).tolist())
 CONFIG = {
     True: dict(K=64, n_probe=64, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
                depths=[4, 8, 16], widths=[32, 64], seeds=4, lim_steps=[4, 8, 16],
                particles=1024, lim_seeds=3, teacher_modes=["coupled"], teacher_widths=[64],
                two_width=32, two_depths=[4, 8, 16], horizons=[0.5, 1.0, 2.0, 4.0],
                T_eta=0.1, T_depth=8, T_width=64, T_lim_steps=[8, 16],
-               check_particles=4096, check_steps=8, check_eta=0.1),
+               check_particles=4096, check_steps=8, check_eta=0.1, **_OPTIM,
+               optim_width=64),
     False: dict(K=200, n_probe=128, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
                 depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=6,
                 lim_steps=[8, 16, 32, 64], particles=2048, lim_seeds=4,
@@ -54,7 +66,8 @@ CONFIG = {
                 two_width=128, two_depths=[4, 8, 16, 32, 64],
                 horizons=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
                 T_eta=0.05, T_depth=16, T_width=512, T_lim_steps=[16, 32],
-                check_particles=8192, check_steps=16, check_eta=0.05),
+                check_particles=8192, check_steps=16, check_eta=0.05, **_OPTIM,
+                optim_width=512),
 }
 _TEACHER_SEEDS = {True: 3, False: 4}
 _TEACHER_D = 32
@@ -70,6 +83,12 @@ def task_data(dataset: str, K: int, n_probe: int):
         return (X[:K], y[:K]), (X[K:], y[K:])
     X, y = synthetic_task("tanh", K, _TEACHER_D, seed=0)
     return (X, y), synthetic_task("tanh", n_probe, _TEACHER_D, seed=1, teacher_seed=0)
+
+
+def weight_decays(cfg: dict) -> list[float]:
+    """The weight-decay grid: λ = 0, then λ = u/(η_c K) for each ``wd_units`` u (the
+    initial weights decay by exp(−u) over the K steps)."""
+    return [0.0] + [u / (cfg["wd_eta"] * cfg["K"]) for u in cfg["wd_units"]]
 
 
 def _window(K: int) -> int:
@@ -98,16 +117,25 @@ def _limit_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
 _LIMIT_VARS = ["loss", "probe_loss"]
 
 
-def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -> dict:
-    """Every sweep of the study, reduced to its metrics: ``{name: Dataset}``."""
-    K = cfg["K"]
+def _settings(cfg: dict, seed: int, dev, store, scheduler, progress
+              ) -> tuple[dict, dict, dict, list[int]]:
+    """What every sweep of the study shares: the sweep options, the networks' and
+    the limits' fixed arguments, and the limits' seeds."""
     run = dict(store=store, study="transfer", scheduler=scheduler, progress=progress)
-    common = dict(_TASK, probe_steps=[K], **({} if dev is None else {"device": dev}))
+    common = dict(_TASK, probe_steps=[cfg["K"]], **({} if dev is None else {"device": dev}))
     seeds = [seed + s for s in range(cfg["seeds"])]
     net = dict(common, seeds=seeds, record_collapse=False)
     # the limits' errors come from their seeds: no error replicas (nfd._simulation._errors)
     lim = dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0)
     lim_seeds = [seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]
+    return run, net, lim, lim_seeds
+
+
+def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -> dict:
+    """Every sweep of the study, reduced to its metrics: ``{name: Dataset}``."""
+    K = cfg["K"]
+    run, net, lim, lim_seeds = _settings(cfg, seed, dev, store, scheduler, progress)
+    seeds = net["seeds"]
     out = {}
     for name in DATASETS:
         (X, y), probes = task_data(name, K, cfg["n_probe"])
@@ -137,12 +165,32 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
         X, y, grid=dict(steps=cfg["T_lim_steps"], T=cfg["horizons"], seed=lim_seeds),
         fixed=dict(lim, eta_c=cfg["T_eta"]), probes=probes, variables=_LIMIT_VARS,
         **run), K)
+    out.update(_optim_grids(cfg, X, y, probes, net, lim, lim_seeds, run))
     out["check"] = _limit_metrics(sweep_grid(
         X, y, grid=dict(particles=[cfg["particles"], cfg["check_particles"]],
                         seed=lim_seeds),
         fixed=dict({k: v for k, v in lim.items() if k != "particles"},
                    eta_c=cfg["check_eta"], steps=cfg["check_steps"]),
         probes=probes, variables=_LIMIT_VARS, **run), K)
+    return out
+
+
+def _optim_grids(cfg: dict, X, y, probes, net: dict, lim: dict, lim_seeds: list[int],
+                 run: dict) -> dict:
+    """The momentum (``mom``) and weight-decay (``wd``) grids on digits: networks at
+    ``optim_width`` over the depths, the coupled limit over its L and seeds."""
+    K, out = cfg["K"], {}
+    grids = {"mom": ("momentum", cfg["momenta"], cfg["mom_eta"]),
+             "wd": ("weight_decay", weight_decays(cfg), cfg["wd_eta"])}
+    for prefix, (dim, values, eta) in grids.items():
+        out[f"{prefix}_net"] = _net_metrics(sweep_grid(
+            X, y, kind="network", grid={"depth": cfg["depths"], dim: values},
+            fixed=dict(net, width=cfg["optim_width"], eta_c=eta), probes=probes,
+            variables=["loss", "probe_loss"], **run), K)
+        out[f"{prefix}_lim"] = _limit_metrics(sweep_grid(
+            X, y, grid={"steps": cfg["lim_steps"], dim: values, "seed": lim_seeds},
+            fixed=dict(lim, backward="coupled", eta_c=eta), probes=probes,
+            variables=_LIMIT_VARS, **run), K)
     return out
 
 
@@ -158,12 +206,13 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
     Parameters
     ----------
     quick : bool
-        K = 64 steps, depths 4–16, widths 32 and 64, the η_c grid of the full
-        version, 4 seeds (3 on the teacher), limits with 3 seeds of 1024
-        particles at L = 4, 8, 16 (about a minute on one thread),
-        instead of K = 200, depths 4–64, widths 128 and 512, 11 values of η_c
-        (0.0125–0.4, ratio √2), 6 seeds (4 on the teacher), limits with 4 seeds
-        of 2048 particles at L = 8, 16, 32 (:data:`CONFIG`).
+        K = 64 steps, depths 4–16, widths 32 and 64 (momentum and weight decay:
+        64), the η_c, β and λ grids of the full version, 4 seeds (3 on the
+        teacher), limits with 3 seeds of 1024 particles at L = 4, 8, 16 (about
+        2.5 minutes on one thread), instead of K = 200, depths 4–64, widths 128
+        and 512 (momentum and weight decay: 512), 11 values of η_c (0.0125–0.4,
+        ratio √2), 6 seeds (4 on the teacher), limits with 4 seeds of 2048
+        particles at L = 8, 16, 32, 64 (:data:`CONFIG`).
     store, scheduler, progress
         See :func:`validation.run_jobs`.
     device
@@ -180,7 +229,11 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
         (first_layer_lr, depth, eta_c, seed; digits); ``T_net_*`` (T, seed) and
         ``T_lim_*`` (T_steps, T, lim_seed) at η_c = ``T_eta``; ``check_*``
         (particles, lim_seed): the coupled limit at ``check_steps``, ``check_eta``
-        with two particle counts. NaN where a run diverged or was not run.
+        with two particle counts; ``mom_net_*`` (depth, momentum, seed) and
+        ``mom_lim_*`` (steps, momentum, lim_seed) at η_c = ``mom_eta``, ``wd_net_*``
+        (depth, weight_decay, seed) and ``wd_lim_*`` (steps, weight_decay, lim_seed)
+        at η_c = ``wd_eta``: digits, networks at ``optim_width``, the coupled limit.
+        NaN where a run diverged or was not run.
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = CONFIG[quick]
@@ -194,6 +247,8 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
              _prefixed(g["two"], "two"), _prefixed(g["T_net"], "T_net"),
              _prefixed(g["T_lim"], "T_lim", {"steps": "T_steps"}),
              _prefixed(g["check"], "check")]
+    parts += [_prefixed(g[f"{p}_{kind}"], f"{p}_{kind}") for p in ("mom", "wd")
+              for kind in ("net", "lim")]
     ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
     ds = ds.drop_vars("probe_step", errors="ignore")
     ds.attrs = base_attrs(study="transfer", quick=quick, seed=seed, version=_VERSION,
