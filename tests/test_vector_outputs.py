@@ -332,10 +332,9 @@ def test_memory_estimate_counts_the_outputs():
 
 
 # ------------------------------------- compare, plots, grids and the CLI config
-def test_compare_plot_and_grid_handle_vector_outputs(tmp_path):
+def test_compare_and_grid_handle_vector_outputs():
     import xarray as xr
 
-    import nfd.plot
     from validation import sweep_grid
 
     X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
@@ -348,6 +347,22 @@ def test_compare_plot_and_grid_handle_vector_outputs(tmp_path):
     with pytest.raises(ValueError, match="output"):  # another number of outputs
         nfd.compare(nets, nfd.simulate(X, y, steps=2, particles=64, progress=False,
                                        error_replicas=0, classes=4, **kw))
+    ds = sweep_grid(X, y, grid={"eta_c": [0.1, 0.3]}, probes=(Xp, yp),
+                    fixed=dict(loss="cross_entropy", steps=2, particles=128,
+                               error_replicas=0, classes=3),
+                    variables=["f", "probe_accuracy"])
+    assert ds.f.dims == ("eta_c", "step", "sample", "output")
+    assert isinstance(ds, xr.Dataset) and not ds.diverged.any()
+
+
+def test_plot_run_draws_one_output_of_vector_runs(tmp_path):
+    pytest.importorskip("matplotlib")  # the plot extra
+    import nfd.plot
+
+    X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
+    kw = dict(eta_c=0.3, loss="cross_entropy", probes=(Xp, yp), activation="tanh")
+    lim = nfd.simulate(X, y, steps=2, particles=512, progress=False, error_replicas=1, **kw)
+    nets = validation.train_resnet(X, y, depth=2, width=16, seeds=3, progress=False, **kw)
     assert nfd.plot.plot_run(lim, nets, tmp_path / "ce.png", output=2).exists()
     Xm, ym, Xpm, ypm = _stream("mse", K=6, B=1, Q=4)
     mse = nfd.simulate(Xm, ym, eta_c=0.3, steps=2, particles=256, probes=(Xpm, ypm),
@@ -355,12 +370,6 @@ def test_compare_plot_and_grid_handle_vector_outputs(tmp_path):
     assert nfd.plot.plot_run(mse, path=tmp_path / "mse.png", output=1).exists()
     with pytest.raises(ValueError, match="output=3"):
         nfd.plot.plot_run(mse, output=3)
-    ds = sweep_grid(X, y, grid={"eta_c": [0.1, 0.3]}, probes=(Xp, yp),
-                    fixed=dict(loss="cross_entropy", steps=2, particles=128,
-                               error_replicas=0, classes=3),
-                    variables=["f", "probe_accuracy"])
-    assert ds.f.dims == ("eta_c", "step", "sample", "output")
-    assert isinstance(ds, xr.Dataset) and not ds.diverged.any()
 
 
 def test_cli_runs_a_cross_entropy_npz_config(tmp_path):
