@@ -76,6 +76,19 @@ def sgd_step(state: RunState, k: int) -> None:
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
     except FloatingPointError as err:
         raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
+    _record_block(state, k, h)
+    hist.coef[n:n + B] = (float(cfg.sgd.eta_c[0]) * chi / B if cfg.sgd.plain
+                          else chi / B)
+    hist.n = n + B
+    # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
+    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
+
+
+def _record_block(state: RunState, k: int, h: torch.Tensor) -> None:
+    """E[h²], E[g²] (and the kept paths) of step k's block, whose gradients the
+    backward pass wrote into the history, and its h_L into the history."""
+    cfg, hist, rec = state.cfg, state.hist, state.rec
+    n, B = hist.n, cfg.B
     g = hist.g[:, n:n + B]
     rec["h2"][k] = _mean_square(h)
     rec["g2"][k] = _mean_square(g)
@@ -83,11 +96,6 @@ def sgd_step(state: RunState, k: int) -> None:
         rec["h_path"][k] = h[..., :cfg.paths]
         rec["g_path"][k] = g[..., :cfg.paths]
     hist.hL[n:n + B] = h[-1]
-    hist.coef[n:n + B] = (float(cfg.sgd.eta_c[0]) * chi / B if cfg.sgd.plain
-                          else chi / B)
-    hist.n = n + B
-    # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
-    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
 
 
 def _outputs(V: torch.Tensor, hL: torch.Tensor, gamma0: float) -> tuple[torch.Tensor, ...]:
@@ -123,13 +131,7 @@ def _vector_step(state: RunState, k: int) -> None:
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
     except FloatingPointError as err:
         raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
-    g = hist.g[:, n:n + B]
-    rec["h2"][k] = _mean_square(h)
-    rec["g2"][k] = _mean_square(g)
-    if cfg.paths:
-        rec["h_path"][k] = h[..., :cfg.paths]
-        rec["g_path"][k] = g[..., :cfg.paths]
-    hist.hL[n:n + B] = h[-1]
+    _record_block(state, k, h)
     rate = float(cfg.sgd.eta_c[0]) if cfg.sgd.plain else 1.0
     hist.coef[n:n + B] = rate * norm / B
     hist.out_coef[n:n + B] = rate * chi / B
