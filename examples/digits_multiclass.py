@@ -57,6 +57,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import nfd  # noqa: E402
 from validation import load_digits, train_resnet  # noqa: E402
 
+from _digits import band, debiased_mse, running_mean  # noqa: E402
+
 #: running-mean window of the train loss (SGD steps)
 WINDOW = 10
 CLASSES = 10
@@ -66,28 +68,6 @@ def _data(K: int, B: int, Q: int):
     """K·B training rows (B per SGD step) and Q held-out rows of the ten digits."""
     X, y = load_digits(None, target="label", n_samples=K * B + Q, fit_samples=K * B)
     return X[:K * B], y[:K * B], X[K * B:], y[K * B:]
-
-
-def _running(x: np.ndarray, window: int) -> np.ndarray:
-    """Running mean over the last axis (the SGD step), trailing window."""
-    c = np.cumsum(np.insert(x, 0, 0.0, axis=-1), axis=-1)
-    k = np.arange(1, x.shape[-1] + 1)
-    lo = np.maximum(k - window, 0)
-    return (c[..., k] - c[..., lo]) / (k - lo)
-
-
-def _debiased_mse(net: np.ndarray, lim: np.ndarray, lim_se: np.ndarray,
-                  rng: np.random.Generator, boot: int = 2000) -> tuple[float, float, float]:
-    """Debiased mean-square error of the seed mean of ``net`` (S, m) against ``lim``
-    (m,) with Monte Carlo s.e. ``lim_se``, and its 95% bootstrap interval over seeds."""
-    def stat(sample: np.ndarray) -> float:
-        S = sample.shape[0]
-        bias2 = (sample.mean(0) - lim) ** 2 - sample.var(0, ddof=1) / S - lim_se ** 2
-        return float(bias2.mean())
-    S = net.shape[0]
-    draws = [stat(net[rng.integers(0, S, S)]) for _ in range(boot)]
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return stat(net), float(lo), float(hi)
 
 
 def _softmax_slope(f: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -108,11 +88,6 @@ def _margin(f: np.ndarray, se: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, n
     return true - runner, np.sqrt(se_y ** 2 + se_c ** 2)
 
 
-def _band(ax, x, mean, se, color, label, style="-") -> None:
-    ax.plot(x, mean, style, color=color, label=label, lw=1.4)
-    ax.fill_between(x, mean - 2 * se, mean + 2 * se, color=color, alpha=0.18, lw=0)
-
-
 def _plot_row(axes, limit, nets: dict, depth: int) -> None:
     """Train loss (running mean), test loss and test accuracy against the SGD step."""
     steps, ps = limit.step.values, limit.probe_step.values
@@ -121,25 +96,25 @@ def _plot_row(axes, limit, nets: dict, depth: int) -> None:
     colors = plt.cm.viridis(np.linspace(0.15, 0.8, len(nets)))
     lim_label = "coupled limit (n = ∞), ±2 MC s.e."
     slope = _softmax_slope(limit.f.values, y)  # (step, sample, class)
-    tr_se = _running((slope * limit.f_se.values).sum(-1).mean(-1), WINDOW)
-    _band(axes[0], steps, _running(limit.loss.values.mean(-1), WINDOW), tr_se, "k", lim_label)
+    tr_se = running_mean((slope * limit.f_se.values).sum(-1).mean(-1), WINDOW)
+    band(axes[0], steps, running_mean(limit.loss.values.mean(-1), WINDOW), tr_se, "k", lim_label)
     pf, pse = limit.probe_f.values, limit.probe_f_se.values
     pl_se = (_softmax_slope(pf, np.broadcast_to(yp, pf.shape[:-1])) * pse).sum(-1).mean(-1)
-    _band(axes[1], ps, limit.probe_loss.values.mean(-1), pl_se, "k", lim_label)
+    band(axes[1], ps, limit.probe_loss.values.mean(-1), pl_se, "k", lim_label)
     margin, mse = _margin(pf, pse, np.broadcast_to(yp, pf.shape[:-1]))
     axes[2].plot(ps, limit.probe_accuracy.values, "k-", lw=1.4, label=lim_label)
     axes[2].fill_between(ps, (margin > 2 * mse).mean(-1), (margin > -2 * mse).mean(-1),
                          color="k", alpha=0.18, lw=0)
     for (width, ds), color in zip(nets.items(), colors):
         S = ds.sizes["seed"]
-        tr = _running(ds.loss.values.mean(-1), WINDOW)  # (seed, step)
-        _band(axes[0], steps, tr.mean(0), tr.std(0, ddof=1) / np.sqrt(S), color,
+        tr = running_mean(ds.loss.values.mean(-1), WINDOW)  # (seed, step)
+        band(axes[0], steps, tr.mean(0), tr.std(0, ddof=1) / np.sqrt(S), color,
               f"width {width} ({S} seeds)", "--")
         pl = ds.probe_loss.values.mean(-1)
-        _band(axes[1], ps, pl.mean(0), pl.std(0, ddof=1) / np.sqrt(S), color,
+        band(axes[1], ps, pl.mean(0), pl.std(0, ddof=1) / np.sqrt(S), color,
               f"width {width}", "--")
         acc = ds.probe_accuracy.values
-        _band(axes[2], ps, acc.mean(0), acc.std(0, ddof=1) / np.sqrt(S), color,
+        band(axes[2], ps, acc.mean(0), acc.std(0, ddof=1) / np.sqrt(S), color,
               f"width {width}", "--")
     axes[0].set(xlabel="SGD step k", ylabel=f"train loss (running mean over {WINDOW} steps)",
                 title=f"L = {depth}: training stream")
@@ -202,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{entry['limit_test_accuracy']:.3f}, test loss {entry['limit_test_loss']:.4f}")
         for width, ds in nets.items():
             S = ds.sizes["seed"]
-            mse, lo, hi = _debiased_mse(ds.probe_f.values.reshape(S, -1), lim_f, lim_se, rng)
+            mse, lo, hi = debiased_mse(ds.probe_f.values.reshape(S, -1), lim_f, lim_se, rng)
             acc = ds.probe_accuracy.values[:, -1]
             entry["widths"][width] = {
                 "seeds": S, "test_accuracy": float(acc.mean()),

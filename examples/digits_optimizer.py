@@ -50,6 +50,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import nfd  # noqa: E402
 from validation import load_digits, train_resnet  # noqa: E402
 
+from _digits import band, debiased_mse, running_mean  # noqa: E402
+
 #: running-mean window of the train loss (SGD steps)
 WINDOW = 20
 
@@ -58,33 +60,6 @@ def _data(K: int, Q: int):
     """K training rows (one per SGD step) and Q held-out rows of digits 3 vs 8."""
     X, y = load_digits((3, 8), n_samples=K + Q, fit_samples=K)
     return X[:K], y[:K], X[K:], y[K:]
-
-
-def _running(x: np.ndarray, window: int) -> np.ndarray:
-    """Running mean over the last axis (the SGD step), trailing window."""
-    c = np.cumsum(np.insert(x, 0, 0.0, axis=-1), axis=-1)
-    k = np.arange(1, x.shape[-1] + 1)
-    lo = np.maximum(k - window, 0)
-    return (c[..., k] - c[..., lo]) / (k - lo)
-
-
-def _debiased_mse(net: np.ndarray, lim: np.ndarray, lim_se: np.ndarray,
-                  rng: np.random.Generator, boot: int = 2000) -> tuple[float, float, float]:
-    """Debiased mean-square error of the seed mean of ``net`` (S, m) against ``lim``
-    (m,) with Monte Carlo s.e. ``lim_se``, and its 95% bootstrap interval over seeds."""
-    def stat(sample: np.ndarray) -> float:
-        S = sample.shape[0]
-        bias2 = (sample.mean(0) - lim) ** 2 - sample.var(0, ddof=1) / S - lim_se ** 2
-        return float(bias2.mean())
-    S = net.shape[0]
-    draws = [stat(net[rng.integers(0, S, S)]) for _ in range(boot)]
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return stat(net), float(lo), float(hi)
-
-
-def _band(ax, x, mean, se, color, label, style="-") -> None:
-    ax.plot(x, mean, style, color=color, label=label, lw=1.4)
-    ax.fill_between(x, mean - 2 * se, mean + 2 * se, color=color, alpha=0.18, lw=0)
 
 
 def _plot(limit, nets: dict, path: Path, title: str) -> None:
@@ -98,11 +73,11 @@ def _plot(limit, nets: dict, path: Path, title: str) -> None:
     # method, |∂ℒ/∂f|·s.e., averaged without cancellation (probes share noise); for
     # the accuracy, the share of probes with y·f > 2 s.e. and with y·f > −2 s.e.
     lim_label = "coupled limit (n = ∞), ±2 MC s.e."
-    tr_se = _running((np.abs(limit.dloss.values) * limit.f_se.values).mean(-1), WINDOW)
-    _band(axes[0], steps, _running(limit.loss.values.mean(-1), WINDOW), tr_se, "k", lim_label)
+    tr_se = running_mean((np.abs(limit.dloss.values) * limit.f_se.values).mean(-1), WINDOW)
+    band(axes[0], steps, running_mean(limit.loss.values.mean(-1), WINDOW), tr_se, "k", lim_label)
     pf, pse = limit.probe_f.values, limit.probe_f_se.values
     slope = 1.0 / (1.0 + np.exp(yp * pf))  # |∂/∂f log(1 + e^{−yf})|
-    _band(axes[1], ps, limit.probe_loss.values.mean(-1), (slope * pse).mean(-1), "k",
+    band(axes[1], ps, limit.probe_loss.values.mean(-1), (slope * pse).mean(-1), "k",
           lim_label)
     margin = yp * pf
     axes[2].plot(ps, (margin > 0).mean(-1), "k-", lw=1.4, label=lim_label)
@@ -110,14 +85,14 @@ def _plot(limit, nets: dict, path: Path, title: str) -> None:
                          color="k", alpha=0.18, lw=0)
     for (width, ds), color in zip(nets.items(), colors):
         S = ds.sizes["seed"]
-        tr = _running(ds.loss.values.mean(-1), WINDOW)  # (seed, step)
-        _band(axes[0], steps, tr.mean(0), tr.std(0, ddof=1) / np.sqrt(S), color,
+        tr = running_mean(ds.loss.values.mean(-1), WINDOW)  # (seed, step)
+        band(axes[0], steps, tr.mean(0), tr.std(0, ddof=1) / np.sqrt(S), color,
               f"width {width} ({S} seeds)", "--")
         pl = ds.probe_loss.values.mean(-1)
-        _band(axes[1], ps, pl.mean(0), pl.std(0, ddof=1) / np.sqrt(S), color,
+        band(axes[1], ps, pl.mean(0), pl.std(0, ddof=1) / np.sqrt(S), color,
               f"width {width}", "--")
         acc = (np.sign(ds.probe_f.values) == yp).mean(-1)
-        _band(axes[2], ps, acc.mean(0), acc.std(0, ddof=1) / np.sqrt(S), color,
+        band(axes[2], ps, acc.mean(0), acc.std(0, ddof=1) / np.sqrt(S), color,
               f"width {width}", "--")
     axes[0].set(xlabel="SGD step k", ylabel=f"train loss (running mean over {WINDOW} steps)",
                 title="training stream")
@@ -192,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{(np.sign(small.probe_f.values[-1]) == yp).mean():.3f})")
     for width, ds in nets.items():
         net_f = ds.probe_f.values.reshape(ds.sizes["seed"], -1)
-        mse, lo, hi = _debiased_mse(net_f, lim_f, lim_se, rng)
+        mse, lo, hi = debiased_mse(net_f, lim_f, lim_se, rng)
         acc = (np.sign(ds.probe_f.values[:, -1]) == yp).mean(-1)
         summary["widths"][width] = {"seeds": ds.sizes["seed"],
                                     "test_accuracy": float(acc.mean()),
