@@ -162,6 +162,10 @@ def test_small_gamma0_is_kernel_gradient_descent_at_rate_gamma0_squared(backward
     # other mode's kernel misses by 0.2 or more at every γ₀.
     eps = np.array([0.4, 0.2, 0.1, 0.05, 0.025])
     kernels = _linear_kernels(_X, _X, _L, 1.0)
+    # the coupled kernel is nfd.ntk_kernel's (exact for the identity: rtol 1e-10)
+    ntk = nfd.ntk_kernel(_X, activation="identity", T=1.0, steps=_L)
+    np.testing.assert_allclose(ntk, kernels["coupled"], rtol=1e-10, atol=1e-12)
+    kernels["coupled"] = ntk
     sgd = nfd.schema.check_sgd(0.3, _K, momentum=0.8)
     ref = _kernel_descent(kernels[backward], _Y, _B, sgd)
     wrong = _kernel_descent(kernels[({"coupled", "decoupled"} - {backward}).pop()], _Y, _B, sgd)
