@@ -63,15 +63,18 @@ class Loss:
     @property
     def classifies(self) -> bool:
         """Whether outputs are class decisions whose accuracy is recorded
-        (``"logistic"``: sign f = y; ``"cross_entropy"``: argmax f = y)."""
+        (``"logistic"``: sign f = y; ``"cross_entropy"``: argmax f = y, unique)."""
         return self.name in ("logistic", "cross_entropy")
 
     def correct(self, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """1.0 where the decision of f is the label y, else 0.0 (float64): sign f = y
         for ``"logistic"`` (f = 0 counts as wrong), argmax f = y over the last axis
-        for ``"cross_entropy"``."""
+        for ``"cross_entropy"`` (a tie at the maximum counts as wrong, as f = 0 does
+        for the logistic loss: at initialization the limit's outputs are all 0)."""
         if self.labels:
-            return (f.argmax(-1) == y.to(torch.long)).double()
+            mine = f.gather(-1, y.to(torch.long).unsqueeze(-1))  # f_y
+            ties = (f >= mine).sum(-1)  # classes at or above f_y, f_y itself included
+            return (ties == 1).double()
         return (torch.sign(f) == y).double()
 
 

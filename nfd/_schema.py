@@ -63,7 +63,8 @@ VARIABLES: dict[str, Variable] = {
 #: (``probe_accuracy``: both, for classification losses with probes).
 EXTRA_VARIABLES: dict[str, Variable] = {
     "probe_accuracy": Variable(("probe_step",),
-                               "fraction of probes classified correctly (argmax f = label; "
+                               "fraction of probes classified correctly (the label's output the unique "
+                               "largest; "
                                "logistic loss: sign f = y)"),
     "f_se": Variable(("step", "sample"),
                      "Monte Carlo standard error of f (particles, interaction included "

@@ -279,7 +279,7 @@ def simulate(
         ``h_path`` / ``g_path`` (particle, step, sample, time) when ``paths``.
         Classification losses (``"logistic"``, ``"cross_entropy"``) with probes add
         ``probe_accuracy`` (probe_step): the share of probes with sign f = y,
-        argmax f = y. With C ≥ 2 outputs, ``f``, ``f_se``, ``dloss``,
+        argmax f = y (a tie counts as wrong). With C ≥ 2 outputs, ``f``, ``f_se``, ``dloss``,
         ``probe_f``, ``probe_f_se`` and their inflations have a last dimension
         ``output`` (c = 0..C−1), and so do ``y`` and ``probe_y`` unless they are
         class labels; ``loss`` and ``probe_loss`` are per sample; ``g2`` and
