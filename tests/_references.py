@@ -3,6 +3,7 @@
 copy each, so that a fix reaches every test."""
 
 import numpy as np
+import torch
 from scipy.stats import t as t_dist
 
 ALPHA = 1e-3  # family-wise false-alarm rate of every statistical assertion using these
@@ -50,3 +51,19 @@ def linear_second_moments(x0, x1, eps, L, T):
     for l in range(L, 0, -1):
         r[l - 1] = (1 + tau) * r[l] + eps**2 * (2 * tau + tau**2) * b[l] ** 2 * a[l - 1]
     return s, r
+
+
+class DecoupledLinear(torch.autograd.Function):
+    """y = z Wᵀ whose backward pass uses W̃ for ∂/∂z and the true z for ∂/∂W: the
+    decoupled network's hidden layer for autograd references
+    (tests/test_network_optim.py, tests/test_vector_outputs.py)."""
+
+    @staticmethod
+    def forward(ctx, W, Wt, z):
+        ctx.save_for_backward(Wt, z)
+        return z @ W.mT
+
+    @staticmethod
+    def backward(ctx, gy):
+        Wt, z = ctx.saved_tensors
+        return gy.mT @ z, None, gy @ Wt

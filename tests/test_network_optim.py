@@ -28,6 +28,7 @@ import torch
 import nfd
 from nfd.schema import check_sgd
 from validation import ResNetEnsemble, sphere_stream, train_resnet
+from _references import DecoupledLinear
 
 F64 = torch.float64
 RTOL, ATOL = 1e-10, 1e-12  # float64 rounding along different operation orders
@@ -43,18 +44,6 @@ def cosine(k: int) -> float:
 
 
 # ------------------------------------------------------------ the reference
-class _Decoupled(torch.autograd.Function):
-    """y = z Wᵀ whose backward pass uses W̃ for ∂/∂z and the true z for ∂/∂W."""
-
-    @staticmethod
-    def forward(ctx, W, Wt, z):
-        ctx.save_for_backward(Wt, z)
-        return z @ W.mT
-
-    @staticmethod
-    def backward(ctx, gy):
-        Wt, z = ctx.saved_tensors
-        return gy.mT @ z, None, gy @ Wt
 
 
 class Reference:
@@ -84,7 +73,7 @@ class Reference:
         """z W_ℓᵀ, backward through W̃_ℓ when decoupled."""
         W = self.p[name][:, l]
         if self.decoupled:
-            return _Decoupled.apply(W, self.tilde[name][:, l], z)
+            return DecoupledLinear.apply(W, self.tilde[name][:, l], z)
         return z @ W.mT
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,7 @@ from scipy.stats import f as f_dist
 
 import nfd
 import validation
-from _references import ALPHA, flat, one_step_forms, t_bound, t_stats
+from _references import ALPHA, DecoupledLinear, flat, one_step_forms, t_bound, t_stats
 from conftest import sphere
 from validation import ResNetEnsemble
 
@@ -113,18 +113,6 @@ def test_particles_match_linear_limit_with_three_outputs_other_dtypes(loss, back
 
 
 # ------------------------------------------------ the network against autograd
-class _Decoupled(torch.autograd.Function):
-    """y = z Wᵀ whose backward pass uses W̃ for ∂/∂z and the true z for ∂/∂W."""
-
-    @staticmethod
-    def forward(ctx, W, Wt, z):
-        ctx.save_for_backward(Wt, z)
-        return z @ W.mT
-
-    @staticmethod
-    def backward(ctx, gy):
-        Wt, z = ctx.saved_tensors
-        return gy.mT @ z, None, gy @ Wt
 
 
 def _reference(net: ResNetEnsemble, eta_c: float, momentum: float, weight_decay: float):
@@ -146,7 +134,7 @@ def _reference_forward(net, p, tilde, x):
     for l in range(net.L):
         z = net.act.phi(h)
         W = p["W"][:, l]
-        br = _Decoupled.apply(W, tilde["W"][:, l], z) if tilde else z @ W.mT
+        br = DecoupledLinear.apply(W, tilde["W"][:, l], z) if tilde else z @ W.mT
         h = h + math.sqrt(tau / n) * br
     return torch.einsum("sbn,snc->sbc", h, p["v"]) / (n * net.gamma0)
 
