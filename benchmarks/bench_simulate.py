@@ -28,11 +28,14 @@ exponents fitted on a log-log scale for each mode, the achieved traffic
 against the copy bandwidth measured in the same run, and the peak resident memory of
 a run (in a fresh subprocess, above its import baseline) against nfd.memory_estimate.
 
-It starts with the cost of the optimizer options (``--optimizer-only``: a run with a
-warm-up + cosine schedule, momentum, weight decay and γ₀ against plain SGD).
+It starts with the cost of two-layer blocks (``--two-layer-only``: time and peak memory
+of ``block="two-layer"`` against one-layer blocks at the same size; expected about 2×:
+twice the drivers and history streams) and of the optimizer options
+(``--optimizer-only``: a run with a warm-up + cosine schedule, momentum, weight decay
+and γ₀ against plain SGD).
 
     python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
-        [--optimizer-only] [--device cuda] [--reps 2]
+        [--optimizer-only] [--two-layer-only] [--device cuda] [--reps 2]
 """
 
 from __future__ import annotations
@@ -73,13 +76,14 @@ STREAMS = {"decoupled": 6, "coupled": 8}
 
 
 def timed(P: int, L: int, K: int, device: str, backward: str, replicas: int = 0,
-          **optimizer) -> float:
+          block: str = "one-layer", **optimizer) -> float:
     """Seconds of one run (after a warm-up); ``replicas``: ``error_replicas`` (0: the
-    integration alone, as every sweep here measures it); ``optimizer``: momentum,
-    weight_decay, gamma0 and ``schedule=True`` (a warm-up + cosine schedule)."""
+    integration alone, as every sweep here measures it); ``block``: the residual
+    block; ``optimizer``: momentum, weight_decay, gamma0 and ``schedule=True`` (a
+    warm-up + cosine schedule)."""
     X, y = _data(K)
     kw = dict(eta_c=ETA_C, steps=L, particles=P, progress=False, eig_steps=[],
-              device=device, backward=backward, error_replicas=replicas)
+              device=device, backward=backward, error_replicas=replicas, block=block)
     if optimizer.pop("schedule", False):
         kw["eta_c"] = nfd.warmup_cosine(K, peak=ETA_C, warmup=K // 10)
     kw.update(optimizer)
@@ -110,18 +114,25 @@ def _high_water() -> int:
     raise RuntimeError("VmHWM not available")
 
 
-def peak_memory(P: int, L: int, K: int, backward: str) -> None:
+def peak_memory(P: int, L: int, K: int, backward: str, block: str = "one-layer") -> None:
     """Child process: print peak RSS growth of one run and the estimate (JSON)."""
     X, y = _data(K)
     nfd.simulate(X[:2], y[:2], eta_c=ETA_C, steps=2, particles=64, progress=False,
-                 backward=backward)
+                 backward=backward, block=block)
     base = _high_water()
     nfd.simulate(X, y, eta_c=ETA_C, steps=L, particles=P, progress=False, device="cpu",
-                 backward=backward)
+                 backward=backward, block=block)
     peak = _high_water()
     est = nfd.memory_estimate(n_train=K, input_dim=X.shape[1], steps=L, particles=P,
-                              backward=backward)
+                              backward=backward, block=block)
     print(json.dumps({"peak": peak - base, "estimate": est["total"]}))
+
+
+def _child_peak(P: int, L: int, K: int, backward: str, block: str) -> dict:
+    """:func:`peak_memory` in a fresh process (its resident high-water mark is its own)."""
+    out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L), str(K),
+                          backward, block], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def cost_terms(runs: dict[tuple[int, int, int], float],
@@ -227,6 +238,30 @@ def optimizer_cost(dev: str, s: int, reps: int) -> None:
               f"{', '.join(f'{b / a - 1:+.1%}' for a, b in zip(t['plain'], t['options']))})")
 
 
+def block_cost(dev: str, s: int, reps: int) -> None:
+    """Two-layer blocks (``block="two-layer"``: four drivers and four history streams
+    per layer) against one-layer blocks at P = 4096, L = 64, K = 200 (halved with
+    --quick): time, alternated ``reps`` times, fastest of each, and on the CPU the peak
+    resident memory of each against ``nfd.memory_estimate`` (expected ratio about 2)."""
+    P, L, K = 4096 // s, 64 // s, 200 // s
+    print(f"two-layer against one-layer blocks at P={P}, L={L}, K={K}:")
+    for m in MODES:
+        t = {"one-layer": [], "two-layer": []}
+        for _ in range(reps):
+            for block in t:
+                t[block].append(timed(P, L, K, dev, m, block=block))
+        one, two = min(t["one-layer"]), min(t["two-layer"])
+        print(f"  {m}: {one:.2f} s one-layer, {two:.2f} s two-layer: ratio {two / one:.2f} "
+              f"(pairs {', '.join(f'{b / a:.2f}' for a, b in zip(*t.values()))})")
+        if dev == "cpu":
+            mem = {block: _child_peak(P, L, K, m, block) for block in t}
+            print(f"  {m} peak memory: one-layer {mem['one-layer']['peak'] / 2**20:.0f} MiB "
+                  f"(estimate {mem['one-layer']['estimate'] / 2**20:.0f}), two-layer "
+                  f"{mem['two-layer']['peak'] / 2**20:.0f} MiB (estimate "
+                  f"{mem['two-layer']['estimate'] / 2**20:.0f}): ratio "
+                  f"{mem['two-layer']['peak'] / mem['one-layer']['peak']:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -239,16 +274,21 @@ def main() -> None:
                         help="skip the sweeps: only the target-size ratio and peak memory")
     parser.add_argument("--optimizer-only", action="store_true",
                         help="only the cost of the optimizer options against plain SGD")
-    parser.add_argument("--_peak", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--two-layer-only", action="store_true",
+                        help="only the cost of two-layer blocks against one-layer blocks")
+    parser.add_argument("--_peak", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._peak:
-        *sizes, backward = args._peak
-        peak_memory(*map(int, sizes), backward)
+        *sizes, backward, block = args._peak
+        peak_memory(*map(int, sizes), backward, block)
         return
     dev = args.device
     s = 2 if args.quick else 1
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
+    block_cost(dev, s, args.reps)
+    if args.two_layer_only:
+        return
     optimizer_cost(dev, s, args.reps)
     if args.optimizer_only:
         return
@@ -284,9 +324,7 @@ def main() -> None:
           f"{(8 * L + 2) / (6 * L + 2):.2f})")
     if dev == "cpu":
         for m in MODES:
-            out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L),
-                                  str(K), m], capture_output=True, text=True, check=True)
-            mem = json.loads(out.stdout.strip().splitlines()[-1])
+            mem = _child_peak(P, L, K, m, "one-layer")
             print(f"peak memory, {m}: {mem['peak'] / 2**20:.0f} MiB vs estimate "
                   f"{mem['estimate'] / 2**20:.0f} MiB "
                   f"(ratio {mem['peak'] / mem['estimate']:.2f})")

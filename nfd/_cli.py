@@ -37,7 +37,8 @@ _SYNTHETIC_INTS = {"d": 1, "train": 1, "probes": 0, "seed": 0}
 _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
-               "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes"}
+               "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes",
+               "block", "first_layer_lr", "record_collapse"}
 NPZ_ARRAYS = ("arrays X (m, d) and y (m,) or (m, C) (integer labels for "
               "loss = \"cross_entropy\"), optionally X_probe and y_probe")
 
@@ -77,6 +78,12 @@ error_replicas = 2
 momentum = 0.0
 weight_decay = 0.0
 gamma0 = 1.0
+# Residual blocks: "one-layer" (eq. 1) or "two-layer" (eq. 6), whose first layer learns
+# at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
+# records the first layer's learned change and the residual update per block.
+block = "one-layer"
+# first_layer_lr = "depth-mup"
+# record_collapse = false
 """
 
 

@@ -14,7 +14,7 @@ __all__ = ["compare"]
 #: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
 SAME_RUN = ("activation", "loss", "outputs", "eta_c", "eta_c_schedule", "momentum", "weight_decay",
             "gamma0", "T", "depth", "batch_size", "sgd_steps", "input_dim", "style", "block",
-            "scaling", "regime", "X_sha256", "X_probe_sha256")
+            "first_layer_lr", "scaling", "regime", "X_sha256", "X_probe_sha256")
 
 
 #: The optimizer of a run written before these attrs existed (plain SGD at γ₀ = 1): a
@@ -58,7 +58,8 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
         sample coordinates, other targets ``y``, or different attrs among
         ``activation, loss, eta_c, T, depth, batch_size, sgd_steps, input_dim``, the
         optimizer (``eta_c_schedule, momentum, weight_decay, gamma0``), the
-        architecture (``style, block, scaling, regime``: a limit is the one of eq. 1)
+        architecture (``style, block, first_layer_lr, scaling, regime``: a limit is
+        the one of eq. 1 or, with ``block="two-layer"``, of eq. 6)
         and the fingerprints of the training and probe inputs (``X_sha256``,
         ``X_probe_sha256``). An attr missing from either side is not compared,
         except the optimizer's: a run without them is plain SGD at γ₀ = 1.

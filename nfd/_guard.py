@@ -23,6 +23,12 @@ class DivergenceGuard:
     """Stops a diverging run with a ``FloatingPointError`` naming the step, the layer
     and the quantity.
 
+    :meth:`check` is the one host synchronisation of an SGD step of
+    ``nfd.simulate`` and ``validation.train_resnet`` (and of a probe evaluation): its
+    ``bool`` waits for the step's kernels on a GPU. It stays synchronous, so that a
+    diverging run stops at the step that diverged and never computes past it; the
+    layer loops have none (tests/test_sync.py counts them on CUDA).
+
     Parameters
     ----------
     divergence : float or None
@@ -34,10 +40,14 @@ class DivergenceGuard:
     seeds : list of int, optional
         Seeds of a network ensemble (the trailing axis of ``h2``, ``g2``), named in
         the message.
+    advice : str
+        A further remedy ending the message (e.g. more particles), after the
+        standard ones.
     """
 
     def __init__(self, divergence: float | None, input_scale: float,
-                 seeds: list[int] | None = None) -> None:
+                 seeds: list[int] | None = None, advice: str = "") -> None:
+        self.advice = advice
         divergence = check_divergence(divergence)
         self.bound = float("inf") if divergence is None else divergence
         self.input_scale = input_scale
@@ -97,12 +107,12 @@ class DivergenceGuard:
 
     def hint(self) -> str:
         """What to do, ending every message: lower η_c or T, or rescale the inputs
-        when |x|²/d is far from 1."""
+        when |x|²/d is far from 1, then the ``advice``."""
         hint = "; lower eta_c or T"
         if not 1 / INPUT_SCALE_FACTOR <= self.input_scale <= INPUT_SCALE_FACTOR:
             hint += (f", or rescale the inputs: their mean |x|^2/d is {self.input_scale:.3g}, "
                      "far from the sphere convention |x|^2/d = 1")
-        return hint
+        return hint + (f", or {self.advice}" if self.advice else "")
 
 
 def _within(value: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,14 @@ backward pass starts from the actual gradient direction Σ_c χ_{i,c} v_c(k) (no
 normalised, unlike the particle code), taken by the drifts with the weight
 γ₀c_{k,s}/B; the readout columns are v_c(k) = a_k v_c − Σ_i γ₀c_{k,s}χ_{i,c}/B h_L^{(i)}.
 
+Two-layer blocks (``block="two-layer"``, paper 002 eq. 6; equations and their
+derivation in docs/two_layer_limit.md) carry four innovations per layer and
+trajectory instead of two: z¹ = W_{ℓ,1}h_{ℓ−1}/√n, z² = W_{ℓ,2}x_ℓ/√n,
+z̃² = W_{ℓ,2}ᵀg_ℓ/√n and z̃¹ = W_{ℓ,1}ᵀa_ℓ/√n, each with its drift and (coupled) its
+response term; W_{ℓ,1} has its own optimizer coefficients (the recurrence at m·η_c,
+m = √L for ``first_layer_lr="depth-aware"``); the particle counterpart is
+``nfd._simulation._twolayer``.
+
 This is an implementation independent of the particle code (numpy, float64, no
 shared helper beyond the loss), for testing both backward limits over many steps,
 mini-batches and probes. Components whose conditional variance is below 1e-12 of
@@ -28,6 +36,7 @@ the particle drivers do).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 import numpy as np
@@ -38,7 +47,7 @@ from threadpoolctl import threadpool_limits
 
 from ._results import base_attrs, data_attrs
 from ._schema import variable_dims
-from ._training import check_stream
+from ._training import check_block, check_stream
 
 __all__ = ["linear_limit"]
 
@@ -180,6 +189,103 @@ class _LinearSystem:
         self.n = n + B
 
 
+class _TwoLayerSystem(_LinearSystem):
+    """Coefficient vectors of the two-layer-block system (docs/two_layer_limit.md), φ = id:
+    x_ℓ = W_{ℓ,1}h_{ℓ−1}/√n, h_ℓ = h_{ℓ−1} + √τ W_{ℓ,2}x_ℓ/√n,
+    a_ℓ = √τ W_{ℓ,2}ᵀg_ℓ/√n, g_{ℓ−1} = g_ℓ + W_{ℓ,1}ᵀa_ℓ/√n. Four drivers per layer:
+    z¹ (rows h_{ℓ−1}), z² (rows x_ℓ), z̃² (rows g_ℓ), z̃¹ (rows a_ℓ). W_{ℓ,1} has its own
+    optimizer coefficients (a¹_k, c¹_{k,s}): those of the recurrence at m·η_c."""
+
+    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1) -> None:
+        super().__init__(X, L, T, coupled, C)
+        N, d = X.shape
+        dim = d + C + 4 * L * N
+        base = d + C
+        self.fwd1 = _ExactDriver(L, N, dim, base)
+        self.fwd = _ExactDriver(L, N, dim, base + L * N)  # z²: W_{ℓ,2} x/√n
+        self.bwd = _ExactDriver(L, N, dim, base + 2 * L * N)  # z̃²: W_{ℓ,2}ᵀ g/√n
+        self.bwd1 = _ExactDriver(L, N, dim, base + 3 * L * N)  # z̃¹: W_{ℓ,1}ᵀ a/√n
+        self.H = np.zeros((L + 1, N, dim))
+        self.G = np.zeros((L + 1, N, dim))
+        self.Xf = np.zeros((L, N, dim))  # x_ℓ, ℓ = 1..L (index ℓ−1)
+        self.Af = np.zeros((L, N, dim))  # a_ℓ
+        if C == 1:
+            self.v = np.zeros(dim)
+            self.v[d] = 1.0
+        else:
+            self.v = np.zeros((C, dim))
+            self.v[:, d:d + C] = np.eye(C)
+        self.a1, self.w1 = 1.0, np.zeros(0)
+        self._xs = self._as = None
+
+    def set_first(self, a1: float, weights1: np.ndarray) -> None:
+        """W_{ℓ,1}'s a¹_k and per-step weights γ₀c¹_{k,s} (after :meth:`set_step`)."""
+        self.a1 = a1
+        steps = np.repeat(weights1, self.n // max(len(weights1), 1))
+        field = self.chi[:self.n] if self.C == 1 else self.field[:self.n]
+        self.w1 = steps * field
+
+    def forward(self, x: np.ndarray, commit: bool) -> np.ndarray:
+        n, tau = self.n, self.tau
+        h = np.zeros((self.L + 1, x.shape[0], self.H.shape[2]))
+        xs = np.zeros((self.L,) + h.shape[1:])
+        internal = np.zeros((self.L, x.shape[0]))
+        residual = np.zeros((self.L, x.shape[0]))
+        h[0, :, :self.d] = self.a * x / np.sqrt(self.d)
+        h[0] -= (self.w * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
+        for l in range(1, self.L + 1):
+            p = h[l - 1]
+            # x_ℓ = a¹ z¹ − Σ_i w¹_i C_{ℓ−1}[i,k] a_ℓ^{(i)} (+ a¹ Σ_s E[∂h_{ℓ−1}/∂z̃¹_s] a_ℓ^{(s)})
+            base = self.fwd1.draw(l - 1, p, commit)  # W⁽⁰⁾_{ℓ,1}h/√n: source ...
+            if self.coupled:  # ... with its response to the earlier backward sources
+                base += self.bwd1.response(l - 1, p).T @ self.bwd1.rows[l - 1, :n]
+            drift = (self.w1 * (p @ self.H[l - 1, :n].T)) @ self.Af[l - 1, :n]
+            xl = self.a1 * base - drift
+            xs[l - 1] = xl
+            dx = (self.a1 - 1.0) * base - drift  # x − x̃, x̃ = W⁽⁰⁾_{ℓ,1}h/√n (eq. 27)
+            internal[l - 1] = np.sqrt(np.einsum("bi,bi->b", dx, dx))
+            # h_ℓ = h_{ℓ−1} + √τ(a·W⁽⁰⁾_{ℓ,2}x/√n − √τ Σ_i w_i Φ_ℓ[i,k] g_ℓ^{(i)})
+            base = self.fwd.draw(l - 1, xl, commit)
+            if self.coupled:
+                base += self.bwd.response(l - 1, xl).T @ self.bwd.rows[l - 1, :n]
+            drift = np.sqrt(tau) * (self.w * (xl @ self.Xf[l - 1, :n].T)) @ self.G[l, :n]
+            incr = np.sqrt(tau) * (self.a * base - drift)
+            dr = ((self.a - 1.0) * base - drift) / np.sqrt(tau)  # eq. 33–34: (∂h − ∂h̃)
+            residual[l - 1] = np.sqrt(np.einsum("bi,bi->b", dr, dr))
+            h[l] = p + incr
+        self._xs, self.internal, self.residual = xs, internal, residual
+        return h
+
+    def backward(self, h: np.ndarray, gL: np.ndarray) -> np.ndarray:
+        n, B, tau = self.n, h.shape[1], self.tau
+        rt = np.sqrt(tau)
+        g = np.zeros_like(h)
+        As = np.zeros_like(self._xs)
+        g[self.L] = gL
+        for l in range(self.L, 0, -1):
+            gl = g[l]
+            # b = W_{ℓ,2}ᵀg/√n = a z̃² − √τ Σ_i w_i Θ_ℓ[i,k] x_ℓ^{(i)} (+ a Σ_{s≤k} E[∂g_ℓ/∂z²_s] x_ℓ^{(s)})
+            b = self.a * self.bwd.draw(l - 1, gl, True)
+            b -= rt * (self.w * (gl @ self.G[l, :n].T)) @ self.Xf[l - 1, :n]
+            if self.coupled:
+                b += self.a * self.fwd.response(l - 1, gl).T @ self.fwd.rows[l - 1, :n + B]
+            al = rt * b  # φ' = 1
+            As[l - 1] = al
+            # g_{ℓ−1} = g_ℓ + a¹ z̃¹ − Σ_i w¹_i A_ℓ[i,k] h_{ℓ−1}^{(i)} (+ a¹ Σ_{s≤k} E[∂a_ℓ/∂z¹_s] h_{ℓ−1}^{(s)})
+            incr = self.a1 * self.bwd1.draw(l - 1, al, True)
+            incr -= (self.w1 * (al @ self.Af[l - 1, :n].T)) @ self.H[l - 1, :n]
+            if self.coupled:
+                incr += self.a1 * self.fwd1.response(l - 1, al).T @ self.fwd1.rows[l - 1, :n + B]
+            g[l - 1] = gl + incr
+        self._as = As
+        return g
+
+    def commit(self, h: np.ndarray, g: np.ndarray, chi: np.ndarray) -> None:
+        n, B = self.n, h.shape[1]
+        self.Xf[:, n:n + B], self.Af[:, n:n + B] = self._xs, self._as
+        super().commit(h, g, chi)
+
+
 def linear_limit(
     X,
     y,
@@ -196,6 +302,8 @@ def linear_limit(
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
     classes: int | None = None,
+    block: str = "one-layer",
+    first_layer_lr: str = "depth-mup",
 ) -> xr.Dataset:
     """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
 
@@ -219,6 +327,14 @@ def linear_limit(
         after k steps as a_k W(0) − Σ_s c_{k,s} ∇̂_s, applied here to the
         coefficient vectors.
     backward : {"coupled", "decoupled"}
+    block : {"one-layer", "two-layer"}
+        ``"two-layer"``: the n → ∞ limit of the two-layer blocks of paper 002 eq. 6
+        (``validation.train_resnet(block="two-layer")``), equations in
+        docs/two_layer_limit.md; records ``internal_update`` and ``residual_update``
+        (step, block_time), the batch means of eq. 27 and 33–34.
+    first_layer_lr : {"depth-mup", "depth-aware"}
+        Two-layer blocks: W_{ℓ,1} learns at η_c·n·m, m = 1 or √L (eq. 8); its
+        optimizer coefficients are those of the recurrence at m·η_c.
 
     Returns
     -------
@@ -235,6 +351,9 @@ def linear_limit(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
         weight_decay=weight_decay, gamma0=gamma0, classes=classes)
+    check_block(block, first_layer_lr, False, None)
+    two = block == "two-layer"
+    mult = np.sqrt(L) if two and first_layer_lr == "depth-aware" else 1.0
     N, d = Xn.shape
     K = N // B
     if Xp is None:
@@ -251,24 +370,30 @@ def linear_limit(
         yt = torch.as_tensor(target, dtype=torch.int64 if lossf.labels else torch.float64)
         return float(lossf.correct(torch.as_tensor(f), yt).mean())
 
-    sys_ = _LinearSystem(Xn, L, T, backward == "coupled", C)
+    sys_ = (_TwoLayerSystem if two else _LinearSystem)(Xn, L, T, backward == "coupled", C)
     Q = len(yp)
     out = {name: np.full(shape, np.nan) for name, shape in {
         "f": (K, B) + vec, "loss": (K, B), "dloss": (K, B) + vec, "h2": (K, L + 1),
         "g2": (K, L + 1), "probe_f": (len(probe_steps), Q) + vec,
         "probe_loss": (len(probe_steps), Q), "probe_accuracy": (len(probe_steps),),
+        "internal_update": (K, L), "residual_update": (K, L),
     }.items()}
     # One BLAS thread: the products and triangular solves are small, so OpenBLAS's
     # threads only wait on each other (2 threads: 2.7 s idle and 4.3 s beside a busy
     # core; 1 thread: 0.70 and 0.65 s, quickstart stream) and would round by count.
     with np.errstate(over="ignore", invalid="ignore"), threadpool_limits(1, user_api="blas"):
-        _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy, out)
+        first = dataclasses.replace(sgd, eta_c=sgd.eta_c * mult) if two else None
+        _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy, out,
+             first)
 
     coords = {"step": np.arange(K), "sample": np.arange(B), "time": np.arange(L + 1) * T / L,
               "probe": np.arange(len(yp)), "probe_step": np.asarray(probe_steps, int)}
     if C > 1:
         coords["output"] = np.arange(C)
     names = ["f", "loss", "dloss", "h2", "g2", "probe_f", "probe_loss"]
+    if two:
+        coords["block_time"] = np.arange(1, L + 1) * T / L
+        names += ["internal_update", "residual_update"]
     if lossf.classifies and Q:
         names.append("probe_accuracy")
     data = {name: (variable_dims(name, C, lossf.labels), out[name]) for name in names}
@@ -277,17 +402,23 @@ def linear_limit(
     attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
                        loss=lossf.name, **sgd.attrs(), T=T, steps=L, depth=L, particles="inf",
                        batch_size=B, sgd_steps=K, input_dim=d,
-                       **({"outputs": C} if C > 1 else {}), style="pre", block="one-layer", scaling="depth-mup", regime="feature",
-                       **data_attrs(Xn, Xp))
+                       **({"outputs": C} if C > 1 else {}), style="pre", block=block, scaling="depth-mup", regime="feature",
+                       **({"first_layer_lr": first_layer_lr} if two else {}),
+                       **data_attrs(Xn, Xp if Q else None))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 def _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy,
-         out) -> None:
-    """The SGD loop of :func:`linear_limit`: probes before each step, then one step."""
+         out, first=None) -> None:
+    """The SGD loop of :func:`linear_limit`: probes before each step, then one step.
+    ``first``: the optimizer of W_{ℓ,1} (two-layer blocks), η_c scaled by m."""
     g0 = sgd.gamma0
+    firsts = first.coefficients() if first is not None else None
     for k, (a, c) in enumerate(sgd.coefficients()):
         sys_.set_step(a, g0 * c)
+        if firsts is not None:
+            a1, c1 = next(firsts)
+            sys_.set_first(a1, g0 * c1)
         if k in probe_steps:
             j = probe_steps.index(k)
             readout = sys_.readout()
@@ -309,6 +440,9 @@ def _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy,
         start = chi @ gL if sys_.C > 1 else np.broadcast_to(gL, h[-1].shape)
         g = sys_.backward(h, start)
         out["h2"][k] = np.einsum("lbi,lbi->l", h, h) / B
+        if first is not None:
+            out["internal_update"][k] = sys_.internal.mean(1)
+            out["residual_update"][k] = sys_.residual.mean(1)
         if sys_.C > 1:  # the unit-direction fields g/‖χ‖ that simulate records
             scale = 1.0 / np.linalg.norm(chi, axis=1) ** 2
             out["g2"][k] = np.einsum("lbi,lbi,b->l", g, g, scale) / B

@@ -17,7 +17,7 @@ from ._losses import get_loss
 from ._optim import check_sgd
 from ._schema import DEFAULT_PROBE_STEPS, default_steps
 
-__all__ = ["BACKWARD_LIMITS", "check_stream"]
+__all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "check_block", "check_stream"]
 
 #: Backward-pass limits ``simulate`` and ``linear_limit`` integrate. ``"coupled"``: ordinary
 #: backpropagation (the backward pass uses the forward weights), whose limit keeps
@@ -26,6 +26,11 @@ __all__ = ["BACKWARD_LIMITS", "check_stream"]
 #: ICLR 2024 (paper 000, App. D–E). ``"decoupled"``: the backward pass uses an
 #: independent weight copy (gradient independence), Definition 1 of paper 002.
 BACKWARD_LIMITS = ("coupled", "decoupled")
+#: Residual blocks: one layer (paper 002 eq. 1) or two (eq. 6), in the limits and the
+#: finite networks alike.
+BLOCKS = ("one-layer", "two-layer")
+#: W_{ℓ,1}'s learning rate in two-layer blocks: η_c·n (depth-μP) or η_c·n·√L (eq. 8).
+FIRST_LAYER_RATES = ("depth-mup", "depth-aware")
 
 
 def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
@@ -62,3 +67,21 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     probe_steps = (default_steps(K, DEFAULT_PROBE_STEPS, True) if probe_steps is None
                    else check_steps("probe_steps", probe_steps, 0, K))
     return Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C
+
+
+def check_block(block, first_layer_lr, record_collapse, innovations) -> tuple:
+    """``block``, ``first_layer_lr`` and ``record_collapse`` of :func:`nfd.simulate` and
+    :func:`nfd.linear_limit` (the names of ``validation.train_resnet``); the latter two
+    and ``innovations`` (the pair of :func:`nfd.simulate`, or None) are refused where
+    they mean nothing."""
+    check_choice("block", block, BLOCKS)
+    check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_RATES)
+    if not isinstance(record_collapse, bool):
+        raise TypeError(f"record_collapse must be True or False, got {record_collapse!r}")
+    if block == "one-layer" and (first_layer_lr != "depth-mup" or record_collapse):
+        raise ValueError("first_layer_lr and record_collapse are for block='two-layer' "
+                         "(one-layer blocks have no first internal layer)")
+    if block == "two-layer" and innovations is not None and innovations[0] is not None:
+        raise ValueError("innovations= is for one-layer blocks (two-layer blocks have "
+                         "four drivers per layer); leave it None")
+    return block, first_layer_lr, record_collapse

@@ -32,6 +32,7 @@ from ._results import (
     netcdf_engine,
     package_version,
 )
+from ._training import BLOCKS, FIRST_LAYER_RATES
 from ._schema import (
     COORDS,
     DEFAULT_EIG_STEPS,
@@ -48,6 +49,8 @@ from ._schema import (
 )
 
 __all__ = [
+    "BLOCKS",
+    "FIRST_LAYER_RATES",
     "VARIABLES",
     "EXTRA_VARIABLES",
     "COORDS",

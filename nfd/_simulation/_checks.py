@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ from .._checks import (
 from .._losses import Loss
 from .._optim import SGD
 from .._schema import DEFAULT_EIG_STEPS, default_steps
-from .._training import check_stream
+from .._training import check_block, check_stream
 
 __all__ = ["Config", "check_simulate"]
 
@@ -55,6 +56,9 @@ class Config:
     innovations: tuple[torch.Tensor | None, torch.Tensor | None]
     error_replicas: int = 0
     C: int = 1  # outputs: 1 is the scalar path, C ≥ 2 the vector path (issue 23)
+    block: str = "one-layer"  # or "two-layer" (paper 002 eq. 6; nfd._simulation._twolayer)
+    first_layer_lr: str = "depth-mup"  # two-layer blocks: W_{ℓ,1}'s rate, m = 1 or √L
+    record_collapse: bool = False  # two-layer blocks: internal_update, residual_update
 
     @property
     def N(self) -> int:
@@ -81,11 +85,21 @@ class Config:
     def coupled(self) -> bool:
         return self.backward == "coupled"
 
+    @property
+    def two_layer(self) -> bool:
+        return self.block == "two-layer"
+
+    @property
+    def first_mult(self) -> float:
+        """m of W_{ℓ,1}'s learning rate m·η_c·γ₀²·n: √L under eq. 8 (as the networks)."""
+        return math.sqrt(self.L) if self.first_layer_lr == "depth-aware" else 1.0
+
 
 def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
                    probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
                    rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
-                   weight_decay=0.0, gamma0=1.0, classes=None) -> Config:
+                   weight_decay=0.0, gamma0=1.0, classes=None, block="one-layer",
+                   first_layer_lr="depth-mup", record_collapse=False) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
@@ -112,9 +126,12 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     device, dtype = resolve_device_dtype(device, dtype)
     rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
+    block, first_layer_lr, record_collapse = check_block(block, first_layer_lr,
+                                                         record_collapse, given)
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
-                  error_replicas, C)
+                  error_replicas, C, block, first_layer_lr, record_collapse)
+
 
 
 def check_innovations(innovations, shape: tuple, device, dtype) -> tuple:

@@ -26,6 +26,8 @@ def _coords(cfg: Config) -> dict[str, np.ndarray]:
         coords["particle"] = np.arange(cfg.paths)
     if cfg.vector:
         coords["output"] = np.arange(cfg.C)
+    if cfg.record_collapse:
+        coords["block_time"] = np.arange(1, cfg.L + 1) * (cfg.T / cfg.L)
     return coords
 
 
@@ -43,7 +45,8 @@ def _attrs(cfg: Config) -> dict:
         alpha="1/sqrt(n)",
         learning_rate="eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n",
         # the network whose limit this is (eq. 1), as train_resnet records it
-        style="pre", block="one-layer", scaling="depth-mup", regime="feature",
+        style="pre", block=cfg.block, scaling="depth-mup", regime="feature",
+        **({"first_layer_lr": cfg.first_layer_lr} if cfg.two_layer else {}),
         **data_attrs(cfg.X, cfg.Xp),
     )
 

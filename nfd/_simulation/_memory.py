@@ -9,7 +9,7 @@ from sde import GrowingGaussianDriver
 
 from .._checks import check_choice, check_int, resolve_device_dtype
 from .._optim import check_sgd
-from .._training import BACKWARD_LIMITS
+from .._training import BACKWARD_LIMITS, BLOCKS
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]
@@ -31,6 +31,7 @@ def memory_estimate(
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
     outputs: int = 1,
+    block: str = "one-layer",
 ) -> dict[str, int]:
     """Bytes :func:`nfd.simulate` allocates, by buffer.
 
@@ -71,6 +72,11 @@ def memory_estimate(
         further readout columns, the current readout V(k) (P, C), the (B or Q, C, P)
         products of the outputs and the trajectories' C coefficients (in float64
         and ``dtype``).
+    block : {"one-layer", "two-layer"}
+        ``"two-layer"`` (``nfd._simulation._twolayer``): four history streams
+        (h_{ℓ−1}, φ(x_ℓ), a_ℓ, g_ℓ) and four drivers per layer instead of two of each,
+        so the history, innovation and driver entries double (``"phi_history"``
+        then counts h_{ℓ−1}, φ(x_ℓ) and a_ℓ), plus the block's x_ℓ (L·B·P).
 
     Returns
     -------
@@ -95,6 +101,7 @@ def memory_estimate(
     paths = check_int("paths", paths, 0)
     C = check_int("outputs", outputs, 1)
     check_choice("backward", backward, BACKWARD_LIMITS)
+    check_choice("block", block, BLOCKS)
     _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
     plain = check_sgd(0.0 if eta_c is None else eta_c, max(N // B, 1), momentum=momentum,
@@ -117,7 +124,26 @@ def memory_estimate(
         "paths": 2 * paths * N * (L + 1) * item,
         "optimizer": 0 if plain else 2 * (N // B) * 8 + N * (8 + item),
     }
+    if block == "two-layer":
+        est.update(_two_layer_entries(N, L, P, item, backward, width, B))
     if C >= 2:
         est["outputs"] = ((2 * C - 1) * P + width * C * P) * item + N * C * (8 + item)
     est["total"] = sum(est.values())
     return est
+
+
+def _two_layer_entries(N: int, L: int, P: int, item: int, backward: str, width: int,
+                       B: int) -> dict[str, int]:
+    """The entries that differ for two-layer blocks (:class:`nfd._simulation._twolayer.
+    TwoLayerHistory`: whole rows, no interleaving; four drivers with their own
+    innovations)."""
+    return {
+        "phi_history": 3 * L * N * P * item,  # h_{ℓ−1}, φ(x_ℓ), a_ℓ
+        "g_history": (L + 1) * N * P * item,
+        "innovations": 0,  # the drivers' own, in "drivers"
+        "drivers": 4 * GrowingGaussianDriver.memory_bytes(
+            L, P, N, item, storage=False, responses=backward == "coupled"),
+        # as one-layer blocks, plus the block's x_ℓ and the per-source temporaries
+        "workspace": (2 * L + 1 + 12) * width * P * item
+        + (3 * N * width * 8 if backward == "coupled" else 0),
+    }

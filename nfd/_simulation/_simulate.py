@@ -120,6 +120,9 @@ def simulate(
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
     classes: int | None = None,
+    block: str = "one-layer",
+    first_layer_lr: str = "depth-mup",
+    record_collapse: bool = False,
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -257,6 +260,32 @@ def simulate(
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"``: the number of outputs (default: the
         largest label + 1). Refused with the other losses.
+    block : {"one-layer", "two-layer"}
+        The residual block of the matching network (the names of
+        ``validation.train_resnet``). ``"two-layer"``: paper 002 eq. 6,
+        x_ℓ = W_{ℓ,1}h_{ℓ−1}/√n, h_ℓ = h_{ℓ−1} + √(τ/n) W_{ℓ,2}φ(x_ℓ), whose limit
+        has four drivers per layer (``nfd._simulation._twolayer``,
+        docs/two_layer_limit.md): about twice the memory and time. Then
+        ``sigma_*`` are those of the φ(x_ℓ) driver and ``theta_*`` of the g_ℓ driver
+        (Σ at t_L is NaN); the floored counts add both drivers of each direction.
+        In the two-layer limit the backward modes differ at O(1) as L grows
+        (docs/two_layer_limit.md §5): only ``"coupled"`` is ordinary backprop.
+    first_layer_lr : {"depth-mup", "depth-aware"}
+        Two-layer blocks: W_{ℓ,1} learns at m·η_c·γ₀²·n with m = 1 (depth-μP) or
+        m = √L (eq. 8), with the same momentum and weight decay (its optimizer
+        coefficients are the recurrence's at m·η_c).
+    record_collapse : bool
+        Two-layer blocks: record ``internal_update`` and ``residual_update`` (step,
+        block_time), the batch means of the rms learned change of x_ℓ (eq. 27, x
+        against its frozen-weight value W_{ℓ,1}(0)h/√n) and of the residual
+        increment's learned part (eq. 33–34), as the networks record them. They
+        have no standard error, and a root mean square over particles is biased
+        upward by the Monte Carlo noise of the drift and response coefficients
+        (≈ noise²/(2·value), so most where the learned change is small): measured
+        (relu, η_c = 0.1, K = 32, depth-μP) against P = 16384, the first step's
+        internal_update was 7–10% high at P = 4096 and 17% at P = 1024 (L = 64,
+        256), its mean over steps 2–4% high at P = 4096. Check a value by doubling
+        P.
 
     Returns
     -------
@@ -313,7 +342,8 @@ def simulate(
         eig_steps=eig_steps, paths=paths, backward=backward, seed=seed, device=device,
         dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
         error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
-        gamma0=gamma0, classes=classes)
+        gamma0=gamma0, classes=classes, block=block, first_layer_lr=first_layer_lr,
+        record_collapse=record_collapse)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     if not cfg.error_replicas:

@@ -3,6 +3,7 @@ the history and drivers, the guards and the record buffers."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -17,6 +18,7 @@ from .._schema import variable_dims
 from ._checks import Config
 from ._memory import memory_estimate
 from ._model import History, Model
+from ._twolayer import TwoLayerHistory, TwoLayerModel
 
 __all__ = ["ROLES", "seed_word", "streams", "RunState", "start"]
 
@@ -53,9 +55,9 @@ class RunState:
     """Everything a run's steps read and write (tensors on ``cfg.device``)."""
 
     cfg: Config
-    model: Model
-    hist: History
-    drivers: tuple[GrowingGaussianDriver, GrowingGaussianDriver]
+    model: Model  # TwoLayerModel for two-layer blocks
+    hist: History | TwoLayerHistory
+    drivers: tuple[GrowingGaussianDriver, ...]
     rec: dict[str, torch.Tensor]
     guard: DivergenceGuard
     probe_guard: DivergenceGuard
@@ -68,6 +70,8 @@ class RunState:
     probe_h: torch.Tensor | None  # (L+1, Q, P) the probes' forward path
     probe_phi: torch.Tensor | None  # (Q, P) the probes' φ at one layer
     optimizer: Iterator[tuple[float, np.ndarray]]  # (a_k, c_k), k = 0..K (nfd._optim)
+    #: two-layer blocks off plain SGD: W_{ℓ,1}'s (a¹_k, c¹_k), the recurrence at m·η_c
+    first_optimizer: Iterator[tuple[float, np.ndarray]] | None = None
 
 
 def _record(cfg: Config) -> dict[str, torch.Tensor]:
@@ -88,6 +92,9 @@ def _record(cfg: Config) -> dict[str, torch.Tensor]:
            for name in names}
     rec.update({name: torch.zeros(shape(name), dtype=torch.int64, **kw)
                 for name in _COUNT_RECORD})
+    if cfg.record_collapse:
+        for name in ("internal_update", "residual_update"):
+            rec[name] = torch.full((cfg.K, cfg.L), float("nan"), dtype=torch.float64, **kw)
     if cfg.paths:
         for name in ("h_path", "g_path"):
             rec[name] = torch.empty(cfg.K, cfg.L + 1, cfg.B, cfg.paths, dtype=cfg.dtype, **kw)
@@ -100,7 +107,7 @@ def _ensure_memory(cfg: Config) -> None:
                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
                           backward=cfg.backward, eta_c=cfg.sgd.eta_c,
                           momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
-                          gamma0=cfg.sgd.gamma0, outputs=cfg.C)
+                          gamma0=cfg.sgd.gamma0, outputs=cfg.C, block=cfg.block)
     ensure_fits(est["total"], cfg.device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
 
@@ -115,14 +122,53 @@ def _targets(y: np.ndarray, cfg: Config, kw: dict) -> torch.Tensor:
 def start(cfg: Config, input_scale: float) -> RunState:
     """Allocate a run: particles u ~ N(0, I_d), v ~ N(0, 1) (the initial U row and
     readout of each particle, paper 002 eq. 1; with C ≥ 2 outputs a readout row
-    v ~ N(0, I_C), drawn after u), an empty history, the two growing drivers of z
-    and z̃ and the record buffers."""
+    v ~ N(0, I_C), drawn after u), an empty history, the growing drivers (z and z̃;
+    two-layer blocks: z¹, z², z̃², z̃¹, ``nfd._simulation._twolayer``) and the record
+    buffers."""
     _ensure_memory(cfg)
     gens = streams(cfg.seed, cfg.device)
     kw = {"device": cfg.device, "dtype": cfg.dtype}
     u = torch.randn(cfg.P, cfg.d, generator=gens["parameters"], **kw)
     v = torch.randn((cfg.P, cfg.C) if cfg.vector else cfg.P, generator=gens["parameters"],
                     **kw)
+    model, hist, drivers = (_two_layer if cfg.two_layer else _one_layer)(cfg, u, v, gens)
+    first = None
+    if cfg.two_layer and not cfg.sgd.plain:
+        first = dataclasses.replace(cfg.sgd, eta_c=cfg.sgd.eta_c * cfg.first_mult)
+    return RunState(
+        cfg=cfg, model=model, hist=hist, drivers=drivers, rec=_record(cfg),
+        guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg)),
+        probe_guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg)),
+        x=hist.X.reshape(cfg.K, cfg.B, cfg.d),
+        y=_targets(cfg.y, cfg, kw).reshape((cfg.K, cfg.B) + cfg.y.shape[1:]),
+        xp=None if cfg.Xp is None else torch.as_tensor(cfg.Xp, **kw),
+        yp=None if cfg.yp is None else _targets(cfg.yp, cfg, kw),
+        h_buf=torch.empty(cfg.L + 1, cfg.B, cfg.P, **kw),
+        work=torch.empty(2, cfg.B, cfg.P, **kw),
+        probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),
+        probe_phi=None if cfg.Xp is None else torch.empty(cfg.Q, cfg.P, **kw),
+        optimizer=cfg.sgd.coefficients(),
+        first_optimizer=None if first is None else first.coefficients(),
+    )
+
+
+def _advice(cfg: Config) -> str:
+    """The coupled limit's further remedy for a diverging run: more particles. Its
+    Stein estimates are heavy-tailed unless P ≫ K·B (measured in review: coupled,
+    two-layer, L = 12, T = 3, B = 3, at P = 4096 one seed of 20 reached f = 64 against
+    an exact 0.5 and diverged in its probes; at P = 65 536 the largest deviation over
+    12 seeds was 1.0; the simulate docstring's digits run drifted at P/(K·B) = 20 and
+    not at 80). Given only below P = 64·K·B."""
+    if not cfg.coupled or cfg.P >= 64 * cfg.N:
+        return ""
+    return (f"raise particles (the coupled limit's response estimates need particles "
+            f">> K*B = {cfg.N}; particles={cfg.P})")
+
+
+def _one_layer(cfg: Config, u, v, gens) -> tuple:
+    """Model, history and the two drivers (z, z̃) of one-layer blocks, whose
+    innovations live beside the history rows they are read with."""
+    kw = {"device": cfg.device, "dtype": cfg.dtype}
     hist = History(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype,
                    outputs=cfg.C if cfg.vector else 0)
     hist.X = torch.as_tensor(cfg.X, **kw)
@@ -133,17 +179,22 @@ def start(cfg: Config, input_scale: float) -> RunState:
                     for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
     model = Model(cfg.act, cfg.L, cfg.T, u, v, hist, *drivers,
                   coupled=cfg.coupled, probe_gen=gens["probes"])
-    return RunState(
-        cfg=cfg, model=model, hist=hist, drivers=drivers, rec=_record(cfg),
-        guard=DivergenceGuard(cfg.divergence, input_scale),
-        probe_guard=DivergenceGuard(cfg.divergence, input_scale),
-        x=hist.X.reshape(cfg.K, cfg.B, cfg.d),
-        y=_targets(cfg.y, cfg, kw).reshape((cfg.K, cfg.B) + cfg.y.shape[1:]),
-        xp=None if cfg.Xp is None else torch.as_tensor(cfg.Xp, **kw),
-        yp=None if cfg.yp is None else _targets(cfg.yp, cfg, kw),
-        h_buf=torch.empty(cfg.L + 1, cfg.B, cfg.P, **kw),
-        work=torch.empty(2, cfg.B, cfg.P, **kw),
-        probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),
-        probe_phi=None if cfg.Xp is None else torch.empty(cfg.Q, cfg.P, **kw),
-        optimizer=cfg.sgd.coefficients(),
-    )
+    return model, hist, drivers
+
+
+def _two_layer(cfg: Config, u, v, gens) -> tuple:
+    """Model, history and the four drivers (z¹, z², z̃², z̃¹) of two-layer blocks. The
+    forward drivers z¹, z² draw from the ``"forward"`` stream, the backward ones from
+    ``"backward"`` (each driver draws its innovations for all layers at once when a
+    step first needs them, so the order of draws is fixed by the step order)."""
+    kw = {"device": cfg.device, "dtype": cfg.dtype}
+    hist = TwoLayerHistory(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype,
+                           outputs=cfg.C if cfg.vector else 0)
+    hist.X = torch.as_tensor(cfg.X, **kw)
+    drivers = tuple(GrowingGaussianDriver(cfg.L, cfg.P, cfg.N, generator=gens[role],
+                                          rel_jitter=cfg.rel_jitter,
+                                          responses=cfg.coupled, **kw)
+                    for role in ("forward", "forward", "backward", "backward"))
+    model = TwoLayerModel(cfg.act, cfg.L, cfg.T, u, v, hist, drivers, coupled=cfg.coupled,
+                          probe_gen=gens["probes"], record=cfg.record_collapse)
+    return model, hist, drivers

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from ._state import RunState
@@ -33,23 +34,51 @@ def _mean_square(paths: torch.Tensor) -> torch.Tensor:
     return (torch.linalg.vector_norm(paths, dim=(1, 2)).square() / (B * P)).double()
 
 
+def _host_to_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Host numbers as a tensor on ``device``, without waiting for it: on CUDA a copy
+    from pageable memory synchronises the stream (``torch.cuda.set_sync_debug_mode``
+    flags it), so the values go through pinned memory with a non-blocking copy (the
+    pinned buffer is kept until the copy is done by torch's caching host allocator).
+    The same numbers either way; on the CPU exactly the former ``torch.as_tensor``."""
+    if device.type == "cuda" and values.size:  # (an empty copy moves nothing)
+        host = torch.from_numpy(np.ascontiguousarray(values)).pin_memory()
+        return host.to(device, non_blocking=True)
+    return torch.as_tensor(values, device=device)
+
+
 def set_optimizer(state: RunState) -> None:
     """Move the model to the optimizer's next state (a_k, c_k) (``nfd._optim``): the
     factor a_k of the initial weights and the weights γ₀·c_{k,s}·χ_i/B of the
     committed trajectories (trajectory i from step s). Plain SGD keeps its stored
-    η_c χ_i/B as they are: the numbers of runs without the options, bit for bit."""
+    η_c χ_i/B as they are: the numbers of runs without the options, bit for bit.
+    With the options the k host numbers c_k go to the device by a copy that does not
+    synchronise (:func:`_host_to_device`). Two-layer blocks also set W_{ℓ,1}'s
+    (a¹_k, c¹_{k,s}): the recurrence at m·η_c (plain SGD: a¹_k = 1 and m·η_c χ_i/B)."""
     a, c = next(state.optimizer)
     cfg, hist = state.cfg, state.hist
     n = hist.n
     out = None if hist.out_coef is None else hist.out_coef[:n]
     if cfg.sgd.plain:
         state.model.set_step(1.0, hist.coef[:n], out)
+        if cfg.two_layer:
+            m = cfg.first_mult
+            state.model.set_first(1.0, hist.coef[:n] if m == 1 else hist.coef[:n] * m)
         return
-    steps = torch.as_tensor(c * cfg.sgd.gamma0, device=cfg.device).repeat_interleave(cfg.B)
+    steps = _per_trajectory(c, state)
     coef = (steps * hist.coef[:n]).to(cfg.dtype)
     if out is not None:
         out = (steps[:, None] * out).to(cfg.dtype)
     state.model.set_step(float(a), coef, out)
+    if cfg.two_layer:
+        a1, c1 = next(state.first_optimizer)
+        state.model.set_first(float(a1), (_per_trajectory(c1, state) * hist.coef[:n])
+                              .to(cfg.dtype))
+
+
+def _per_trajectory(c: np.ndarray, state: RunState) -> torch.Tensor:
+    """γ₀·c_{k,s(i)} for every committed trajectory i (B per step s), on the device."""
+    cfg = state.cfg
+    return _host_to_device(c * cfg.sgd.gamma0, cfg.device).repeat_interleave(cfg.B)
 
 
 def sgd_step(state: RunState, k: int) -> None:
@@ -57,7 +86,8 @@ def sgd_step(state: RunState, k: int) -> None:
     f̊ = E[g_L h_L]/γ₀, χ = ℒ′(f̊, y), backward pass (g_{ℓ−1}), then the history gains
     the block with coefficient χ / B (η_c χ / B for plain SGD; module docstring of
     ``nfd._simulation._simulate``; paper 002, Definition 1). Stops a diverging step with ``FloatingPointError``
-    (:class:`nfd.schema.DivergenceGuard`: one host synchronisation per step)."""
+    (:class:`nfd.schema.DivergenceGuard`: the step's one host synchronisation; the
+    layer loops have none, tests/test_sync.py)."""
     if state.cfg.vector:
         return _vector_step(state, k)
     cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
@@ -95,6 +125,9 @@ def _record_block(state: RunState, k: int, h: torch.Tensor) -> None:
     if cfg.paths:
         rec["h_path"][k] = h[..., :cfg.paths]
         rec["g_path"][k] = g[..., :cfg.paths]
+    if cfg.record_collapse:
+        rec["internal_update"][k] = state.model.internal
+        rec["residual_update"][k] = state.model.residual
     hist.hL[n:n + B] = h[-1]
 
 
@@ -179,13 +212,13 @@ def record_eigenvalues(state: RunState, j: int) -> None:
 def warn_if_floors_matter(state: RunState, stacklevel: int = 3) -> float:
     """Warn (``RuntimeWarning``) when the drivers' eigenvalue floor was both high and
     often active (:data:`FLOOR_WARN_JITTER`, :data:`FLOOR_WARN_SHARE`: the measurement
-    behind them); return the floored share of all K·B·L components of both drivers.
+    behind them); return the floored share of all K·B·L components of all drivers.
     Singular covariances themselves (repeated inputs, dead units) are expected and,
     at the default floor, harmless; ``sigma_floored`` / ``theta_floored`` say where.
     One host synchronisation, at the end of the run."""
     cfg, rec = state.cfg, state.rec
     floored = int(rec["sigma_floored"].sum() + rec["theta_floored"].sum())
-    share = floored / (2 * cfg.N * cfg.L)
+    share = floored / (len(state.drivers) * cfg.N * cfg.L)
     if cfg.rel_jitter >= FLOOR_WARN_JITTER and share >= FLOOR_WARN_SHARE:
         warnings.warn(
             f"{share:.1%} of the driver components sat at the eigenvalue floor "

@@ -26,6 +26,8 @@ import torch
 
 import nfd
 from nfd.schema import (
+    BLOCKS,
+    FIRST_LAYER_RATES,
     check_choice,
     check_int,
     check_matrix,
@@ -45,10 +47,9 @@ __all__ = ["ResNetEnsemble", "resolve_seeds", "expand_targets", "STYLES", "BLOCK
            "FIRST_LAYER_LRS", "SCALINGS"]
 
 STYLES = ("pre", "post")
-BLOCKS = ("one-layer", "two-layer")
 BACKWARDS = ("coupled", "decoupled")
 REGIMES = ("feature", "kernel")
-FIRST_LAYER_LRS = ("depth-mup", "depth-aware")
+FIRST_LAYER_LRS = FIRST_LAYER_RATES
 
 
 def resolve_seeds(seeds: int | Sequence[int]) -> list[int]:
