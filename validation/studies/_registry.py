@@ -24,7 +24,7 @@ from nfd.schema import PAPER, netcdf_engine, package_version
 from .._sweep import ResultsStore
 from ._report import Finding, format_report
 from ._assumption1 import plot_assumption1, run_assumption1, summarize_assumption1
-from ._collapse import plot_collapse, run_collapse, summarize_collapse
+from ._collapse import conclude_collapse, plot_collapse, run_collapse, summarize_collapse
 from ._depth import plot_depth, run_depth, summarize_depth
 from ._gia import conclude_gia, plot_gia, run_gia, summarize_gia
 from ._init import plot_init, run_init, summarize_init
@@ -104,9 +104,13 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           run_assumption1, summarize_assumption1, plot_assumption1),
     Study("collapse", 5, "Two-layer blocks: internal learning collapse (§5, eq. 7–8)",
           "Internal update ‖x − x̃‖/√n (eq. 27) and residual update (eq. 33–34) against depth "
-          "under the depth-μP and the depth-aware first-layer learning rate. Paper 002 "
+          "under the depth-μP and the depth-aware first-layer learning rate, for networks "
+          "trained by ordinary backprop and beside them their n → ∞ limit, "
+          "nfd.simulate(block=\"two-layer\", backward=\"coupled\", record_collapse=True), "
+          "on the same stream at depths up to twice the networks' largest; each fitted as "
+          "b·L^(−q) with a bootstrap over its own seeds. Paper 002 "
           "predicts the internal update ∝ L^(−1/2) under depth-μP and ≈ L^0 with eq. 8.",
-          run_collapse, summarize_collapse, plot_collapse),
+          run_collapse, summarize_collapse, plot_collapse, conclude_collapse),
     Study("postact", 6, "Post- vs pre-activation at initialization (Prop. 1)",
           "E[h_L] and ‖h_L‖²/n against depth for relu, post-activation (eq. 9) vs "
           "pre-activation (eq. 1). Prop. 1 predicts growth for post-act relu; pre-act stays "
