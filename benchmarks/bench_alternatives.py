@@ -125,27 +125,48 @@ def _row(name: str, t: float, base: float | None, acc: dict | None, note: str = 
     return f"  {name:<28} {t:8.2f} {ratio:>8}  {cols}  {note}"
 
 
-def compare_size(args, train, probes, P: int, refs: dict) -> None:
-    """Time and accuracy of simulate and of the S-seed ensembles at one size P."""
+def _out_of_time(args) -> bool:
+    """Past ``args.deadline`` (a ``time.monotonic()`` value; None: no limit)."""
+    deadline = getattr(args, "deadline", None)
+    return deadline is not None and time.monotonic() > deadline
+
+
+def compare_size(args, train, probes, P: int, refs: dict) -> list[dict]:
+    """Time and accuracy of simulate and of the S-seed ensembles at one size P,
+    printed and returned as rows (``run``, ``backward``, ``P``, ``width``, ``seeds``,
+    ``time_s``, ``ratio`` = time / simulate's, the :func:`accuracy` columns, or
+    ``skipped`` with the reason)."""
     print(f"\nP = n·S = {P}   (K = {args.K}, L = {args.depth}, {args.probes} probes)")
     print(f"  {'run':<28} {'time s':>8} {'vs sim':>8}  {'f err':>9} {'f s.e.':>9} "
           f"{'loss err':>10} {'loss s.e.':>9}")
+    rows = []
     for mode in MODES:
+        if _out_of_time(args):
+            rows.append(dict(run="simulate", backward=mode, P=P, skipped="time guard"))
+            continue
         t_sim, ds = run_simulate(args, train, probes, P, mode)
-        print(_row(f"simulate {mode}", t_sim, None, accuracy(estimates(ds), refs[mode],
-                                                             probes[1])))
+        acc = accuracy(estimates(ds), refs[mode], probes[1])
+        print(_row(f"simulate {mode}", t_sim, None, acc))
+        rows.append(dict(run="simulate", backward=mode, P=P, time_s=t_sim, ratio=1.0, **acc))
         for S in args.seeds:
             n = P // S
+            row = dict(run="networks", backward=mode, P=P, width=n, seeds=S)
             ok, why = _fits(args, n, S, mode)
+            if ok and _out_of_time(args):
+                ok, why = False, "time guard"
             if not ok:
                 print(_row(f"networks {mode} {n}x{S}", 0, None, None, why))
+                rows.append(dict(row, skipped=why))
                 continue
             t, ds = run_networks(args, train, probes, n, S, mode)
-            print(_row(f"networks {mode} {n}x{S}", t, t_sim,
-                       accuracy(estimates(ds), refs[mode], probes[1])))
+            acc = accuracy(estimates(ds), refs[mode], probes[1])
+            print(_row(f"networks {mode} {n}x{S}", t, t_sim, acc))
+            rows.append(dict(row, time_s=t, ratio=t / t_sim, **acc))
+    return rows
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (module docstring); ``--quick`` sets P = 1024, K = 50."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384])
     ap.add_argument("--K", type=int, default=200, help="SGD steps")
@@ -165,6 +186,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.K = [1024], 50
+    return args
+
+
+def compare(args: argparse.Namespace) -> list[dict]:
+    """Every size of ``args.sizes``: the warm-up, the references and
+    :func:`compare_size`, printed; the rows of every size. With an attribute
+    ``deadline`` (``time.monotonic()``) the runs left when it passes are skipped."""
     if args.threads:
         torch.set_num_threads(args.threads)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -182,8 +210,11 @@ def main(argv: list[str] | None = None) -> None:
         refs[mode] = estimates(ds)
         print(f"reference {mode}: {t:.1f} s, rms f s.e. "
               f"{np.sqrt(np.mean(refs[mode]['f_se'] ** 2)):.4f}")
-    for P in args.sizes:
-        compare_size(args, train, probes, P, refs)
+    return [row for P in args.sizes for row in compare_size(args, train, probes, P, refs)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    compare(parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -12,13 +12,17 @@ __all__ = ["available_memory", "ensure_fits"]
 def available_memory(device: torch.device | str) -> int:
     """Bytes currently available on ``device``.
 
-    CUDA: the free figure of ``torch.cuda.mem_get_info``. CPU: ``MemAvailable`` of
+    CUDA: the free figure of ``torch.cuda.mem_get_info`` plus the blocks torch's
+    caching allocator holds for this process but no tensor uses (reserved −
+    allocated): they are free to the next run, which would otherwise be refused
+    after a large earlier run in the same process. CPU: ``MemAvailable`` of
     ``/proc/meminfo`` when present (it counts reclaimable page cache), otherwise
     ``SC_PAGE_SIZE · SC_AVPHYS_PAGES``.
     """
     device = torch.device(device)
     if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int(torch.cuda.mem_get_info(device)[0]) + int(cached)
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:

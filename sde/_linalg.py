@@ -16,7 +16,10 @@ def psd_factor(
     ``δ`` (a covariance from repeated inputs or dead units is singular, and rounding
     can make it slightly indefinite); the factor is then made lower triangular by a
     QR decomposition, so it can be extended by triangular solves. Runs on the
-    tensor's device without host synchronisation.
+    tensor's device; a scalar (B = 1) covariance needs no host synchronisation, a
+    larger one synchronises once on CUDA (``torch.linalg.eigh`` checks its result
+    on the host): once per Euler step of the at-init SDEs with several inputs
+    (tests/test_sync.py lists it as the one known sync in a layer loop).
 
     Parameters
     ----------

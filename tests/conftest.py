@@ -1,3 +1,4 @@
+import os
 from importlib.util import find_spec
 
 import numpy as np
@@ -11,6 +12,30 @@ import torch
 # test_coupled.py + test_options.py took 27 s with 2 threads and 9 s with 1 beside one
 # busy process, and single tests ran up to 100x slower.
 torch.set_num_threads(1)
+
+#: The devices of the ``device`` fixture: the CPU, plus CUDA where torch sees a GPU.
+#: ``NFD_TEST_DEVICES=cuda`` (a comma-separated list) keeps only those, so that
+#: ``benchmarks/device_report.py`` can count one device's passes; on a CPU-only
+#: machine the fixture gives "cpu" alone and the suite's time is unchanged.
+DEVICES = [d for d in ("cpu", "cuda") if d == "cpu" or torch.cuda.is_available()]
+if os.environ.get("NFD_TEST_DEVICES"):
+    DEVICES = [d for d in os.environ["NFD_TEST_DEVICES"].split(",") if d in DEVICES]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """The device a test that pins the numerics runs on: every available one
+    ("cpu", "cuda"). Tolerances that depend on the device's arithmetic say why where
+    they are set; bit-identity is only ever asked between runs on the same device."""
+    return request.param
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test that takes the ``device`` fixture ``device`` (``-m device``
+    selects them: benchmarks/device_report.py counts their passes)."""
+    for item in items:
+        if "device" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.device)
 
 
 @pytest.fixture

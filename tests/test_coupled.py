@@ -48,7 +48,7 @@ _YP = np.zeros(3)
 _ORACLE_FIELDS = ("f", "probe_f", "h2", "g2")
 
 
-def _oracle_t(backward, dtype, B, fields, particles=4096, S=10):
+def _oracle_t(backward, dtype, B, fields, particles=4096, S=10, device="cpu"):
     """t statistics (module rule) of ``fields`` of S simulate runs against
     linear_limit of the same mode, and the t of f and
     probe_f against the other mode's limit. Setup: L = 4, K = 8 steps (B = 1) or 6
@@ -60,7 +60,8 @@ def _oracle_t(backward, dtype, B, fields, particles=4096, S=10):
     exact = nfd.linear_limit(X, y, backward=backward, **kw)
     wrong = nfd.linear_limit(X, y, backward=other, **kw)
     runs = [nfd.simulate(X, y, activation="identity", backward=backward, particles=particles,
-                         seed=s, dtype=dtype, progress=False, error_replicas=0, **kw)
+                         seed=s, dtype=dtype, progress=False, error_replicas=0,
+                         device=device, **kw)
             for s in range(S)]
     t = t_stats(np.stack([flat(ds, fields) for ds in runs]) - flat(exact, fields))
     few = ("f", "probe_f")
@@ -72,16 +73,19 @@ def _oracle_t(backward, dtype, B, fields, particles=4096, S=10):
     ("coupled", "float64", 1), ("coupled", "float32", 2),
     ("decoupled", "float64", 2), ("decoupled", "float32", 1),
 ])
-def test_particles_match_linear_limit_over_sgd_steps(backward, dtype, B):
+def test_particles_match_linear_limit_over_sgd_steps(backward, dtype, B, device):
     # Both backward modes × both dtypes × B = 1 and a batch B = 2 (each factor in each
     # mode), 8 or 6 SGD steps (_oracle_t). Every recorded f, probe_f, h2 = E[h_ℓ²] and
     # g2 = E[g_ℓ²] of S = 10 seeds at P = 4096 against linear_limit: module rule (m =
     # all those entries, t_9 Bonferroni quantile ≈ 8.6 to 9.7). Power: the other
     # mode's limit must be rejected by the same rule on f and probe_f. (B = 2 guards
     # the singular backward block of a batch, whose samples share g_L: a driver that
-    # dropped its history correlation put E[g_0²] 8% low, max |t| ≈ 12.)
+    # dropped its history correlation put E[g_0²] 8% low, max |t| ≈ 12.) On every
+    # device: the rule is statistical (seed spread ≫ rounding), and float32 on CUDA is
+    # IEEE float32 (torch leaves TF32 matmuls off by default; a TF32 run, 10-bit
+    # mantissas, would need its own tolerance and is not what this checks).
     S = 10
-    t, t_other = _oracle_t(backward, dtype, B, _ORACLE_FIELDS, S=S)
+    t, t_other = _oracle_t(backward, dtype, B, _ORACLE_FIELDS, S=S, device=device)
     bound = t_bound(S, t.size)
     assert np.all(np.abs(t) < bound), (backward, dtype, B, float(np.abs(t).max()), bound)
     assert np.abs(t_other).max() > t_bound(S, t_other.size), float(np.abs(t_other).max())
@@ -166,7 +170,7 @@ def test_one_step_closed_forms_for_particles(backward):
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("S", [64, pytest.param(128, marks=pytest.mark.slow)])
-def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S):
+def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S, device):
     # tanh, L = 4, d = 8, K = 8 online SGD steps at η_c = 0.2 (±1 targets). The seed
     # mean of f over S = 64 (slow: 128) networks trained by ordinary backprop
     # (train_resnet(backward="coupled")) against simulate(backward="coupled",
@@ -190,8 +194,9 @@ def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S):
     rng = np.random.default_rng(0)
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
+    # on every device (float64: the statistic is set by the seed spread, not rounding)
     kw = dict(eta_c=eta, activation="tanh", steps=L, particles=16384, dtype="float64",
-              progress=False, error_replicas=0)
+              progress=False, error_replicas=0, device=device)
     ref = np.stack([nfd.simulate(X, y, backward="coupled", seed=s, **kw).f.values[1:, 0]
                     for s in range(R)])
     dec = nfd.simulate(X, y, backward="decoupled", seed=0, **kw).f.values[1:, 0]
@@ -207,7 +212,7 @@ def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S):
     stats, wrong, fs = {}, {}, {}
     for width in (256, 1024):
         nets = validation.train_resnet(X, y, width=width, depth=L, activation="tanh",
-                                       eta_c=eta, backward="coupled", seeds=S)
+                                       eta_c=eta, backward="coupled", seeds=S, device=device)
         fs[width] = f = nets.f.values[:, 1:, 0]
         stats[width] = hotelling(f, ref_mean, np.diag(ref_var))
         wrong[width] = hotelling(f, dec, np.diag(ref_var))
@@ -242,10 +247,11 @@ def test_coupled_float32_matches_float64_within_monte_carlo_error():
     assert np.all(np.isfinite(a))
 
 
-def test_coupled_is_default_reproducible_and_seeded():
+def test_coupled_is_default_reproducible_and_seeded(device):
+    # bit-identity between runs on the same device only
     X, y = _X[:6], _Y[:6]
     kw = dict(eta_c=0.3, activation="tanh", steps=3, particles=512, batch_size=2,
-              probes=(_XP, _YP), paths=2, progress=False)
+              probes=(_XP, _YP), paths=2, progress=False, device=device)
     default = nfd.simulate(X, y, seed=3, **kw)
     assert default.attrs["backward"] == "coupled"
     again = nfd.simulate(X, y, seed=3, backward="coupled", **kw)
@@ -267,11 +273,11 @@ def test_coupled_is_default_reproducible_and_seeded():
     assert nfd.linear_limit(X, y, eta_c=0.3, steps=3, batch_size=2).attrs["backward"] == "coupled"
 
 
-def test_diverging_coupled_run_names_the_step():
+def test_diverging_coupled_run_names_the_step(device):
     X = sphere(np.random.default_rng(1), 12, 4)
     with pytest.raises(FloatingPointError, match=r"SGD step \d+"):
         nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, activation="tanh", steps=4,
-                     particles=256, backward="coupled", progress=False)
+                     particles=256, backward="coupled", progress=False, device=device)
     with pytest.raises(FloatingPointError, match=r"SGD step \d+"):
         nfd.linear_limit(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, steps=4, backward="coupled")
 

@@ -12,33 +12,36 @@ import sde
 from nfd import ForwardSDE, get_activation
 
 
-def test_growing_driver_reproduces_requested_covariance():
+def test_growing_driver_reproduces_requested_covariance(device):
     # Target: a random SPD 6×6 covariance appended one component at a time at two
     # time indices. Rule: each empirical covariance entry of P samples has standard
-    # error ≤ sqrt((Σii Σjj + Σij²)/P); require |error| < 5 of those.
+    # error ≤ sqrt((Σii Σjj + Σij²)/P); require |error| < 5 of those. On every device:
+    # float64 throughout, so the rel=1e-8 pivots and 1e-14 covariance hold on any
+    # IEEE float64 arithmetic (the device changes only the summation order).
     rng = np.random.default_rng(0)
     A = rng.standard_normal((6, 6))
     cov = A @ A.T / 6 + 0.1 * np.eye(6)
     P = 200_000
-    drv = sde.GrowingGaussianDriver(2, P, 6, generator=torch.Generator().manual_seed(1),
-                                    dtype=torch.float64)
+    drv = sde.GrowingGaussianDriver(2, P, 6, device=device, dtype=torch.float64,
+                                    generator=torch.Generator(device).manual_seed(1))
     zs = []
     for k in range(6):
-        c = torch.tensor(cov[:k, k:k + 1])
-        b = torch.tensor(cov[k:k + 1, k:k + 1])
+        c = torch.tensor(cov[:k, k:k + 1], device=device)
+        b = torch.tensor(cov[k:k + 1, k:k + 1], device=device)
         z, piv = drv.append(0, c, b)
         drv.append(1, c, b)
         zs.append(z[0])
         # the pivot is the Schur complement of the new component
         exact_piv = cov[k, k] - cov[:k, k] @ np.linalg.solve(cov[:k, :k], cov[:k, k]) if k else cov[0, 0]
         assert float(piv) == pytest.approx(exact_piv, rel=1e-8)
-    Z = torch.stack(zs).numpy()
+    Z = torch.stack(zs).cpu().numpy()
     emp = Z @ Z.T / P
     se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / P)
     assert np.all(np.abs(emp - cov) < 5 * se)
-    assert drv.min_eigenvalues().numpy() == pytest.approx(np.linalg.eigvalsh(cov)[0], rel=1e-8)
+    assert drv.min_eigenvalues().cpu().numpy() == pytest.approx(np.linalg.eigvalsh(cov)[0],
+                                                                rel=1e-8)
     # only the lower triangle is stored; covariance() returns the full symmetric matrix
-    assert np.allclose(drv.covariance(1).numpy(), cov, rtol=0, atol=1e-14)
+    assert np.allclose(drv.covariance(1).cpu().numpy(), cov, rtol=0, atol=1e-14)
     assert not drv.finalize()
 
 
@@ -206,18 +209,20 @@ class _OU(sde.McKeanVlasovSDE):
         return -(y - y.mean(0, keepdim=True))
 
     def diffusion(self, t, y):
-        return torch.full((1, 1, 1), self.s, dtype=y.dtype)
+        return torch.full((1, 1, 1), self.s, dtype=y.dtype, device=y.device)
 
 
-def test_euler_maruyama_matches_discrete_moment_recursion_forward_and_backward():
+def test_euler_maruyama_matches_discrete_moment_recursion_forward_and_backward(device):
     # The L-step EM law: Var_{i+1} = (1−Δ)² Var_i + s²Δ exactly (up to O(1/P) from
-    # the empirical mean). Tolerance: 5 × SE of a sample variance, sqrt(2/P)·Var.
+    # the empirical mean). Tolerance: 5 × SE of a sample variance, sqrt(2/P)·Var
+    # (statistical, float64: the same on every device).
     P, steps, s = 100_000, 10, 0.7
     y0 = torch.randn(P, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 2
+    y0 = y0.to(device)
     for reverse in (False, True):
         res = sde.euler_maruyama(
             _OU(s), y0, t1=1.0, steps=steps, reverse=reverse,
-            generator=torch.Generator().manual_seed(1), observe=lambda t, y: y.var(0)[0])
+            generator=torch.Generator(device).manual_seed(1), observe=lambda t, y: y.var(0)[0])
         var = float(y0.var())
         dt = 0.1
         for i in range(steps + 1):
@@ -228,10 +233,11 @@ def test_euler_maruyama_matches_discrete_moment_recursion_forward_and_backward()
         assert res.ys.shape == (P, steps + 1, 1)
 
 
-def test_euler_maruyama_reproducible_and_stops_on_nan():
-    y0 = torch.randn(64, 1)
+def test_euler_maruyama_reproducible_and_stops_on_nan(device):
+    # bit-identity between two runs on the same device (never across devices)
+    y0 = torch.randn(64, 1).to(device)
     run = lambda: sde.euler_maruyama(_OU(1.0), y0, t1=1.0, steps=5,
-                                     generator=torch.Generator().manual_seed(5)).ys
+                                     generator=torch.Generator(device).manual_seed(5)).ys
     assert torch.equal(run(), run())
 
     class Blow(_OU):

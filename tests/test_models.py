@@ -117,12 +117,14 @@ def _reference_forward(P: dict, X: torch.Tensor, m: ResNetEnsemble):
 
 # ---------------------------------------------------------------- exactness
 @pytest.mark.parametrize("variant", VARIANTS, ids=["-".join(v) for v in VARIANTS])
-def test_manual_backward_matches_autograd(variant):
+def test_manual_backward_matches_autograd(variant, device):
+    # On every device. float64 on both sides (no TF32 in float64), so rtol 1e-10-1e-12
+    # is rounding along different operation orders on any IEEE device.
     style, block, scaling, regime, act = variant
-    m = _model(style, block, scaling, regime, act)
+    m = _model(style, block, scaling, regime, act, device=device)
     gen = torch.Generator().manual_seed(0)
-    X = torch.randn(4, 5, generator=gen, dtype=F64)
-    y = torch.randn(4, generator=gen, dtype=F64)
+    X = torch.randn(4, 5, generator=gen, dtype=F64).to(device)
+    y = torch.randn(4, generator=gen, dtype=F64).to(device)
     P = {k: v.detach().clone().requires_grad_(True) for k, v in m.parameters().items()}
     f, hs = _reference_forward(P, X, m)
     (0.5 * (f - y) ** 2).mean(1).sum().backward()  # batch-mean loss, summed over seeds

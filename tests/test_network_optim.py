@@ -111,18 +111,20 @@ def _close(actual, expected, what):
 
 
 def compare_with_torch(*, eta_c, momentum=0.0, weight_decay=0.0, gamma0=1.0,
-                       backward="coupled", activation="tanh", loss="mse", steps=K, **arch):
+                       backward="coupled", activation="tanh", loss="mse", steps=K,
+                       device="cpu", **arch):
     """Train the ensemble (per-step API, η_c(k) passed to each step) and the reference
-    side by side; compare f and every parameter (and W̃) after each step."""
+    side by side on ``device``; compare f and every parameter (and W̃) after each step."""
     sched = check_sgd(eta_c, steps, momentum=momentum, weight_decay=weight_decay,
                       gamma0=gamma0).eta_c
     net = ResNetEnsemble(D, width=N, depth=L, seeds=[0, 7], activation=activation,
                          backward=backward, eta_c=0.123, momentum=momentum,
-                         weight_decay=weight_decay, gamma0=gamma0, device="cpu", dtype=F64,
+                         weight_decay=weight_decay, gamma0=gamma0, device=device, dtype=F64,
                          **arch)
     ref = Reference(net, float(sched[0]), momentum, weight_decay, gamma0)
     lossf = nfd.get_loss(loss)
-    x, y = torch.as_tensor(X, dtype=F64), torch.as_tensor(Y, dtype=F64)
+    x, y = torch.as_tensor(X, dtype=F64, device=device), torch.as_tensor(Y, dtype=F64,
+                                                                         device=device)
     start = {name: t.clone() for name, t in net.parameters().items()}
     for k in range(steps):
         xb, yb = x[k * B:(k + 1) * B], y[k * B:(k + 1) * B]
@@ -151,9 +153,11 @@ OPTIONS = {
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
 @pytest.mark.parametrize("option", list(OPTIONS))
-def test_update_is_torch_sgd(option, backward):
+def test_update_is_torch_sgd(option, backward, device):
+    # on every device: float64 on both sides, so RTOL holds on any IEEE device
     for activation in ("relu", "tanh"):
-        compare_with_torch(backward=backward, activation=activation, **OPTIONS[option])
+        compare_with_torch(backward=backward, activation=activation, device=device,
+                           **OPTIONS[option])
 
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])

@@ -144,7 +144,7 @@ def test_logistic_and_callable_losses():
         nfd.simulate(X, y * 0.5, eta_c=1.0, loss="logistic", steps=2, particles=16, progress=False)
 
 
-def test_nonfinite_stops_with_step_and_layer():
+def test_nonfinite_stops_with_step_and_layer(device):
     def fragile(x):
         return torch.where(x.abs() > 20, torch.full_like(x, float("nan")), x)
 
@@ -152,12 +152,12 @@ def test_nonfinite_stops_with_step_and_layer():
     with pytest.raises(FloatingPointError,
                        match=r"SGD step 1: non-finite features E\[h\^2\] at layer 1 \(forward"):
         nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, steps=3,
-                     particles=256, progress=False, divergence=None)
+                     particles=256, progress=False, divergence=None, device=device)
     # with the default bound the same run stops earlier, at the first layer that grew
     with pytest.raises(FloatingPointError, match=r"SGD step 1: diverging features E\[h\^2\] "
                        r"at layer 0 \(forward pass\): .* times its step-0 scale"):
         nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, steps=3,
-                     particles=256, progress=False)
+                     particles=256, progress=False, device=device)
 
 
 @pytest.mark.parametrize("kwargs", [dict(batch_size=3), dict(probes=True)])

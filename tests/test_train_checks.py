@@ -35,13 +35,13 @@ def test_logistic_with_01_labels_is_refused_by_both_entry_points_alike():
 
 
 # -------------------------------------------------------------- divergence
-def test_divergence_guard_stops_a_diverging_run_naming_step_layer_and_quantity():
+def test_divergence_guard_stops_a_diverging_run_naming_step_layer_and_quantity(device):
     # eta_c = 3 with targets 4·y diverges while every number stays finite: without
     # the guard the run returns E[h^2] ~ 1e29 as a result (see the next test)
     with pytest.raises(FloatingPointError,
                        match=r"^SGD step \d+: diverging (features E\[h\^2\]|gradients "
                              r"E\[g\^2\]) at layer \d+ .*for seeds \[\d+\].*divergence="):
-        train_resnet(X16, 4 * Y16, eta_c=3.0, **NET)
+        train_resnet(X16, 4 * Y16, eta_c=3.0, **NET | dict(device=device))
 
 
 def test_divergence_none_only_stops_on_nan():

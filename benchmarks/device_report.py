@@ -1,0 +1,315 @@
+"""One command for a short device window (issue 25): the cost figures of one device,
+printed as one table and written to JSON, every figure with its unit.
+
+    python benchmarks/device_report.py --device {cpu,cuda} [--quick] --out report.json
+
+Sections, each reusing the benchmark scripts' own functions and each under its own
+time guard (:data:`BUDGET`; a run is never cut, but once a section's budget is spent
+its remaining runs are recorded as skipped, so a full report stays within 15 minutes
+on one H100: the guards sum to 12.5 minutes, sized for about 2 TB/s and about 1 ms of
+fixed cost per layer-step and pass, never measured on a GPU):
+
+1. ``bandwidth``: the device's copy bandwidth (``_common.copy_bandwidth``).
+2. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
+   bandwidth its history streams (``bench_simulate.history_bytes``: 6 (decoupled)
+   or 8 (coupled) k×P streams per layer-step, float32, B = 1), both backward modes,
+   at P = 16 384 and at the largest power-of-two P whose ``nfd.memory_estimate``
+   fits in 60% of the device's free memory (capped at 2²⁰), L = 64, K = 128
+   (``bench_simulate.timed``, integration alone, ``error_replicas=0``; fastest of
+   :data:`REPS` runs, the modes alternating); the
+   coupled/decoupled time ratio; peak device memory against ``nfd.memory_estimate``
+   (CUDA: ``torch.cuda.max_memory_allocated`` over the run; CPU: the peak resident
+   growth of a fresh process, ``bench_simulate.py --_peak``, at the first P only).
+3. ``alternatives``: ``bench_alternatives``' time ratios (S networks of width P/S
+   over ``simulate``, same backward mode) at P = 4096 and 16 384.
+4. ``engine``: the at-init engine against torchsde's euler (``bench_engine``).
+5. ``tests``: the pass count of the device-parametrized tests on this device
+   (``pytest -m "device and not slow"`` with ``NFD_TEST_DEVICES``; a checkout's
+   ``tests/`` only).
+
+``--quick`` (25–55 s on 2 CPU cores shared with other processes): L = 16, K = 64, P = 2048 and the
+largest that fits capped at 8192; alternatives at P = 512 and 1024 (K = 50, L = 8,
+S = 1 and 4, reference 4× the particles); engine at P = 100 000, L = 256 (the
+README's size); the device tests of ``tests/test_engine.py`` only. ``--no-tests``
+skips section 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+import nfd
+from nfd.schema import available_memory
+
+import bench_alternatives
+import bench_engine
+import bench_simulate
+from _common import copy_bandwidth
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Timed runs of each mode at each P of the simulate section (fastest kept).
+REPS = 2
+#: Seconds each section may start new runs for (the full report; ``--quick`` sizes
+#: finish far inside them).
+BUDGET = {"simulate": 240.0, "alternatives": 270.0, "engine": 60.0, "tests": 180.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """The sizes of one report (:data:`FULL`, :data:`QUICK`)."""
+
+    L: int  # simulate: depth
+    K: int  # simulate: SGD steps
+    P: tuple[int, ...]  # simulate: fixed particle counts, then the largest that fits
+    P_cap: int  # the largest P tried
+    alt: tuple[str, ...]  # bench_alternatives' command line
+    engine: tuple[int, int]  # at-init engine: particles, steps
+    tests: tuple[str, ...]  # test paths whose device tests are counted
+    copy_bytes: int = 1 << 28  # the copy bandwidth's buffer
+
+
+FULL = Sizes(L=64, K=128, P=(16384,), P_cap=2**20,
+             alt=("--sizes", "4096", "16384"), engine=(100_000, 256), tests=("tests",))
+QUICK = Sizes(L=16, K=64, P=(2048,), P_cap=8192,
+              alt=("--sizes", "512", "1024", "--K", "50", "--depth", "8", "--seeds", "1",
+                   "4", "--ref-factor", "4", "--probes", "16"),
+              engine=(100_000, 256), tests=("tests/test_engine.py",))
+
+
+class Report:
+    """The figures of one report: ``(section, name, value, unit, params)`` rows."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, section: str, name: str, value, unit: str, **params) -> None:
+        self.rows.append(dict(section=section, name=name, value=value, unit=unit, **params))
+
+    def skip(self, section: str, name: str, why: str, **params) -> None:
+        self.add(section, name, None, "", skipped=why, **params)
+
+    def table(self) -> str:
+        """One printed table: section, figure, value, unit."""
+        lines = [f"{'section':<13} {'figure':<68} {'value':>12}  unit",
+                 "-" * 102]
+        for r in self.rows:
+            params = ", ".join(f"{k}={v}" for k, v in r.items()
+                               if k not in ("section", "name", "value", "unit", "skipped"))
+            name = f"{r['name']} ({params})" if params else r["name"]
+            if r.get("skipped"):
+                value, unit = "skipped", r["skipped"]
+            elif isinstance(r["value"], float):
+                value, unit = f"{r['value']:.4g}", r["unit"]
+            else:
+                value, unit = str(r["value"]), r["unit"]
+            lines.append(f"{r['section']:<13} {name:<68} {value:>12}  {unit}")
+        return "\n".join(lines)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def largest_particles(device: str, L: int, K: int, cap: int, d: int = 8) -> int:
+    """The largest power of two P ≤ ``cap`` whose ``nfd.memory_estimate`` (coupled,
+    the larger mode) takes at most 60% of the memory available on ``device`` now."""
+    have, P = available_memory(device), cap
+    while P > 64 and nfd.memory_estimate(n_train=K, input_dim=d, steps=L,
+                                         particles=P)["total"] > 0.6 * have:
+        P //= 2
+    return P
+
+
+def _cpu_peak(P: int, L: int, K: int, mode: str) -> dict:
+    """Peak resident growth of one run in a fresh process and the estimate (bytes)."""
+    out = subprocess.run([sys.executable, bench_simulate.__file__, "--_peak", str(P),
+                          str(L), str(K), mode], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def simulate_section(rep: Report, device: str, sizes: Sizes, bandwidth: float) -> None:
+    """Section 2 (module docstring)."""
+    deadline = time.monotonic() + BUDGET["simulate"]
+    L, K = sizes.L, sizes.K
+    big = largest_particles(device, L, K, sizes.P_cap)
+    for i, P in enumerate(sorted(set(sizes.P) | {big})):
+        kw = dict(P=P, L=L, K=K)
+        times, peaks, why = {}, {}, {}
+        for _ in range(REPS):  # the modes alternate: their ratio sees one machine load
+            for mode in bench_simulate.MODES:
+                if time.monotonic() > deadline:
+                    why.setdefault(mode, "time guard")
+                    continue
+                if device.startswith("cuda"):
+                    torch.cuda.reset_peak_memory_stats()
+                    base = torch.cuda.memory_allocated()
+                try:
+                    t = bench_simulate.timed(P, L, K, device, mode)
+                except (MemoryError, RuntimeError) as err:  # refused, or out of memory
+                    why[mode] = f"{type(err).__name__}: {err}"[:200]
+                    continue
+                times[mode] = min(times.get(mode, t), t)
+                if device.startswith("cuda"):
+                    peaks[mode] = torch.cuda.max_memory_allocated() - base
+        for mode in bench_simulate.MODES:
+            if mode not in times:
+                rep.skip("simulate", f"{mode}: time per layer-step", why[mode], **kw)
+                continue
+            est = nfd.memory_estimate(n_train=K, input_dim=8, steps=L, particles=P,
+                                      backward=mode)["total"]
+            t = times[mode]
+            rep.add("simulate", f"{mode}: run time (fastest of {REPS})", t, "s", **kw)
+            rep.add("simulate", f"{mode}: time per layer-step", t / (L * K) * 1e6, "µs", **kw)
+            traffic = bench_simulate.history_bytes(P, L, K, mode) / t
+            rep.add("simulate", f"{mode}: history traffic", traffic / 1e9, "GB/s", **kw)
+            rep.add("simulate", f"{mode}: share of copy bandwidth", traffic / bandwidth, "1",
+                    **kw)
+            if mode in peaks:
+                peak = peaks[mode]
+            elif i == 0 and device == "cpu":
+                peak = _cpu_peak(P, L, K, mode)["peak"]
+            else:
+                continue
+            rep.add("simulate", f"{mode}: peak memory", peak / 2**20, "MiB", **kw)
+            rep.add("simulate", f"{mode}: memory_estimate", est / 2**20, "MiB", **kw)
+            rep.add("simulate", f"{mode}: peak / estimate", peak / est, "1", **kw)
+        if len(times) == 2:
+            rep.add("simulate", "coupled / decoupled time", times["coupled"]
+                    / times["decoupled"], "1", **kw)
+    rep.add("simulate", "largest P that fits (60% of free memory)", big, "particles",
+            L=L, K=K, capped=big == sizes.P_cap)
+
+
+def alternatives_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 3: bench_alternatives' ratios (networks time / simulate time)."""
+    args = bench_alternatives.parse_args(list(sizes.alt) + ["--device", device])
+    args.deadline = time.monotonic() + BUDGET["alternatives"]
+    for row in bench_alternatives.compare(args):
+        kw = {k: row[k] for k in ("P", "width", "seeds") if k in row}
+        name = f"{row['backward']}: {row['run']}"
+        if row.get("skipped"):
+            rep.skip("alternatives", name, row["skipped"], **kw)
+            continue
+        rep.add("alternatives", f"{name} time", row["time_s"], "s", **kw)
+        if row["run"] == "networks":
+            rep.add("alternatives", f"{name} / simulate", row["ratio"], "1", **kw)
+
+
+def engine_section(rep: Report, device: str, sizes: Sizes, bandwidth: float) -> None:
+    """Section 4: our Euler–Maruyama against torchsde's euler."""
+    P, L = sizes.engine
+    r = bench_engine.compare_engines(P, L, device, bandwidth)
+    kw = dict(P=P, L=L)
+    rep.add("engine", "sde.euler_maruyama", r["ours_s"], "s", **kw)
+    rep.add("engine", "torchsde sdeint euler", r["torchsde_s"], "s", **kw)
+    rep.add("engine", "torchsde / ours", r["torchsde_s"] / r["ours_s"], "1", **kw)
+    rep.add("engine", "E[h_T^2] agree within 5 s.e.", bool(r["agree"]), "bool", **kw)
+    rep.add("engine", "launched traffic, share of copy bandwidth",
+            r["launched_bytes"] / r["ours_s"] / r["bandwidth"], "1", **kw)
+
+
+def tests_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 5: ``pytest -m "device and not slow"`` on this device only."""
+    paths = [p for p in sizes.tests if (ROOT / p.split("::")[0]).exists()]
+    if not paths:
+        rep.skip("tests", "device tests", "no tests/ in this installation")
+        return
+    env = dict(os.environ, NFD_TEST_DEVICES=device.split(":")[0])
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
+           "device and not slow", *paths]
+    start = time.monotonic()
+    try:
+        out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=BUDGET["tests"])
+    except subprocess.TimeoutExpired:
+        rep.skip("tests", "device tests", f"over {BUDGET['tests']:.0f} s", paths=paths)
+        return
+    tail = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", tail)}
+    for what in ("passed", "failed", "skipped"):
+        rep.add("tests", f"device tests {what}", counts.get(what, 0), "tests",
+                paths=" ".join(paths))
+    rep.add("tests", "device tests wall time", time.monotonic() - start, "s")
+
+
+def report(device: str, sizes: Sizes, run_tests: bool = True, save=None) -> Report:
+    """Every section on ``device`` (module docstring), printed as it goes. A section
+    that fails is recorded as skipped with its error and the next one runs (a GPU
+    window is too short to lose the rest); ``save(rep)`` after each section keeps
+    what was measured if the window closes first."""
+    rep = Report()
+    bw = copy_bandwidth(device, sizes.copy_bytes)
+    _sync(device)
+    rep.add("bandwidth", "copy bandwidth (read + write)", bw / 1e9, "GB/s")
+    sections = {"simulate": lambda: simulate_section(rep, device, sizes, bw),
+                "alternatives": lambda: alternatives_section(rep, device, sizes),
+                "engine": lambda: engine_section(rep, device, sizes, bw),
+                "tests": (lambda: tests_section(rep, device, sizes)) if run_tests
+                else (lambda: rep.skip("tests", "device tests", "--no-tests"))}
+    for name, run in sections.items():
+        if save is not None:
+            save(rep)
+        try:
+            run()
+        except Exception as err:  # noqa: BLE001 - recorded, and the report goes on
+            traceback.print_exc()
+            rep.skip(name, "section failed", f"{type(err).__name__}: {err}"[:200])
+    if save is not None:
+        save(rep)
+    return rep
+
+
+def _machine(device: str) -> dict:
+    info = {"device": device, "torch": torch.__version__, "nfd": importlib.metadata.version("nfd"),
+            "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["gpu_memory_GiB"] = torch.cuda.get_device_properties(device).total_memory / 2**30
+    try:
+        info["load_average"] = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - not available
+        pass
+    return info
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--quick", action="store_true", help="small sizes: under a minute on a CPU")
+    ap.add_argument("--no-tests", action="store_true", help="skip the device tests' count")
+    ap.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    args = ap.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
+    start, sizes = time.monotonic(), QUICK if args.quick else FULL
+    doc = {"machine": _machine(args.device), "quick": args.quick,
+           "sizes": dataclasses.asdict(sizes)}
+
+    def save(rep: Report) -> None:
+        doc.update(runtime_s=time.monotonic() - start, figures=rep.rows)
+        args.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+    rep = report(args.device, sizes, run_tests=not args.no_tests, save=save)
+    print()
+    print(rep.table())
+    print(f"\n{doc['runtime_s']:.0f} s on {args.device}; written to {args.out}")
+    return doc
+
+
+if __name__ == "__main__":
+    main()
