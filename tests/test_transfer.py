@@ -101,7 +101,8 @@ def test_per_seed_intercepts_are_each_seeds_fit():
 
 TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[8, 16],
             seeds=2, lim_steps=[2, 4, 8], particles=128, lim_seeds=2, teacher_modes=["coupled"],
-            teacher_widths=[16], two_width=8, two_depths=[2, 4], horizons=[0.5, 1.0, 2.0],
+            teacher_widths=[16], two_width=8, two_depths=[2, 4], two_lim_steps=[2, 4],
+            horizons=[0.5, 1.0, 2.0],
             T_eta=0.1, T_depth=2, T_width=8, T_lim_steps=[2, 4], check_particles=256,
             check_steps=2, check_eta=0.1, momenta=[0.0, 0.5, 0.75], mom_eta=0.05,
             wd_eta=0.1, wd_units=[0.1, 1.0], optim_width=16)
@@ -138,6 +139,14 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
     np.testing.assert_array_equal(
         ds["two_train"].sel(first_layer_lr="depth-aware", depth=2, eta_c=0.05).values,
         two["loss"].values[:, K - W:, 0].mean(1))
+    # the two-layer blocks' coupled limit: one cell against a direct call
+    two_lim = nfd.simulate(Xt, yt, eta_c=0.1, steps=4, particles=128, seed=1_000_004,
+                           backward="coupled", block="two-layer",
+                           first_layer_lr="depth-aware", probes=probes, eig_steps=[],
+                           error_replicas=0, **common)
+    assert ds["two_lim_train"].sel(first_layer_lr="depth-aware", two_steps=4, eta_c=0.1,
+                                   lim_seed=1_000_004).item() == (
+        two_lim["loss"].values[K - W:, 0].mean())
     # the optimizer grids: a momentum cell (networks) and a weight-decay cell (limit)
     mom = train_resnet(Xt, yt, width=16, depth=4, eta_c=0.05, momentum=0.5, seeds=[0, 1],
                        probes=probes, record_collapse=False, **common)
@@ -158,6 +167,10 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
         assert sum(q.startswith(f"optimal {name}") for q in rows) == 2 * 3  # train, probe
         assert sum(q.startswith("drift") for q in rows) == 2 * (1 + (name != "momentum"))
     assert any(q.startswith("λ₁₀") for q in (f.quantity for f in findings))
+    two = [f for f in findings if "two-layer blocks (eq. 6), coupled limit" in f.observable]
+    # per metric and rule: η* at each L, the drift and L = ∞; then the drifts' difference
+    assert len(two) == 2 * 2 * (len(TINY["two_lim_steps"]) + 2)
+    assert sum("drift(depth-aware) − drift(depth-μP)" in f.quantity for f in findings) == 2
     text = study.conclude(ds)
     assert "η*" in text and "Momentum (η_c = 0.05" in text and "Weight decay" in text
     study.plot(ds, tmp_path / "transfer.png")

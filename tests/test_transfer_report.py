@@ -2,7 +2,8 @@
 with the limit, signed quantities, the horizon's words, why an optimum is unresolved
 (grid end or next to divergence), the gain over T = 1, the finite-P check, and the
 momentum and weight-decay rows (a known optimum, a known drift, a loss that only rises:
-"no interior optimum", and its threshold λ₁₀)."""
+"no interior optimum", and its threshold λ₁₀), and the two-layer blocks' limit rows (a
+known drift of η* with depth under eq. 8)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from validation.studies._report import format_report
 from validation.studies.transfer._fit import Optimum, seed_optimum
 from validation.studies.transfer._optima import PARAMS
 from validation.studies.transfer._report import (_best_T_finding, _check_finding,
-                                                 _exp_finding, _overlap, _param_findings,
-                                                 _signed, _T_verdict)
+                                                 _conclude_two, _exp_finding, _overlap,
+                                                 _param_findings, _signed, _T_verdict,
+                                                 _two_limit_findings)
 
 DOF = 10**6
 K = stats.t.ppf(0.975, DOF) * math.sqrt((DOF + 1) / DOF)  # half-width per s.d.
@@ -189,3 +191,56 @@ def test_the_report_has_the_optimizer_rows():
     text = format_report([("9. transfer", "", findings, None)])
     assert "| optimal momentum β at L = 16 |" in text and "| λ₁₀ (loss 10% above" in text
     assert "no interior optimum" in text
+
+
+def _two_limit_ds(slope_aware: float) -> xr.Dataset:
+    """The two-layer blocks' coupled limit with known optima: a parabola in log η_c
+    whose vertex is η* = 0.06 at every L under depth-μP and 0.06·(L/8)^slope_aware
+    under eq. 8, plus seed noise of 1e-4; networks at the same depths with the same
+    optima."""
+    rng = np.random.default_rng(3)
+    eta = 0.0125 * 2.0 ** (np.arange(11) / 2)
+    steps, rules = [8, 16, 32, 64], ["depth-mup", "depth-aware"]
+    star = {"depth-mup": lambda L: 0.06, "depth-aware": lambda L: 0.06 * (L / 8) ** slope_aware}
+
+    def curves(Ls, S):
+        out = np.empty((2, len(Ls), len(eta), S))
+        for i, rule in enumerate(rules):
+            for j, L in enumerate(Ls):
+                loss = 0.1 + 0.02 * (np.log(eta) - math.log(star[rule](L))) ** 2
+                out[i, j] = loss[:, None] + 1e-4 * rng.standard_normal((len(eta), S))
+        return out
+
+    return xr.Dataset(
+        {"two_train": (("first_layer_lr", "depth", "eta_c", "seed"), curves(steps, 6)),
+         "two_lim_train": (("first_layer_lr", "two_steps", "eta_c", "lim_seed"),
+                           curves(steps, 4))},
+        coords={"first_layer_lr": rules, "depth": steps, "two_steps": steps, "eta_c": eta,
+                "seed": np.arange(6), "lim_seed": np.arange(4) + 1_000_003},
+        attrs={"particles": 2048})
+
+
+@pytest.mark.parametrize("slope", [-0.5, 0.0])
+def test_two_layer_limit_rows_find_a_known_drift(slope):
+    # the limit's η* per L, its drift per doubling of L (the verdict on eq. 8), and the
+    # difference of the rules' drifts, on curves whose optima are known exactly
+    rows = _two_limit_findings(_two_limit_ds(slope), "train")
+    by = {(f.observable.split("η₁ ")[-1].split(",")[0], f.quantity): f for f in rows}
+    for L in (8, 16, 32, 64):
+        f = by[("depth-aware", f"optimal η_c at L = {L}")]
+        assert f.estimate == pytest.approx(0.06 * (L / 8) ** slope, rel=0.02)
+        assert f.verdict == f"networks at L = {L}: consistent with the limit's η* (the " \
+                            "intervals overlap)"
+    mup, aware = by[("depth-mup", "drift: Δlog₂ η* per doubling of L")], by[
+        ("depth-aware", "drift: Δlog₂ η* per doubling of L")]
+    assert mup.estimate == pytest.approx(0.0, abs=0.01)
+    assert mup.verdict == "consistent with 0: depth-μP transfers (against the claim)"
+    assert aware.estimate == pytest.approx(slope, abs=0.01)
+    assert aware.verdict == ("η* falls with depth: eq. 8 does not transfer" if slope
+                             else "consistent with 0: eq. 8 transfers (as claimed)")
+    diff = next(f for f in rows if f.quantity.startswith("drift(depth-aware)"))
+    assert diff.estimate == pytest.approx(slope, abs=0.01)
+    inf = by[("depth-aware", "optimal η_c at L = ∞")]
+    assert ("assumes a convergence that is not there" in inf.verdict) == bool(slope)
+    text = _conclude_two(_two_limit_ds(slope))
+    assert text.count("drifts per doubling of L") == 1 and "under eq. 8" in text

@@ -20,6 +20,7 @@ import xarray as xr
 from ._fit import Optimum, seed_crossing, seed_intercepts, seed_optimum
 
 __all__ = ["log_eta", "present", "net_optima", "limit_at", "limit_inf", "two_optima",
+           "two_limit_optima", "two_limit_inf",
            "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
            "param_grid", "param_curves", "param_optima", "param_limit_inf",
            "param_thresholds", "WD_REL"]
@@ -74,10 +75,10 @@ def limit_inf(ds: xr.Dataset, dataset: str, backward: str, metric: str
     return seed_optimum(log_eta(ds), a), a
 
 
-def _intercepts(ds: xr.Dataset, da: xr.DataArray) -> np.ndarray:
-    """Per-seed L → ∞ intercepts (seed, grid) of a limit's (lim_seed, steps, grid)
+def _intercepts(ds: xr.Dataset, da: xr.DataArray, steps: str = "steps") -> np.ndarray:
+    """Per-seed L → ∞ intercepts (seed, grid) of a limit's (lim_seed, ``steps``, grid)
     values, a + b/L fitted over every L run."""
-    L = ds["steps"].values.astype(float)
+    L = ds[steps].values.astype(float)
     return seed_intercepts(1.0 / L, seed_matrix(da, "lim_seed"))
 
 
@@ -89,6 +90,39 @@ def two_optima(ds: xr.Dataset, rule: str, metric: str) -> dict[int, Optimum]:
         if present(da):
             out[L] = seed_optimum(log_eta(ds), seed_matrix(da))
     return out
+
+
+def _two_limit(ds: xr.Dataset, rule: str, metric: str) -> xr.DataArray | None:
+    """The coupled two-layer limit's (lim_seed, two_steps, eta_c) values under
+    ``rule``; None when not run (a Dataset written before it existed)."""
+    var = f"two_lim_{metric}"
+    if var not in ds or not present(ds[var].sel(first_layer_lr=rule)):
+        return None
+    return ds[var].sel(first_layer_lr=rule).transpose("lim_seed", "two_steps", "eta_c")
+
+
+def two_limit_optima(ds: xr.Dataset, rule: str, metric: str) -> dict[int, Optimum]:
+    """{L: optimum of η_c} of the two-layer blocks' coupled limit at L Euler steps
+    under ``rule``, bootstrapped over its seeds (the same seeds and bootstrap draws
+    at every L, so the optima are paired across L); empty when not run."""
+    da = _two_limit(ds, rule, metric)
+    if da is None:
+        return {}
+    return {L: seed_optimum(log_eta(ds), seed_matrix(da.sel(two_steps=L), "lim_seed"))
+            for L in ds["two_steps"].values.tolist()}
+
+
+def two_limit_inf(ds: xr.Dataset, rule: str, metric: str
+                  ) -> tuple[Optimum, np.ndarray] | None:
+    """Optimum of the two-layer blocks' coupled limit under ``rule`` extrapolated to
+    L → ∞ (a + b/L per seed over every L run), with the intercepts (seed, η_c);
+    None when not run. It assumes the loss converges as L → ∞ at fixed η_c, which
+    the drift of :func:`two_limit_optima` tests."""
+    da = _two_limit(ds, rule, metric)
+    if da is None:
+        return None
+    a = _intercepts(ds, da, "two_steps")
+    return seed_optimum(log_eta(ds), a), a
 
 
 def T_net_optimum(ds: xr.Dataset, metric: str) -> Optimum:

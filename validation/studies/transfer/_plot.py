@@ -18,7 +18,7 @@ import xarray as xr
 from .._plotting import figure, legend_outside, log_x_at, save
 from ._optima import (PARAMS, WD_REL, Param, limit_at, limit_inf, net_optima, param_curves,
                       param_grid, param_limit_inf, param_optima, param_thresholds,
-                      seed_matrix, two_optima)
+                      seed_matrix, two_limit_optima, two_optima)
 
 __all__ = ["plot_transfer"]
 
@@ -149,17 +149,25 @@ def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
 
 
 def _two_layer_panel(ax, ds: xr.Dataset) -> None:
-    """Optimal η_c against depth of two-layer blocks under each first-layer rule."""
+    """Optimal η_c against depth of two-layer blocks under each first-layer rule: the
+    networks, and beside them their coupled limit at L Euler steps (when run)."""
     depths = ds["depth"].values.tolist()
     for j, rule in enumerate(ds["first_layer_lr"].values.tolist()):
         _optimum_bars(ax, depths, two_optima(ds, rule, "train"), 0.97 + 0.06 * j, _ends(ds),
                       fmt="o-" if j == 0 else "s--", color=f"C{j + 3}",
-                      label=f"η₁ {rule} ({_IV})")
+                      label=f"networks, η₁ {rule} ({_IV})")
+        lim = two_limit_optima(ds, rule, "train")
+        if lim:
+            _optimum_bars(ax, ds["two_steps"].values.tolist(), lim, 1.09 + 0.06 * j,
+                          _ends(ds), fmt="^:" if j == 0 else "v:", mfc="none",
+                          color=f"C{j + 3}", label=f"coupled limit at L steps, η₁ {rule}\n"
+                          f"({_IV} over {lim[min(lim)].dof + 1} seeds)")
     log_x_at(ax, depths, base=2)
     _log_y(ax)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel("optimal η_c of the train loss")
-    ax.set_title(f"digits, two-layer blocks (eq. 6), n = {ds.attrs['two_width']}", fontsize=8)
+    ax.set_title(f"digits, two-layer blocks (eq. 6), n = {ds.attrs['two_width']}\n"
+                 f"beside their limit (P = {ds.attrs['particles']})", fontsize=8)
     _legend(ax)
 
 

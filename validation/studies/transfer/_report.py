@@ -23,7 +23,7 @@ from ._fit import Optimum, compare_optima, drift, spread
 from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, limit_inf,
                       net_optima, param_grid, param_limit_inf, param_optima,
                       param_thresholds,
-                      seed_matrix, two_optima)
+                      seed_matrix, two_limit_inf, two_limit_optima, two_optima)
 
 __all__ = ["summarize_transfer", "conclude_transfer"]
 
@@ -206,6 +206,66 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
                            ("depth-aware η₁ transfers better (smaller spread)",
                             "depth-μP transfers better (smaller spread)",
                             "no difference in spread resolved")))
+    return out
+
+
+_TWO_CLAIM = {"depth-mup": "depth-μP (η₁ = η_c n): η* moves with depth (paper 002, Fig. 5)",
+              "depth-aware": "η₁ = η_c n√L (eq. 8): one η* at every depth (paper 002, Fig. 5)"}
+_TWO_WORDS = {"depth-mup": ("η* grows with depth: depth-μP does not transfer",
+                            "η* falls with depth: depth-μP does not transfer",
+                            "consistent with 0: depth-μP transfers (against the claim)"),
+              "depth-aware": ("η* grows with depth: eq. 8 does not transfer",
+                              "η* falls with depth: eq. 8 does not transfer",
+                              "consistent with 0: eq. 8 transfers (as claimed)")}
+
+
+def _two_limit_drift(ds: xr.Dataset, rule: str, metric: str
+                     ) -> tuple[dict[int, Optimum], Optimum | None]:
+    """The two-layer blocks' coupled limit under ``rule``: {L: η*} and the drift of
+    log₂ η* per doubling of L (None when not run)."""
+    opts = two_limit_optima(ds, rule, metric)
+    if not opts:
+        return opts, None
+    return opts, drift(np.log2(np.array(list(opts), float)), list(opts.values()))
+
+
+def _two_limit_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
+    """The two-layer blocks' coupled limit under each first-layer rule: η* at each L
+    (beside the networks' η* at that depth), its drift per doubling of L, which is
+    the verdict on paper 002's eq. 8 claim without finite-width noise, the a + b/L
+    extrapolation to L = ∞, and the difference of the two rules' drifts (paired:
+    the same limit seeds and bootstrap draws)."""
+    out, drifts = [], {}
+    for rule in ds["first_layer_lr"].values.tolist():
+        opts, drifts[rule] = _two_limit_drift(ds, rule, metric)
+        if not opts:
+            continue
+        nets = two_optima(ds, rule, metric)
+        what = (f"digits, two-layer blocks (eq. 6), coupled limit (P = "
+                f"{ds.attrs['particles']}), η₁ {rule}, {_METRICS[metric]}")
+        for L, opt in opts.items():
+            verdict = (f"networks at L = {L}: " + _overlap(nets[L], opt) if L in nets
+                       else "no networks at this depth")
+            out.append(_exp_finding(what, f"optimal η_c at L = {L}", opt, _TWO_CLAIM[rule],
+                                    verdict))
+        out.append(_signed(what, "drift: Δlog₂ η* per doubling of L", drifts[rule],
+                           _TWO_CLAIM[rule], _TWO_WORDS[rule]))
+        inf = two_limit_inf(ds, rule, metric)[0]
+        lo, hi = drifts[rule].ci()
+        note = ("" if lo <= 0 <= hi else "; η* drifts with L (row above), so this "
+                "extrapolation assumes a convergence that is not there")
+        Ls = ", ".join(str(v) for v in opts)
+        out.append(_exp_finding(f"{what}, a + b/L fit over L = {Ls}", "optimal η_c at L = ∞",
+                                inf, "the limit predicts the networks' η* (n, L → ∞)",
+                                _LIMIT_IV.format(S=inf.dof + 1) + note))
+    if all(d is not None for d in drifts.values()) and len(drifts) == 2:
+        out.append(_signed(
+            f"digits, two-layer blocks, coupled limit, {_METRICS[metric]}",
+            "drift(depth-aware) − drift(depth-μP), Δlog₂ η* per doubling of L",
+            compare_optima(drifts["depth-aware"], drifts["depth-mup"]),
+            _TWO_CLAIM["depth-aware"],
+            ("depth-aware η* rises faster with depth", "depth-aware η* falls faster with depth",
+             "no difference in drift resolved")))
     return out
 
 
@@ -422,7 +482,7 @@ def summarize_transfer(ds: xr.Dataset) -> list[Finding]:
             lim_rows, lim = _limit_findings(ds, dataset, metric)
             out += lim_rows + _depth_findings(ds, dataset, metric, widths, lim)
     for metric in _METRICS:
-        out += _two_layer_findings(ds, metric)
+        out += _two_layer_findings(ds, metric) + _two_limit_findings(ds, metric)
     out += _horizon_findings(ds, "train") + [_check_finding(ds)]
     for p in PARAMS.values():
         for metric in _METRICS:
@@ -444,6 +504,7 @@ def conclude_transfer(ds: xr.Dataset) -> str:
     return (f"On digits 3 vs 8 (running-mean train loss), the widest networks (n = {n}) "
             f"have η* = {fmt(opts[L0])} at L = {L0} and {fmt(opts[L1])} at L = {L1}; the "
             f"coupled limit extrapolated to L = ∞ predicts {fmt(res[0])} (95% intervals). "
+            + _conclude_two(ds)
             + "".join(_conclude_param(ds, p) for p in PARAMS.values())
             + "The table gives every depth, width, metric, the verdicts, the two-layer "
             "rules, the horizon T, momentum and weight decay.")
@@ -457,6 +518,24 @@ def _fmt_optimum(o: Optimum, value=math.exp, beyond: str = "minimum at the grid'
     ends = sorted(((value(x), f"{value(x):.3g}") if math.isfinite(x) else
                    (value(x), _OPEN) for x in o.ci()), key=lambda t: t[0])
     return f"{value(o.estimate):.3g} [{ends[0][1]}, {ends[1][1]}]"
+
+
+def _conclude_two(ds: xr.Dataset) -> str:
+    """A sentence on the two-layer blocks' coupled limit (train loss): the drift of
+    its η* per doubling of L under each first-layer rule, with intervals."""
+    if "first_layer_lr" not in ds.dims:
+        return ""
+    parts = []
+    for rule, name in (("depth-mup", "depth-μP"), ("depth-aware", "eq. 8")):
+        opts, d = _two_limit_drift(ds, rule, "train")
+        if d is None:
+            return ""
+        lo, hi = d.ci()
+        verdict = _signed("", "", d, "", _TWO_WORDS[rule]).verdict
+        parts.append(f"{d.estimate:+.2f} [{lo:.2f}, {hi:.2f}] under {name} ({verdict})")
+    Ls = ds["two_steps"].values.tolist()
+    return (f"Two-layer blocks (eq. 6), their coupled limit at L = {min(Ls)}…{max(Ls)}: "
+            f"log₂ η* drifts per doubling of L by {parts[0]} and by {parts[1]}. ")
 
 
 def _conclude_param(ds: xr.Dataset, p: Param) -> str:

@@ -11,7 +11,9 @@ and depends on η_c) and on the synthetic tanh teacher:
   η_c grid at several Euler steps L, with a few seeds (the same seeds at every grid
   point, so a difference along the grid is paired), extrapolated as a + b/L per seed;
 * two-layer blocks (eq. 6) under depth-μP and under the depth-aware η₁ = η_c n √L
-  (eq. 8), finite networks only (digits);
+  (eq. 8), digits: finite networks at one width and depths 4…64, beside their coupled
+  limit (``nfd.simulate(block="two-layer")``) on the same η_c grid at several L
+  (``two_lim_steps``), with the limits' seeds;
 * the time horizon T at one η_c: networks at one depth beside the coupled limit
   at that depth and at twice it (digits);
 * the coupled limit's finite-P error: one cell again with 4× the particles (the same
@@ -55,7 +57,8 @@ CONFIG = {
     True: dict(K=64, n_probe=64, etas=(0.0125 * 2.0 ** (np.arange(11) / 2)).tolist(),
                depths=[4, 8, 16], widths=[32, 64], seeds=4, lim_steps=[4, 8, 16],
                particles=1024, lim_seeds=3, teacher_modes=["coupled"], teacher_widths=[64],
-               two_width=32, two_depths=[4, 8, 16], horizons=[0.5, 1.0, 2.0, 4.0],
+               two_width=32, two_depths=[4, 8, 16], two_lim_steps=[4, 8, 16],
+               horizons=[0.5, 1.0, 2.0, 4.0],
                T_eta=0.1, T_depth=8, T_width=64, T_lim_steps=[8, 16],
                check_particles=4096, check_steps=8, check_eta=0.1, **_OPTIM,
                optim_width=64),
@@ -63,7 +66,7 @@ CONFIG = {
                 depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=6,
                 lim_steps=[8, 16, 32, 64], particles=2048, lim_seeds=4,
                 teacher_modes=["coupled"], teacher_widths=[128, 512],
-                two_width=128, two_depths=[4, 8, 16, 32, 64],
+                two_width=128, two_depths=[4, 8, 16, 32, 64], two_lim_steps=[8, 16, 32, 64],
                 horizons=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
                 T_eta=0.05, T_depth=16, T_width=512, T_lim_steps=[16, 32],
                 check_particles=8192, check_steps=16, check_eta=0.05, **_OPTIM,
@@ -157,6 +160,7 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
                                         depth=cfg["two_depths"], eta_c=cfg["etas"]),
         fixed=dict(net, block="two-layer", width=cfg["two_width"]), probes=probes,
         variables=["loss", "probe_loss"], **run), K)
+    out["two_lim"] = _two_limit(cfg, X, y, probes, lim, lim_seeds, run)
     out["T_net"] = _net_metrics(sweep_grid(
         X, y, kind="network", grid=dict(T=cfg["horizons"]),
         fixed=dict(net, eta_c=cfg["T_eta"], depth=cfg["T_depth"], width=cfg["T_width"]),
@@ -173,6 +177,19 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
                    eta_c=cfg["check_eta"], steps=cfg["check_steps"]),
         probes=probes, variables=_LIMIT_VARS, **run), K)
     return out
+
+
+def _two_limit(cfg: dict, X, y, probes, lim: dict, lim_seeds: list[int], run: dict
+               ) -> xr.Dataset:
+    """The coupled limit of the two-layer-block networks (paper 002 eq. 6; the limit of
+    ordinary backprop, which the decoupled one is not for these blocks: see
+    docs/two_layer_limit.md §5) under both first-layer rules, on the η_c grid at the
+    Euler steps ``two_lim_steps``, with the limits' seeds (digits)."""
+    return _limit_metrics(sweep_grid(
+        X, y, grid=dict(first_layer_lr=list(LR_RULES), steps=cfg["two_lim_steps"],
+                        eta_c=cfg["etas"], seed=lim_seeds),
+        fixed=dict(lim, backward="coupled", block="two-layer"), probes=probes,
+        variables=_LIMIT_VARS, **run), cfg["K"])
 
 
 def _optim_grids(cfg: dict, X, y, probes, net: dict, lim: dict, lim_seeds: list[int],
@@ -208,11 +225,12 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
     quick : bool
         K = 64 steps, depths 4–16, widths 32 and 64 (momentum and weight decay:
         64), the η_c, β and λ grids of the full version, 4 seeds (3 on the
-        teacher), limits with 3 seeds of 1024 particles at L = 4, 8, 16 (about
-        2.5 minutes on one thread), instead of K = 200, depths 4–64, widths 128
+        teacher), limits with 3 seeds of 1024 particles at L = 4, 8, 16 (the
+        two-layer blocks' limit too; about 2.5 minutes on one thread), instead of K = 200, depths 4–64, widths 128
         and 512 (momentum and weight decay: 512), 11 values of η_c (0.0125–0.4,
         ratio √2), 6 seeds (4 on the teacher), limits with 4 seeds of 2048
-        particles at L = 8, 16, 32, 64 (:data:`CONFIG`).
+        particles at L = 8, 16, 32, 64 (the two-layer blocks' limit too)
+        (:data:`CONFIG`).
     store, scheduler, progress
         See :func:`validation.run_jobs`.
     device
@@ -226,8 +244,10 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
         ``net_train``, ``net_probe`` (dataset, width, depth, eta_c, seed) and
         ``net_diverged`` (one-layer networks); ``lim_train``, ``lim_probe`` and
         ``lim_diverged`` (dataset, backward, steps, eta_c, lim_seed); ``two_*``
-        (first_layer_lr, depth, eta_c, seed; digits); ``T_net_*`` (T, seed) and
-        ``T_lim_*`` (T_steps, T, lim_seed) at η_c = ``T_eta``; ``check_*``
+        (first_layer_lr, depth, eta_c, seed; digits) and ``two_lim_*``
+        (first_layer_lr, two_steps, eta_c, lim_seed: their coupled limit);
+        ``T_net_*`` (T, seed) and ``T_lim_*`` (T_steps, T, lim_seed) at
+        η_c = ``T_eta``; ``check_*``
         (particles, lim_seed): the coupled limit at ``check_steps``, ``check_eta``
         with two particle counts; ``mom_net_*`` (depth, momentum, seed) and
         ``mom_lim_*`` (steps, momentum, lim_seed) at η_c = ``mom_eta``, ``wd_net_*``
@@ -244,7 +264,9 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
     net["diverged"] = net["diverged"].fillna(False).astype(bool)
     parts = [_prefixed(net.assign_coords(dataset=list(DATASETS)), "net"),
              _prefixed(lim.assign_coords(dataset=list(DATASETS)), "lim"),
-             _prefixed(g["two"], "two"), _prefixed(g["T_net"], "T_net"),
+             _prefixed(g["two"], "two"),
+             _prefixed(g["two_lim"], "two_lim", {"steps": "two_steps"}),
+             _prefixed(g["T_net"], "T_net"),
              _prefixed(g["T_lim"], "T_lim", {"steps": "T_steps"}),
              _prefixed(g["check"], "check")]
     parts += [_prefixed(g[f"{p}_{kind}"], f"{p}_{kind}") for p in ("mom", "wd")
