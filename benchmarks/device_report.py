@@ -135,9 +135,11 @@ def largest_particles(device: str, L: int, K: int, cap: int, d: int = 8) -> int:
 
 
 def _cpu_peak(P: int, L: int, K: int, mode: str) -> dict:
-    """Peak resident growth of one run in a fresh process and the estimate (bytes)."""
+    """Peak resident growth of one run (one-layer blocks) in a fresh process and the
+    estimate (bytes)."""
     out = subprocess.run([sys.executable, bench_simulate.__file__, "--_peak", str(P),
-                          str(L), str(K), mode], capture_output=True, text=True, check=True)
+                          str(L), str(K), mode, "one-layer"], capture_output=True, text=True,
+                         check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
