@@ -40,7 +40,10 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
     limit : xarray.Dataset
         Without ``seed``. ``{var}_se`` is used as its Monte Carlo error when present
         (``f_se``, ``probe_f_se``: with ``simulate``'s default ``error_replicas`` they
-        include the particles' interaction), otherwise it counts as exact.
+        include the particles' interaction), otherwise it counts as 0: exact for
+        ``linear_limit``; for a ``simulate`` run (``loss``, ``h2``, ``g2``, the
+        collapse observables) its Monte Carlo error is then left out, and
+        ``attrs["limit_se"]`` says so.
     var : str
         A variable both hold, e.g. ``"f"``, ``"loss"``, ``"probe_f"``, ``"h2"``.
 
@@ -80,12 +83,23 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
     out.attrs = {
         "var": var, "seeds": S, "width": networks.attrs.get("width", "unknown"),
         "particles": limit.attrs.get("particles", "exact"),
+        "limit_se": _limit_se_source(limit, var),
         "network_backward": networks.attrs.get("backward", "unknown"),
         "limit_backward": limit.attrs.get("backward", "unknown"),
         "interval": "error ± 2·error_se: approximate 95% interval (seed s.e. of the "
                     "mean and particle Monte Carlo s.e. in quadrature)",
     }
     return out
+
+
+def _limit_se_source(limit: xr.Dataset, var: str) -> str:
+    """Where ``limit_se`` comes from: ``{var}_se``, an exact limit, or nowhere."""
+    if f"{var}_se" in limit:
+        return f"{var}_se"
+    if str(limit.attrs.get("particles", "inf")) in ("inf", "exact"):
+        return "0: the limit is exact"
+    return (f"0: not recorded for {var}, so error_se holds the networks' seed error only, "
+            "not the limit's Monte Carlo error")
 
 
 def _check_pair(networks, limit, var: str) -> None:

@@ -59,6 +59,11 @@ def test_limit_without_se_counts_as_exact():
     out = nfd.compare(networks, limit.drop_vars("f_se"))
     np.testing.assert_array_equal(out.limit_se, 0.0)
     np.testing.assert_allclose(out.error_se, out.network_se, rtol=1e-15)
+    # ... and says so: a particle run's error without its Monte Carlo part
+    assert out.attrs["limit_se"].startswith("0: not recorded for f")
+    assert nfd.compare(networks, limit).attrs["limit_se"] == "f_se"
+    exact = limit.drop_vars("f_se").assign_attrs(particles="inf")
+    assert nfd.compare(networks, exact).attrs["limit_se"] == "0: the limit is exact"
 
 
 @pytest.mark.parametrize("edit, match", [

@@ -492,6 +492,8 @@ X4, Y4 = synthetic_task("linear", 4, 3, seed=0)
         (dict(block="two-layer", style="post"), ValueError, "style"),
         (dict(scaling="mlp", block="two-layer"), ValueError, "scaling"),
         (dict(first_layer_lr="fast"), ValueError, "first_layer_lr"),
+        # one-layer blocks have no first layer (nfd.simulate refuses the same)
+        (dict(first_layer_lr="depth-aware"), ValueError, "first_layer_lr.*two-layer"),
         (dict(regime="lazy"), ValueError, "regime"),
         (dict(T=-1.0), ValueError, "T"),
         (dict(eta_c=float("nan")), ValueError, "eta_c"),

@@ -168,8 +168,11 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
         assert sum(q.startswith("drift") for q in rows) == 2 * (1 + (name != "momentum"))
     assert any(q.startswith("λ₁₀") for q in (f.quantity for f in findings))
     two = [f for f in findings if "two-layer blocks (eq. 6), coupled limit" in f.observable]
-    # per metric and rule: η* at each L, the drift and L = ∞; then the drifts' difference
-    assert len(two) == 2 * 2 * (len(TINY["two_lim_steps"]) + 2)
+    # per metric and rule: η* at each L, the drift, L = ∞ and the finite-P check; then
+    # the drifts' difference
+    assert len(two) == 2 * 2 * (len(TINY["two_lim_steps"]) + 3)
+    assert sum(f.quantity == "η*(P = 128) / η*(P = 256)" for f in two) == 4
+    assert ds["two_check_train"].dims == ("first_layer_lr", "eta_c", "lim_seed")
     assert sum("drift(depth-aware) − drift(depth-μP)" in f.quantity for f in findings) == 2
     text = study.conclude(ds)
     assert "η*" in text and "Momentum (η_c = 0.05" in text and "Weight decay" in text

@@ -117,6 +117,9 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
     K, B = check_batches(Xn.shape[0], batch_size, n_steps)
     check_architecture(style, block, scaling)
+    if block == "one-layer" and first_layer_lr != "depth-mup":
+        raise ValueError(f"first_layer_lr={first_layer_lr!r} is for block='two-layer' (one-layer "
+                         "blocks have no first internal layer); leave it 'depth-mup'")
     sgd = check_sgd(eta_c, K, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),

@@ -20,7 +20,7 @@ import xarray as xr
 from ._fit import Optimum, seed_crossing, seed_intercepts, seed_optimum
 
 __all__ = ["log_eta", "present", "net_optima", "limit_at", "limit_inf", "two_optima",
-           "two_limit_optima", "two_limit_inf",
+           "two_limit_optima", "two_limit_inf", "two_check_optimum",
            "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
            "param_grid", "param_curves", "param_optima", "param_limit_inf",
            "param_thresholds", "WD_REL"]
@@ -123,6 +123,17 @@ def two_limit_inf(ds: xr.Dataset, rule: str, metric: str
         return None
     a = _intercepts(ds, da, "two_steps")
     return seed_optimum(log_eta(ds), a), a
+
+
+def two_check_optimum(ds: xr.Dataset, rule: str, metric: str) -> Optimum | None:
+    """Optimum of η_c of the two-layer blocks' coupled limit at ``check_steps`` with
+    ``check_particles`` (the same seeds and bootstrap draws as
+    :func:`two_limit_optima`, so the two are paired); None when not run."""
+    var = f"two_check_{metric}"
+    if var not in ds or not present(ds[var].sel(first_layer_lr=rule)):
+        return None
+    cell = ds[var].sel(first_layer_lr=rule).transpose("lim_seed", "eta_c")
+    return seed_optimum(log_eta(ds), seed_matrix(cell, "lim_seed"))
 
 
 def T_net_optimum(ds: xr.Dataset, metric: str) -> Optimum:

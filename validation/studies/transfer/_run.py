@@ -13,7 +13,8 @@ and depends on η_c) and on the synthetic tanh teacher:
 * two-layer blocks (eq. 6) under depth-μP and under the depth-aware η₁ = η_c n √L
   (eq. 8), digits: finite networks at one width and depths 4…64, beside their coupled
   limit (``nfd.simulate(block="two-layer")``) on the same η_c grid at several L
-  (``two_lim_steps``), with the limits' seeds;
+  (``two_lim_steps``), with the limits' seeds, and at one L with 4× the particles
+  (the finite-P check of its optimum);
 * the time horizon T at one η_c: networks at one depth beside the coupled limit
   at that depth and at twice it (digits);
 * the coupled limit's finite-P error: one cell again with 4× the particles (the same
@@ -161,6 +162,7 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
         fixed=dict(net, block="two-layer", width=cfg["two_width"]), probes=probes,
         variables=["loss", "probe_loss"], **run), K)
     out["two_lim"] = _two_limit(cfg, X, y, probes, lim, lim_seeds, run)
+    out["two_check"] = _two_limit(cfg, X, y, probes, lim, lim_seeds, run, check=True)
     out["T_net"] = _net_metrics(sweep_grid(
         X, y, kind="network", grid=dict(T=cfg["horizons"]),
         fixed=dict(net, eta_c=cfg["T_eta"], depth=cfg["T_depth"], width=cfg["T_width"]),
@@ -179,17 +181,23 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
     return out
 
 
-def _two_limit(cfg: dict, X, y, probes, lim: dict, lim_seeds: list[int], run: dict
-               ) -> xr.Dataset:
+def _two_limit(cfg: dict, X, y, probes, lim: dict, lim_seeds: list[int], run: dict,
+               check: bool = False) -> xr.Dataset:
     """The coupled limit of the two-layer-block networks (paper 002 eq. 6; the limit of
     ordinary backprop, which the decoupled one is not for these blocks: see
     docs/two_layer_limit.md §5) under both first-layer rules, on the η_c grid at the
-    Euler steps ``two_lim_steps``, with the limits' seeds (digits)."""
-    return _limit_metrics(sweep_grid(
-        X, y, grid=dict(first_layer_lr=list(LR_RULES), steps=cfg["two_lim_steps"],
-                        eta_c=cfg["etas"], seed=lim_seeds),
-        fixed=dict(lim, backward="coupled", block="two-layer"), probes=probes,
-        variables=_LIMIT_VARS, **run), cfg["K"])
+    Euler steps ``two_lim_steps``, with the limits' seeds (digits). ``check``: the
+    same at ``check_steps`` alone with ``check_particles`` (the finite-P check of its
+    η*: the coupled two-layer limit carries a larger finite-P bias than one-layer
+    blocks, docs/two_layer_limit.md §6)."""
+    grid = dict(first_layer_lr=list(LR_RULES), steps=cfg["two_lim_steps"], eta_c=cfg["etas"],
+                seed=lim_seeds)
+    fixed = dict(lim, backward="coupled", block="two-layer")
+    if check:
+        del grid["steps"]
+        fixed.update(steps=cfg["check_steps"], particles=cfg["check_particles"])
+    return _limit_metrics(sweep_grid(X, y, grid=grid, fixed=fixed, probes=probes,
+                                     variables=_LIMIT_VARS, **run), cfg["K"])
 
 
 def _optim_grids(cfg: dict, X, y, probes, net: dict, lim: dict, lim_seeds: list[int],
@@ -245,7 +253,9 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
         ``net_diverged`` (one-layer networks); ``lim_train``, ``lim_probe`` and
         ``lim_diverged`` (dataset, backward, steps, eta_c, lim_seed); ``two_*``
         (first_layer_lr, depth, eta_c, seed; digits) and ``two_lim_*``
-        (first_layer_lr, two_steps, eta_c, lim_seed: their coupled limit);
+        (first_layer_lr, two_steps, eta_c, lim_seed: their coupled limit) and
+        ``two_check_*`` (first_layer_lr, eta_c, lim_seed: that limit at
+        ``check_steps`` with ``check_particles``);
         ``T_net_*`` (T, seed) and ``T_lim_*`` (T_steps, T, lim_seed) at
         η_c = ``T_eta``; ``check_*``
         (particles, lim_seed): the coupled limit at ``check_steps``, ``check_eta``
@@ -266,6 +276,8 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
              _prefixed(lim.assign_coords(dataset=list(DATASETS)), "lim"),
              _prefixed(g["two"], "two"),
              _prefixed(g["two_lim"], "two_lim", {"steps": "two_steps"}),
+             _prefixed(g["two_check"].drop_vars(["steps", "particles"], errors="ignore"),
+                       "two_check"),
              _prefixed(g["T_net"], "T_net"),
              _prefixed(g["T_lim"], "T_lim", {"steps": "T_steps"}),
              _prefixed(g["check"], "check")]
