@@ -189,6 +189,7 @@ def test_validate_list_and_usage_errors(tmp_path, capsys):
     assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @needs('netCDF4', 'matplotlib')
 def test_validate_quick_study_writes_report(tmp_path, capsys):
     # the smallest study end to end through python -m validation: netCDF, figure,

@@ -108,6 +108,7 @@ TINY = dict(K=8, n_probe=4, etas=[0.05, 0.1, 0.2, 60.0], depths=[2, 4], widths=[
             wd_eta=0.1, wd_units=[0.1, 1.0], optim_width=16)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @needs("matplotlib")
 def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
     monkeypatch.setitem(CONFIG, True, TINY)

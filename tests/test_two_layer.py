@@ -84,6 +84,7 @@ def test_two_layer_networks_match_linear_limit_at_two_widths(backward, rate):
     assert wrong_rate[1024] > crit, (wrong_rate, crit)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
 def test_two_layer_limit_with_every_optimizer_option_matches_networks(backward):
     # Momentum 0.5, weight decay 0.3, γ₀ = 1.5, an η_c schedule, B = 2 and C = 2 MSE

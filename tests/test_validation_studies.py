@@ -267,6 +267,7 @@ def gia_study():
     return ds, summarize_gia(ds)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 def test_study3_quick_limits_differ(gia_study):
     # The response terms of ordinary backprop (paper 000) survive L → ∞ in the
     # limit: the L → ∞ plateau of D_L = mean_k Δ_L⁽ᵏ⁾² must be resolved (its 95%
@@ -280,6 +281,7 @@ def test_study3_quick_limits_differ(gia_study):
     assert d.ci[0] > 0, d
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 def test_study3_quick_schema_and_conclusion(gia_study):
     from validation.studies._gia import conclude_gia
 
@@ -311,6 +313,7 @@ def depth_study():
     return ds, summarize_depth(ds)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 def test_study8_quick_shared_noise(depth_study):
     # Runs at L and 2L share their Brownian path: f_L − f_2L must spread over seeds
     # far less than f_L itself (measured ≤ 0.13); independent noise gives ≈ √2.
@@ -323,6 +326,7 @@ def test_study8_quick_shared_noise(depth_study):
             assert float(ratio.max()) < 0.5, (b, L, ratio.values)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @pytest.mark.parametrize("mode", ["coupled", "decoupled"])
 def test_study8_quick_weak_order_one(depth_study, mode):
     # tanh is smooth: the Euler scheme's weak error E f_L − E f_∞ must decay like
@@ -338,6 +342,7 @@ def test_study8_quick_weak_order_one(depth_study, mode):
 
 # --- the report ---------------------------------------------------------------
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @needs('netCDF4', 'matplotlib')
 def test_report_keeps_earlier_sections_and_rebuilds_identically(tmp_path, gia_study):
     ds, _ = gia_study
@@ -359,6 +364,7 @@ def test_report_keeps_earlier_sections_and_rebuilds_identically(tmp_path, gia_st
     assert again.count("Not regenerated") == 1
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @needs('netCDF4', 'matplotlib')
 def test_quick_figures(tmp_path, training_study, gia_study, depth_study):
     plot_depth, plot_gia, plot_training = (STUDIES[n].plot for n in ("depth", "gia", "training"))

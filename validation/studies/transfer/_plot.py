@@ -18,7 +18,7 @@ import xarray as xr
 from .._plotting import figure, legend_outside, log_x_at, save
 from ._optima import (PARAMS, WD_REL, Param, limit_at, limit_inf, net_optima, param_curves,
                       param_grid, param_limit_inf, param_optima, param_thresholds,
-                      seed_matrix, two_limit_optima, two_optima)
+                      seed_matrix, two_limit_inf, two_limit_optima, two_optima)
 
 __all__ = ["plot_transfer"]
 
@@ -171,6 +171,41 @@ def _two_layer_panel(ax, ds: xr.Dataset) -> None:
     _legend(ax)
 
 
+def _two_loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
+    """Two-layer blocks under one first-layer rule: the networks' train loss against
+    η_c per depth (±2 s.e. over seeds), their coupled limit at each L in the same
+    colour (dashed, where the depth was run) and its a + b/L extrapolation to L = ∞
+    (black, ±2 s.e. over its seeds)."""
+    eta = ds["eta_c"].values
+    depths = ds["depth"].values.tolist()
+    steps = ds["two_steps"].values.tolist()
+    colour = {L: f"C{j}" for j, L in enumerate(sorted(set(depths) | set(steps)))}
+    for j, L in enumerate(depths):
+        v = seed_matrix(ds["two_train"].sel(first_layer_lr=rule, depth=L))
+        _seed_band(ax, eta * (1 + 0.02 * (j - 2)), v, fmt="o", color=colour[L], lw=1,
+                   label=f"networks L = {L}")
+    for L in steps:
+        v = seed_matrix(ds["two_lim_train"].sel(first_layer_lr=rule, two_steps=L)
+                        .transpose("lim_seed", "eta_c"), "lim_seed")
+        ax.plot(eta, v.mean(0), "--", color=colour[L], lw=1, label=f"limit L = {L}")
+    res = two_limit_inf(ds, rule, "train")
+    if res is not None:
+        _limit_band(ax, eta, res[1], "-", "limit, L = ∞ (a + b/L fit)")
+    log_x_at(ax, eta[2::4])
+    if np.isfinite(ax.dataLim.ymin) and ax.dataLim.ymin > 0:
+        ax.set_yscale("log")
+    means = ds["two_train"].sel(first_layer_lr=rule).mean("seed").values
+    shown = means[np.isfinite(means) & (means < 1.0)]
+    if shown.size:
+        ax.set_ylim(0.9 * shown.min(), 1.3 * shown.max())
+    ax.set_xlabel("learning-rate constant η_c (η = η_c·n; W₁: ×√L under eq. 8)")
+    ax.set_ylabel(_LOSS["train"], fontsize=8)
+    ax.set_title(f"digits, two-layer blocks, η₁ {rule}, n = {ds.attrs['two_width']}\n"
+                 f"(bars ±2 s.e. over seeds; dashed: coupled limit, P = "
+                 f"{ds.attrs['particles']}, mean of its seeds)", fontsize=8)
+    _legend(ax)
+
+
 def _horizon_panel(ax, ds: xr.Dataset) -> None:
     """Loss against T: networks at one depth (±2 s.e. over seeds) beside the coupled
     limit at that depth and deeper (±2 s.e. over the limit's seeds)."""
@@ -272,18 +307,24 @@ def _param_optimum_panel(ax, ds: xr.Dataset, p: Param, metric: str) -> None:
 
 
 def plot_transfer(ds: xr.Dataset, path) -> None:
-    """Ten panels: digits loss against η_c (train, probe) and optimal η_c against
-    depth; the two-layer rules; loss against T; the teacher's optimal η_c; loss
-    against momentum and weight decay and their optimum (threshold) against depth."""
+    """Up to twelve panels: digits loss against η_c (train, probe) and optimal η_c
+    against depth; the two-layer rules; loss against T; the teacher's optimal η_c;
+    the two-layer blocks' loss against η_c under each rule beside their limit (when
+    run); loss against momentum and weight decay and their optimum (threshold)
+    against depth."""
     rows = [p for p in PARAMS.values() if f"{p.prefix}_net_train" in ds]
-    fig, axes = figure(3 + len(rows), 2, size=5.6, aspect=0.6)
+    two = "two_lim_train" in ds
+    fig, axes = figure(3 + two + len(rows), 2, size=5.6, aspect=0.6)
     _loss_panel(axes[0, 0], ds, "digits", "train")
     _optimum_panel(axes[0, 1], ds, "digits", "train")
     _loss_panel(axes[1, 0], ds, "digits", "probe")
     _optimum_panel(axes[1, 1], ds, "teacher", "train")
     _two_layer_panel(axes[2, 0], ds)
     _horizon_panel(axes[2, 1], ds)
-    for row, p in zip(axes[3:], rows):
+    if two:
+        for ax, rule in zip(axes[3], ds["first_layer_lr"].values.tolist()):
+            _two_loss_panel(ax, ds, rule)
+    for row, p in zip(axes[3 + two:], rows):
         _param_loss_panel(row[0], ds, p, "train")
         _param_optimum_panel(row[1], ds, p, "train")
     save(fig, path)

@@ -283,7 +283,9 @@ def _two_check_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
             continue
         ratio = compare_optima(small, big)
         lo, hi = ratio.ci()
-        verdict = ("consistent with no finite-P shift of η* (the interval holds 1)"
+        verdict = ("not resolved: the interval is open on both sides"
+                   if math.isinf(lo) and math.isinf(hi) else
+                   "consistent with no finite-P shift of η* (the interval holds 1)"
                    if lo <= 0 <= hi else "a finite-P shift of η* resolved (the interval "
                    "excludes 1)")
         out.append(_exp_finding(
