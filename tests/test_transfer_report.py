@@ -234,10 +234,10 @@ def test_two_layer_limit_rows_find_a_known_drift(slope):
     mup, aware = by[("depth-mup", "drift: Δlog₂ η* per doubling of L")], by[
         ("depth-aware", "drift: Δlog₂ η* per doubling of L")]
     assert mup.estimate == pytest.approx(0.0, abs=0.01)
-    assert mup.verdict == "consistent with 0: depth-μP transfers (against the claim)"
+    assert mup.verdict == "no drift resolved (the interval holds 0)"
     assert aware.estimate == pytest.approx(slope, abs=0.01)
     assert aware.verdict == ("η* falls with depth: eq. 8 does not transfer" if slope
-                             else "consistent with 0: eq. 8 transfers (as claimed)")
+                             else "no drift resolved (the interval holds 0)")
     diff = next(f for f in rows if f.quantity.startswith("drift(depth-aware)"))
     assert diff.estimate == pytest.approx(slope, abs=0.01)
     assert diff.verdict == ("eq. 8's log₂ η* drifts down relative to depth-μP's" if slope

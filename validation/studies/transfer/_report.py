@@ -214,10 +214,10 @@ _TWO_CLAIM = {"depth-mup": "depth-μP (η₁ = η_c n): η* moves with depth (pa
               "depth-aware": "η₁ = η_c n√L (eq. 8): one η* at every depth (paper 002, Fig. 5)"}
 _TWO_WORDS = {"depth-mup": ("η* grows with depth: depth-μP does not transfer",
                             "η* falls with depth: depth-μP does not transfer",
-                            "consistent with 0: depth-μP transfers (against the claim)"),
+                            "no drift resolved (the interval holds 0)"),
               "depth-aware": ("η* grows with depth: eq. 8 does not transfer",
                               "η* falls with depth: eq. 8 does not transfer",
-                              "consistent with 0: eq. 8 transfers (as claimed)")}
+                              "no drift resolved (the interval holds 0)")}
 
 
 def _two_limit_drift(ds: xr.Dataset, rule: str, metric: str
@@ -549,22 +549,25 @@ def _fmt_optimum(o: Optimum, value=math.exp, beyond: str = "minimum at the grid'
 
 
 def _conclude_two(ds: xr.Dataset) -> str:
-    """A sentence on the two-layer blocks' coupled limit (train loss): the drift of
-    its η* per doubling of L under each first-layer rule, with intervals."""
+    """A sentence on the two-layer blocks' coupled limit: the drift of its η* per
+    doubling of L under each first-layer rule, train and probe loss, with intervals."""
     if "first_layer_lr" not in ds.dims:
         return ""
     parts = []
-    for rule, name in (("depth-mup", "depth-μP"), ("depth-aware", "eq. 8")):
-        opts, d = _two_limit_drift(ds, rule, "train")
-        if d is None:
-            return ""
-        row = _signed("", "", d, "", _TWO_WORDS[rule])
-        shown = (f"{row.estimate:+.2f} [{row.ci[0]:.2f}, {row.ci[1]:.2f}]" if row.resolved
-                 else "an unresolved amount")
-        parts.append(f"{shown} under {name} ({row.verdict})")
+    for metric, name in (("train", "train"), ("probe", "probe")):
+        for rule, rname in (("depth-mup", "depth-μP"), ("depth-aware", "eq. 8")):
+            d = _two_limit_drift(ds, rule, metric)[1] if f"two_lim_{metric}" in ds else None
+            if d is None:
+                continue
+            row = _signed("", "", d, "", _TWO_WORDS[rule])
+            shown = (f"{row.estimate:+.2f} [{row.ci[0]:.2f}, {row.ci[1]:.2f}]" if row.resolved
+                     else "an unresolved amount")
+            parts.append(f"{shown} under {rname} ({name} loss: {row.verdict})")
+    if not parts:
+        return ""
     Ls = ds["two_steps"].values.tolist()
     return (f"Two-layer blocks (eq. 6), their coupled limit at L = {min(Ls)}…{max(Ls)}: "
-            f"log₂ η* drifts per doubling of L by {parts[0]} and by {parts[1]}. ")
+            f"log₂ η* drifts per doubling of L by {'; '.join(parts)}. ")
 
 
 def _conclude_param(ds: xr.Dataset, p: Param) -> str:
