@@ -310,6 +310,7 @@ def test_the_layout_holds():
     assert not stray, f"modules outside their subpackage: {stray}"
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 def test_python_OO_imports_every_module():
     code = ("import importlib, pkgutil, nfd, sde, validation\n"
             "for pkg in (sde, nfd, validation):\n"

@@ -63,8 +63,9 @@ def test_simulate_is_bit_identical_on_1_2_and_3_threads(threads, backward, case,
     assert not _equal(runs[0], runs[1]) and not _equal(runs[0], runs[2])
 
 
-@pytest.mark.parametrize("inputs, particles, dtype", [(1, 40_001, "float32"),
-                                                      (15, 65_536, "float64")])
+@pytest.mark.parametrize("inputs, particles, dtype", [
+    (1, 40_001, "float32"),
+    pytest.param(15, 65_536, "float64", marks=pytest.mark.slow)])  # 6 s: the slow set
 def test_at_init_engine_is_bit_identical_on_1_2_and_3_threads(threads, monkeypatch, inputs,
                                                               particles, dtype):
     # one input: the kernel is a single reduction over P; 15 inputs in float64: MKL's

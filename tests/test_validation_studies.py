@@ -178,6 +178,7 @@ def training_study():
     return ds, summarize_training(ds)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @pytest.mark.parametrize("mode", ["coupled", "decoupled"])
 def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study, mode):
     ds, findings = training_study
@@ -213,6 +214,7 @@ def _chi2_pvalues(ds, net_mode: str, ref_mode: str) -> list[float]:
     return out
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 @pytest.mark.parametrize("mode", ["coupled", "decoupled"])
 def test_study2_quick_networks_agree_with_simulate_at_fixed_depth(training_study, mode):
     # Exactness of the correspondence, not just a rate: at the widest width the seed
@@ -226,6 +228,7 @@ def test_study2_quick_networks_agree_with_simulate_at_fixed_depth(training_study
     assert min(pvals) > level, (mode, pvals)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 def test_study2_quick_network_gap_matches_limit_gap(training_study):
     # Ordinary backprop's response terms, measured where they are resolved: the
     # paired network gap E_seed[f_coupled − f_decoupled] (same seeds, so the same
@@ -249,6 +252,7 @@ def test_study2_quick_network_gap_matches_limit_gap(training_study):
         assert chi2.sf(stat, gap.sizes["step"]) > 0.01 / ds.sizes["depth"], (L, stat)
 
 
+@pytest.mark.slow  # over 8 s on 2 cores: the fast suite stays under 3 minutes
 def test_study2_records_schema(training_study):
     ds, _ = training_study
     assert ds["f"].dims == ("backward", "width", "depth", "seed", "step")
