@@ -554,7 +554,7 @@ def _conclude_two(ds: xr.Dataset) -> str:
     if "first_layer_lr" not in ds.dims:
         return ""
     parts = []
-    for metric, name in (("train", "train"), ("probe", "probe")):
+    for metric in ("train", "probe"):
         for rule, rname in (("depth-mup", "depth-μP"), ("depth-aware", "eq. 8")):
             d = _two_limit_drift(ds, rule, metric)[1] if f"two_lim_{metric}" in ds else None
             if d is None:
@@ -562,7 +562,7 @@ def _conclude_two(ds: xr.Dataset) -> str:
             row = _signed("", "", d, "", _TWO_WORDS[rule])
             shown = (f"{row.estimate:+.2f} [{row.ci[0]:.2f}, {row.ci[1]:.2f}]" if row.resolved
                      else "an unresolved amount")
-            parts.append(f"{shown} under {rname} ({name} loss: {row.verdict})")
+            parts.append(f"{shown} under {rname} ({metric} loss: {row.verdict})")
     if not parts:
         return ""
     Ls = ds["two_steps"].values.tolist()
