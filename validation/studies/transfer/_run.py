@@ -234,7 +234,8 @@ def run_transfer(*, quick: bool = False, store=None, scheduler: str | None = Non
         K = 64 steps, depths 4–16, widths 32 and 64 (momentum and weight decay:
         64), the η_c, β and λ grids of the full version, 4 seeds (3 on the
         teacher), limits with 3 seeds of 1024 particles at L = 4, 8, 16 (the
-        two-layer blocks' limit too; about 2.5 minutes on one thread), instead of K = 200, depths 4–64, widths 128
+        two-layer blocks' limit too; 5.5 minutes on one idle thread, 330 s
+        measured on 2026-11-26), instead of K = 200, depths 4–64, widths 128
         and 512 (momentum and weight decay: 512), 11 values of η_c (0.0125–0.4,
         ratio √2), 6 seeds (4 on the teacher), limits with 4 seeds of 2048
         particles at L = 8, 16, 32, 64 (the two-layer blocks' limit too)
