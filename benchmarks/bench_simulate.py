@@ -128,7 +128,7 @@ def peak_memory(P: int, L: int, K: int, backward: str, block: str = "one-layer")
     print(json.dumps({"peak": peak - base, "estimate": est["total"]}))
 
 
-def _child_peak(P: int, L: int, K: int, backward: str, block: str) -> dict:
+def child_peak(P: int, L: int, K: int, backward: str, block: str) -> dict:
     """:func:`peak_memory` in a fresh process (its resident high-water mark is its own)."""
     out = subprocess.run([sys.executable, __file__, "--_peak", str(P), str(L), str(K),
                           backward, block], capture_output=True, text=True, check=True)
@@ -254,7 +254,7 @@ def block_cost(dev: str, s: int, reps: int) -> None:
         print(f"  {m}: {one:.2f} s one-layer, {two:.2f} s two-layer: ratio {two / one:.2f} "
               f"(pairs {', '.join(f'{b / a:.2f}' for a, b in zip(*t.values()))})")
         if dev == "cpu":
-            mem = {block: _child_peak(P, L, K, m, block) for block in t}
+            mem = {block: child_peak(P, L, K, m, block) for block in t}
             print(f"  {m} peak memory: one-layer {mem['one-layer']['peak'] / 2**20:.0f} MiB "
                   f"(estimate {mem['one-layer']['estimate'] / 2**20:.0f}), two-layer "
                   f"{mem['two-layer']['peak'] / 2**20:.0f} MiB (estimate "
@@ -324,7 +324,7 @@ def main() -> None:
           f"{(8 * L + 2) / (6 * L + 2):.2f})")
     if dev == "cpu":
         for m in MODES:
-            mem = _child_peak(P, L, K, m, "one-layer")
+            mem = child_peak(P, L, K, m, "one-layer")
             print(f"peak memory, {m}: {mem['peak'] / 2**20:.0f} MiB vs estimate "
                   f"{mem['estimate'] / 2**20:.0f} MiB "
                   f"(ratio {mem['peak'] / mem['estimate']:.2f})")

@@ -136,11 +136,8 @@ def largest_particles(device: str, L: int, K: int, cap: int, d: int = 8) -> int:
 
 def _cpu_peak(P: int, L: int, K: int, mode: str) -> dict:
     """Peak resident growth of one run (one-layer blocks) in a fresh process and the
-    estimate (bytes)."""
-    out = subprocess.run([sys.executable, bench_simulate.__file__, "--_peak", str(P),
-                          str(L), str(K), mode, "one-layer"], capture_output=True, text=True,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    estimate (bytes): ``bench_simulate.child_peak``."""
+    return bench_simulate.child_peak(P, L, K, mode, "one-layer")
 
 
 def simulate_section(rep: Report, device: str, sizes: Sizes, bandwidth: float) -> None:

@@ -58,7 +58,13 @@ def net_optima(ds: xr.Dataset, dataset: str, metric: str, width: int) -> dict[in
 def limit_at(ds: xr.Dataset, dataset: str, backward: str, metric: str,
              L: int) -> Optimum:
     """Optimum of the limit at L Euler steps, bootstrapped over its seeds."""
-    cell = ds[f"lim_{metric}"].sel(dataset=dataset, backward=backward, steps=L)
+    return _eta_optimum(ds, ds[f"lim_{metric}"].sel(dataset=dataset, backward=backward,
+                                                    steps=L))
+
+
+def _eta_optimum(ds: xr.Dataset, cell: xr.DataArray) -> Optimum:
+    """Optimum of η_c of a limit's (lim_seed, eta_c) cell, bootstrapped over its seeds
+    (the same draws for every cell: optima of one limit are paired)."""
     return seed_optimum(log_eta(ds), seed_matrix(cell.transpose("lim_seed", "eta_c"),
                                                  "lim_seed"))
 
@@ -108,8 +114,7 @@ def two_limit_optima(ds: xr.Dataset, rule: str, metric: str) -> dict[int, Optimu
     da = _two_limit(ds, rule, metric)
     if da is None:
         return {}
-    return {L: seed_optimum(log_eta(ds), seed_matrix(da.sel(two_steps=L), "lim_seed"))
-            for L in ds["two_steps"].values.tolist()}
+    return {L: _eta_optimum(ds, da.sel(two_steps=L)) for L in ds["two_steps"].values.tolist()}
 
 
 def two_limit_inf(ds: xr.Dataset, rule: str, metric: str
@@ -132,8 +137,7 @@ def two_check_optimum(ds: xr.Dataset, rule: str, metric: str) -> Optimum | None:
     var = f"two_check_{metric}"
     if var not in ds or not present(ds[var].sel(first_layer_lr=rule)):
         return None
-    cell = ds[var].sel(first_layer_lr=rule).transpose("lim_seed", "eta_c")
-    return seed_optimum(log_eta(ds), seed_matrix(cell, "lim_seed"))
+    return _eta_optimum(ds, ds[var].sel(first_layer_lr=rule))
 
 
 def T_net_optimum(ds: xr.Dataset, metric: str) -> Optimum:

@@ -57,6 +57,15 @@ def _limit_band(ax, x, per_seed: np.ndarray, style: str, label: str) -> None:
     ax.fill_between(x, a - 2 * se, a + 2 * se, color="k", alpha=0.15, lw=0)
 
 
+def _clip_losses(ax, nets: xr.DataArray) -> None:
+    """y range around the networks' seed-mean losses below 1 (above 1: diverging,
+    clipped)."""
+    means = nets.mean("seed").values
+    shown = means[np.isfinite(means) & (means < 1.0)]
+    if shown.size:
+        ax.set_ylim(0.9 * shown.min(), 1.3 * shown.max())
+
+
 def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
     """Loss against η_c, one curve per depth (widest width), the limits at L = ∞
     drawn over them."""
@@ -74,10 +83,7 @@ def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
         _limit_band(ax, eta, res[1], style, f"{b} limit, L = ∞ (a + b/L fit)")
     log_x_at(ax, eta[2::4])
     _log_y(ax)
-    means = ds[f"net_{metric}"].sel(dataset=dataset, width=n).mean("seed").values
-    shown = means[np.isfinite(means) & (means < 1.0)]  # above 1: clipped (diverging)
-    if shown.size:
-        ax.set_ylim(0.9 * shown.min(), 1.3 * shown.max())
+    _clip_losses(ax, ds[f"net_{metric}"].sel(dataset=dataset, width=n))
     ax.set_xlabel("learning-rate constant η_c (η = η_c·n)")
     ax.set_ylabel(_LOSS[metric], fontsize=8)
     ax.set_title(f"{dataset}, one-layer blocks, n = {n}\n(bars ±2 s.e. over seeds; "
@@ -194,10 +200,7 @@ def _two_loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
     log_x_at(ax, eta[2::4])
     if np.isfinite(ax.dataLim.ymin) and ax.dataLim.ymin > 0:
         ax.set_yscale("log")
-    means = ds["two_train"].sel(first_layer_lr=rule).mean("seed").values
-    shown = means[np.isfinite(means) & (means < 1.0)]
-    if shown.size:
-        ax.set_ylim(0.9 * shown.min(), 1.3 * shown.max())
+    _clip_losses(ax, ds["two_train"].sel(first_layer_lr=rule))
     ax.set_xlabel("learning-rate constant η_c (η = η_c·n; W₁: ×√L under eq. 8)")
     ax.set_ylabel(_LOSS["train"], fontsize=8)
     ax.set_title(f"digits, two-layer blocks, η₁ {rule}, n = {ds.attrs['two_width']}\n"
