@@ -70,6 +70,13 @@ def test_windows_follow_a_changing_inflation():
 def test_replica_sizes_and_seeds():
     assert replica_particles(8192) == 1024 and replica_particles(4096) == 512
     assert replica_particles(1024) == 512 and replica_particles(100) == 100
+    # coupled: at least 4 particles per training trajectory (the Stein estimates are
+    # heavy-tailed near P ≈ K·B); the decoupled limit keeps P/8
+    assert replica_particles(4096, 480, coupled=True) == 1920
+    assert replica_particles(32768, 1600, coupled=True) == 6400
+    assert replica_particles(32768, 1600, coupled=False) == 4096
+    assert replica_particles(65536, 1600, coupled=True) == 8192
+    assert replica_particles(1000, 480, coupled=True) == 1000
     seeds = replica_seeds(0, 3)
     assert len(set(seeds) | {0}) == 4 and seeds == replica_seeds(0, 3)
     assert replica_seeds(1, 3) != seeds
@@ -104,6 +111,26 @@ def test_replicas_change_only_the_errors(backward):
         assert rho.attrs["long_name"].startswith("error inflation")
     assert ds.attrs["error_replicas"] == 2 and ds.attrs["error_replica_particles"] == 300
     assert plain.attrs["error_replica_particles"] == 0
+
+
+@pytest.mark.parametrize("backward, expected", [("coupled", 4 * 16 * 12), ("decoupled", 512)])
+def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
+    """The replicas simulate runs are the size ``error_replica_particles`` records:
+    K·B = 16·12 = 192 trajectories, P = 4000, so P/8 = 500 → 512 decoupled and
+    4·K·B = 768 coupled."""
+    X, y = nfd.synthetic_task("tanh", 16 * 12, 8, seed=0)
+    real, sizes = _simulate._integrate, []
+
+    def record(cfg, scale, progress, replica=False):
+        if replica:
+            sizes.append(cfg.P)
+        return real(cfg, scale, progress, replica)
+
+    monkeypatch.setattr(_simulate, "_integrate", record)
+    ds = nfd.simulate(X, y, eta_c=0.1, steps=2, particles=4000, batch_size=12,
+                      backward=backward, eig_steps=[], progress=False)
+    assert sizes == [expected, expected]
+    assert ds.attrs["error_replica_particles"] == expected
 
 
 def test_error_replicas_is_checked():

@@ -230,7 +230,7 @@ def simulate(
         Brownian paths across depths: see :func:`nfd.coarsen_innovations`.
     error_replicas : int
         R, the number of independent replica runs (own seeds, own mean field of
-        P/8 particles, at least 512) from which the standard errors ``f_se`` and
+        P/8 particles, at least 512 and, coupled, at least 4·K·B) from which the standard errors ``f_se`` and
         ``probe_f_se`` take the particles' interaction into account
         (``nfd._simulation._errors``): the error of a particle mean is not its per-particle
         spread / √P, because every particle moves with the noise of the shared
@@ -387,7 +387,7 @@ def _replicas(cfg: Config, input_scale: float) -> tuple[list[xr.Dataset] | None,
     :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
     innovations, recording no paths or eigenvalues. ``(None, reason)`` when one
     diverges."""
-    P = replica_particles(cfg.P)
+    P = replica_particles(cfg.P, cfg.N, cfg.coupled)
     runs = []
     for r, seed in enumerate(replica_seeds(cfg.seed, cfg.error_replicas)):
         rep = dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
