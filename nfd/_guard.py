@@ -43,11 +43,16 @@ class DivergenceGuard:
     advice : str
         A further remedy ending the message (e.g. more particles), after the
         standard ones.
+    momentum : float
+        β of the run's ``torch.optim.SGD``; when positive the message names it too
+        (its steps add up to η_c/(1 − β), ten times η_c at β = 0.9).
     """
 
     def __init__(self, divergence: float | None, input_scale: float,
-                 seeds: list[int] | None = None, advice: str = "") -> None:
+                 seeds: list[int] | None = None, advice: str = "",
+                 momentum: float = 0.0) -> None:
         self.advice = advice
+        self.momentum = momentum
         divergence = check_divergence(divergence)
         self.bound = float("inf") if divergence is None else divergence
         self.input_scale = input_scale
@@ -106,9 +111,12 @@ class DivergenceGuard:
         return text + self.hint()
 
     def hint(self) -> str:
-        """What to do, ending every message: lower η_c or T, or rescale the inputs
-        when |x|²/d is far from 1, then the ``advice``."""
+        """What to do, ending every message: lower η_c or T (or the momentum), or
+        rescale the inputs when |x|²/d is far from 1, then the ``advice``."""
         hint = "; lower eta_c or T"
+        if self.momentum > 0:
+            hint += (f", or the momentum (with momentum={self.momentum:g} the steps add up "
+                     f"to {1 / (1 - self.momentum):.3g} times eta_c)")
         if not 1 / INPUT_SCALE_FACTOR <= self.input_scale <= INPUT_SCALE_FACTOR:
             hint += (f", or rescale the inputs: their mean |x|^2/d is {self.input_scale:.3g}, "
                      "far from the sphere convention |x|^2/d = 1")

@@ -239,6 +239,9 @@ def test_small_gamma0_is_not_taken_for_divergence():
     assert np.abs(ds.f.values).max() > 100 * np.abs(train_resnet(X, Y, **kw).f.values).max()
     with pytest.raises(FloatingPointError, match="diverging"):  # real divergence stops
         train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), gamma0=1e-3)
+    with pytest.raises(FloatingPointError, match=r"or the momentum \(with momentum=0\.9 "
+                       r"the steps add up to 10 times eta_c\)"):
+        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), gamma0=1e-3, momentum=0.9)
 
 
 # ------------------------------------------------ the defaults: bit for bit

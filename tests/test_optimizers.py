@@ -191,6 +191,18 @@ def test_small_gamma0_is_not_taken_for_divergence():
     assert float((np.abs(ds.f) / ds.f_se).max()) < 10
 
 
+def test_divergence_with_momentum_names_the_momentum():
+    # momentum β multiplies the step by up to 1/(1 − β): the message says so, and a run
+    # without momentum does not mention it
+    kw = dict(steps=4, particles=256, batch_size=_B, progress=False, error_replicas=0)
+    with pytest.raises(FloatingPointError, match=r"lower eta_c or T, or the momentum "
+                       r"\(with momentum=0\.9 the steps add up to 10 times eta_c\)"):
+        nfd.simulate(_X, 30 * _Y, eta_c=3.0, momentum=0.9, **kw)
+    with pytest.raises(FloatingPointError) as err:
+        nfd.simulate(_X, 30 * _Y, eta_c=30.0, **kw)
+    assert "momentum" not in str(err.value)
+
+
 # ---------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------

@@ -137,8 +137,10 @@ def start(cfg: Config, input_scale: float) -> RunState:
         first = dataclasses.replace(cfg.sgd, eta_c=cfg.sgd.eta_c * cfg.first_mult)
     return RunState(
         cfg=cfg, model=model, hist=hist, drivers=drivers, rec=_record(cfg),
-        guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg)),
-        probe_guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg)),
+        guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg),
+                              momentum=cfg.sgd.momentum),
+        probe_guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg),
+                                    momentum=cfg.sgd.momentum),
         x=hist.X.reshape(cfg.K, cfg.B, cfg.d),
         y=_targets(cfg.y, cfg, kw).reshape((cfg.K, cfg.B) + cfg.y.shape[1:]),
         xp=None if cfg.Xp is None else torch.as_tensor(cfg.Xp, **kw),

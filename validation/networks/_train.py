@@ -247,8 +247,10 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
     Y = (torch.as_tensor(run.y, device=run.device) if run.loss.labels
          else torch.as_tensor(run.y, **kw)).reshape((run.K, run.B) + run.y.shape[1:])
     Xp = None if run.probes is None else torch.as_tensor(run.probes[0], **kw)
-    guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds)
-    probe_guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds)
+    guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds,
+                            momentum=run.sgd.momentum)
+    probe_guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds,
+                                  momentum=run.sgd.momentum)
 
     def probe(k: int) -> None:
         if rec.probes_at(k):
