@@ -202,12 +202,13 @@ def error_cost(dev: str, s: int, reps: int) -> None:
     alternated ``reps`` times, fastest of each (goal: at most 15% more)."""
     P, L, K = 4096 // s, 64 // s, 200 // s
     R = inspect.signature(nfd.simulate).parameters["error_replicas"].default
-    X, y = _data(2)
-    size = nfd.simulate(X, y, eta_c=ETA_C, steps=1, particles=P,
-                        progress=False).attrs["error_replica_particles"]
-    print(f"standard errors at P={P}, L={L}, K={K}: error_replicas={R} (replicas of "
-          f"{size} particles) against 0:")
+    X, y = _data(K)
+    print(f"standard errors at P={P}, L={L}, K={K}: error_replicas={R} against 0:")
     for m in MODES:
+        # the replicas' size depends on the mode and on K·B (coupled: at least 4·K·B)
+        size = nfd.simulate(X, y, eta_c=ETA_C, steps=1, particles=P, backward=m,
+                            eig_steps=[], progress=False).attrs["error_replica_particles"]
+        print(f"  {m}: replicas of {size} particles")
         t = {0: [], R: []}
         for _ in range(reps):
             for r in t:

@@ -40,7 +40,8 @@ def _attrs(cfg: Config) -> dict:
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
         error_replicas=cfg.error_replicas,
-        error_replica_particles=replica_particles(cfg.P, cfg.N, cfg.coupled) if cfg.error_replicas else 0,
+        error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled)
+                                 if cfg.error_replicas else 0),
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)",
         learning_rate="eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n",
