@@ -11,11 +11,15 @@ loss="cross_entropy")`` integrates their n → ∞ limit on the same stream with
 optimizer, with P ≫ K·B particles (issue 23).
 
 The figure shows, per depth, the running-mean train loss, the test loss and the test
-accuracy (argmax f = label) against the SGD step: the limit as a black line with its
-±2 Monte Carlo s.e. band (error replicas; the losses' band by the delta method
-Σ_c |∂ℒ/∂f_c|·s.e._c, the accuracy's between the shares of probes whose margin
-f_y − max_{c≠y} f_c exceeds +2 and −2 of its s.e.), each width as a coloured dashed
-line with ±2 s.e. over seeds. It prints the test accuracy of the limit and of each
+accuracy (argmax f = label) against the SGD step: the limit as a black line, at the
+first depth also the limit at P/2 with another seed (dotted grey: the distance of the
+two lines shows the limit's Monte Carlo error on these curves), each width as a
+coloured dashed line with ±2 s.e. over seeds. The limit's curves carry no band:
+``simulate`` records calibrated errors for the outputs f, not for the loss or the
+accuracy, whose errors depend on the correlation of f's errors across classes and
+probes (measured on ten-class digits at K·B = 480 over 16 seeds: the delta method
+Σ_c |∂ℒ/∂f_c|·s.e._c made the test loss's band 7–13 times too wide, classes in
+quadrature 3–8 times, and independent outputs up to 2.5 times too narrow). It prints the test accuracy of the limit and of each
 width at the end, and the debiased mean-square error of each width's seed-mean test
 outputs against the limit, mean over probe steps, probes and classes of
 (f̄_net − f_lim)² − s.e.²_net − s.e.²_lim, with a 95% bootstrap interval over seeds:
@@ -23,15 +27,19 @@ if the networks converge to the limit it falls with width like 1/n.
 
 Usage::
 
-    python examples/digits_multiclass.py [--quick] [--out DIR] [--device cuda]
+    python examples/digits_multiclass.py [--quick] [--out DIR] [--particles P] [--reuse]
+                                         [--device cuda]
 
 ``--quick``: L = 8 only, 40 steps (320 images), widths 256 and 1024 with 4 seeds,
-P = 8192 (P/(K·B) = 26: at 60 steps and P = 4096, a ratio of 8.5, one seed of the
-limit strayed by an rms of 1.3 in the test outputs from the networks, where P = 16384
-stayed within 0.25).
+P = 8192 (P/(K·B) = 26; about 30 s on 2 cores).
 The full run: L = 8 and 16, 200 steps (1600 training images, the other 197 held
-out), widths 256, 1024, 4096 with 16/16/8 seeds, P = 16384. Writes
-``DIR/digits_multiclass.png``, ``.json`` and the runs as netCDF.
+out), widths 256, 1024, 4096 with 16/16/4 seeds, P = 32768 (P/(K·B) = 20). Both
+forms also run the limit at P/2 at the first depth and print the rms of the
+difference of the two limits over its standard error (``particle check``: about 1
+when the error bars are calibrated and P/2 is already in the limit; the coupled
+limit's Stein estimates are heavy-tailed unless P ≫ K·B). ``--reuse`` reads the runs
+already in DIR (to redraw the figure). Writes ``DIR/digits_multiclass.png``,
+``.json`` and the runs as netCDF.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 try:
     import validation  # noqa: F401
@@ -70,52 +79,34 @@ def _data(K: int, B: int, Q: int):
     return X[:K * B], y[:K * B], X[K * B:], y[K * B:]
 
 
-def _softmax_slope(f: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """|∂ℒ/∂f_c| = |softmax(f)_c − 1{c = y}| of the cross-entropy, (..., C)."""
-    p = np.exp(f - f.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return np.abs(p - np.eye(f.shape[-1])[y])
-
-
-def _margin(f: np.ndarray, se: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """f_y − max_{c≠y} f_c and its s.e. √(se_y² + se_c²) (c the runner-up)."""
-    true = np.take_along_axis(f, y[..., None], -1)[..., 0]
-    other = np.where(np.eye(f.shape[-1], dtype=bool)[y], -np.inf, f)
-    c = other.argmax(-1)
-    runner = np.take_along_axis(f, c[..., None], -1)[..., 0]
-    se_y = np.take_along_axis(se, y[..., None], -1)[..., 0]
-    se_c = np.take_along_axis(se, c[..., None], -1)[..., 0]
-    return true - runner, np.sqrt(se_y ** 2 + se_c ** 2)
-
-
-def _plot_row(axes, limit, nets: dict, depth: int) -> None:
-    """Train loss (running mean), test loss and test accuracy against the SGD step."""
+def _plot_row(axes, limit, nets: dict, depth: int, half=None) -> None:
+    """Train loss (running mean), test loss and test accuracy against the SGD step:
+    the limit, the limit at P/2 with another seed (``half``, when given) and each
+    width with ±2 s.e. over its seeds."""
     steps, ps = limit.step.values, limit.probe_step.values
-    yp = limit.probe_y.values
-    y = limit.y.values
     colors = plt.cm.viridis(np.linspace(0.15, 0.8, len(nets)))
-    lim_label = "coupled limit (n = ∞), ±2 MC s.e."
-    slope = _softmax_slope(limit.f.values, y)  # (step, sample, class)
-    tr_se = running_mean((slope * limit.f_se.values).sum(-1).mean(-1), WINDOW)
-    band(axes[0], steps, running_mean(limit.loss.values.mean(-1), WINDOW), tr_se, "k", lim_label)
-    pf, pse = limit.probe_f.values, limit.probe_f_se.values
-    pl_se = (_softmax_slope(pf, np.broadcast_to(yp, pf.shape[:-1])) * pse).sum(-1).mean(-1)
-    band(axes[1], ps, limit.probe_loss.values.mean(-1), pl_se, "k", lim_label)
-    margin, mse = _margin(pf, pse, np.broadcast_to(yp, pf.shape[:-1]))
-    axes[2].plot(ps, limit.probe_accuracy.values, "k-", lw=1.4, label=lim_label)
-    axes[2].fill_between(ps, (margin > 2 * mse).mean(-1), (margin > -2 * mse).mean(-1),
-                         color="k", alpha=0.18, lw=0)
+    limits = [(limit, "-", f"coupled limit (n = ∞), P = {limit.attrs['particles']}")]
+    if half is not None:
+        limits.append((half, ":", f"coupled limit, P = {half.attrs['particles']} "
+                                  "(another seed)"))
+    for run, style, label in limits:
+        color = "k" if run is limit else "0.45"
+        axes[0].plot(steps, running_mean(run.loss.values.mean(-1), WINDOW), style,
+                     color=color, lw=1.4, label=label)
+        axes[1].plot(ps, run.probe_loss.values.mean(-1), style, color=color, lw=1.4,
+                     label=label)
+        axes[2].plot(ps, run.probe_accuracy.values, style, color=color, lw=1.4, label=label)
     for (width, ds), color in zip(nets.items(), colors):
         S = ds.sizes["seed"]
         tr = running_mean(ds.loss.values.mean(-1), WINDOW)  # (seed, step)
         band(axes[0], steps, tr.mean(0), tr.std(0, ddof=1) / np.sqrt(S), color,
-              f"width {width} ({S} seeds)", "--")
+             f"width {width} ({S} seeds)", "--")
         pl = ds.probe_loss.values.mean(-1)
         band(axes[1], ps, pl.mean(0), pl.std(0, ddof=1) / np.sqrt(S), color,
-              f"width {width}", "--")
+             f"width {width} ({S} seeds)", "--")
         acc = ds.probe_accuracy.values
         band(axes[2], ps, acc.mean(0), acc.std(0, ddof=1) / np.sqrt(S), color,
-              f"width {width}", "--")
+             f"width {width} ({S} seeds)", "--")
     axes[0].set(xlabel="SGD step k", ylabel=f"train loss (running mean over {WINDOW} steps)",
                 title=f"L = {depth}: training stream")
     axes[1].set(xlabel="SGD step k", ylabel="test loss (mean over held-out images)",
@@ -125,33 +116,139 @@ def _plot_row(axes, limit, nets: dict, depth: int) -> None:
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[2].legend(fontsize=8, loc="lower right")
-    axes[0].text(0.02, 0.02, "networks: seed mean, ±2 s.e. over seeds", fontsize=8,
+    axes[0].text(0.02, 0.02, "networks: seed mean, ±2 s.e. over seeds (bands)", fontsize=8,
                  transform=axes[0].transAxes)
 
 
-def main(argv: list[str] | None = None) -> None:
+def _particle_check(big, small) -> dict:
+    """The limit at P against P/2 on the same stream with another seed (independent
+    particles and replicas): the rms of (f_P − f_{P/2}) / √(s.e.²_P + s.e.²_{P/2})
+    over the trained outputs (steps ≥ 1: every sample and class; probe evaluations
+    after step 0: every probe and class). About 1 when both error bars are
+    calibrated and the finite-P bias (about 1/P) is below them; well above 1 when the
+    errors are too narrow or P/2 is not yet in the limit."""
+    out = {}
+    for name, f, se in (("train", "f", "f_se"), ("test", "probe_f", "probe_f_se")):
+        d = (big[f].values - small[f].values)[1:]
+        z = d / np.sqrt(big[se].values[1:] ** 2 + small[se].values[1:] ** 2)
+        out[name] = {"rms_z": float(np.sqrt(np.mean(z ** 2))),
+                     "max_abs_z": float(np.abs(z).max()),
+                     "rms_difference": float(np.sqrt(np.mean(d ** 2)))}
+    loss = big.probe_loss.values.mean(-1) - small.probe_loss.values.mean(-1)
+    accuracy = big.probe_accuracy.values - small.probe_accuracy.values
+    out["test"]["max_abs_loss_difference"] = float(np.abs(loss).max())
+    out["test"]["max_abs_accuracy_difference"] = float(np.abs(accuracy).max())
+    return out
+
+
+def _check_particles(X, y, depth: int, P: int, limit, out: Path, reuse: bool,
+                     common: dict, times: dict):
+    """The limit at P/2 (seed 1) beside the one at P (:func:`_particle_check`),
+    printed, and the P/2 run (``None`` if it diverged: P/2 is then not in the
+    limit)."""
+    try:
+        half = _limit(X, y, depth, P // 2, out, reuse, common, seed=1)
+    except FloatingPointError as err:
+        print(f"L = {depth}: the limit at P = {P // 2} diverged ({err})")
+        return {"particles": P // 2, "diverged": str(err)}, None
+    times["limit P/2"] = float(half.attrs["wall_seconds"])
+    check = _particle_check(limit, half)
+    print(f"L = {depth}: limit at P = {P} against P = {P // 2} (another seed): rms z = "
+          f"{check['train']['rms_z']:.2f} (train outputs), {check['test']['rms_z']:.2f} "
+          f"(test outputs), about 1 when the error bars are calibrated and P/2 is in "
+          f"the limit; largest difference of the test loss "
+          f"{check['test']['max_abs_loss_difference']:.4f}, of the test accuracy "
+          f"{check['test']['max_abs_accuracy_difference']:.4f}")
+    return {"particles": P // 2, **check}, half
+
+
+def _saved(path: Path, reuse: bool, expect: dict, compute):
+    """``compute()``, written to ``path`` with its wall time in the attrs
+    (``wall_seconds``); with ``reuse``, the run already at ``path`` when its attrs
+    hold the values of ``expect`` (the same stream, optimizer and size)."""
+    if reuse and path.exists():
+        ds = xr.load_dataset(path)
+        if all(np.array_equal(ds.attrs.get(k), v) for k, v in expect.items()):
+            return ds
+        print(f"{path}: written with other settings; recomputed")
+    t0 = time.perf_counter()
+    ds = compute()
+    ds.attrs["wall_seconds"] = time.perf_counter() - t0
+    ds.to_netcdf(path, engine=nfd.schema.netcdf_engine())
+    return ds
+
+
+def _settings(depth: int, common: dict) -> dict:
+    """The attrs a saved run must match to be reused (with its size and seeds)."""
+    return {"depth": depth, "sgd_steps": len(common["eta_c"]),
+            "batch_size": common["batch_size"], "momentum": common["momentum"],
+            "eta_c_schedule": np.asarray(common["eta_c"])}
+
+
+def _limit(X, y, depth: int, P: int, out: Path, reuse: bool, common: dict, seed: int = 0):
+    """The coupled limit at ``depth`` with P particles (``seed``), saved to ``out``."""
+    return _saved(out / f"limit_L{depth}_P{P}_seed{seed}.nc", reuse,
+                  dict(_settings(depth, common), particles=P, seed=seed),
+                  lambda: nfd.simulate(X, y, steps=depth, particles=P, seed=seed,
+                                       eig_steps=[], **common))
+
+
+def _networks(X, y, depth: int, width: int, seeds: int, out: Path, reuse: bool,
+              common: dict):
+    """``seeds`` ordinary-backprop networks of ``width``, saved like :func:`_limit`."""
+    return _saved(out / f"networks_L{depth}_{width}.nc", reuse,
+                  dict(_settings(depth, common), width=width, seeds=np.arange(seeds)),
+                  lambda: train_resnet(X, y, width=width, depth=depth, seeds=seeds,
+                                       **common))
+
+
+def _width_entry(ds, lim_f: np.ndarray, lim_se: np.ndarray, depth: int,
+                 rng: np.random.Generator) -> dict:
+    """Test accuracy and loss of one width's networks after the last step, and the
+    debiased mean-square error of their test outputs against the limit; printed."""
+    S, width = ds.sizes["seed"], int(ds.attrs["width"])
+    mse, lo, hi = debiased_mse(ds.probe_f.values.reshape(S, -1), lim_f, lim_se, rng)
+    acc = ds.probe_accuracy.values[:, -1]
+    print(f"L = {depth}, width {width:>5} ({S} seeds): test accuracy {acc.mean():.3f} "
+          f"± {acc.std(ddof=1) / np.sqrt(S):.3f}; debiased mean-square error of the "
+          f"test outputs against the limit {mse:.2e} [{lo:.2e}, {hi:.2e}]")
+    return {"seeds": S, "test_accuracy": float(acc.mean()),
+            "test_accuracy_se": float(acc.std(ddof=1) / np.sqrt(S)),
+            "test_loss": float(ds.probe_loss.values[:, -1].mean()),
+            "debiased_mse": mse, "debiased_mse_ci95": [lo, hi]}
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="runs/digits_multiclass")
+    ap.add_argument("--out", default=None,
+                    help="default runs/digits_multiclass (full) or ..._quick (--quick)")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--peak", type=float, default=0.1, help="peak eta_c of the schedule")
+    ap.add_argument("--peak", type=float, default=0.05, help="peak eta_c of the schedule")
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--particles", type=int, default=None,
+                    help="particles of the limit (default 8192 quick, 32768 full)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="read the runs already written to --out instead of recomputing")
     ap.add_argument("--device", default=None)
-    args = ap.parse_args(argv)
-    out = Path(args.out)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _arguments(argv)
+    out = Path(args.out or "runs/digits_multiclass" + ("_quick" if args.quick else ""))
     out.mkdir(parents=True, exist_ok=True)
     B = args.batch
     K, Q = (40, 128) if args.quick else (200, 1797 - 200 * B)
     depths = (8,) if args.quick else (8, 16)
-    widths = {256: 4, 1024: 4} if args.quick else {256: 16, 1024: 16, 4096: 8}
-    P = 8192 if args.quick else 16384
+    widths = {256: 4, 1024: 4} if args.quick else {256: 16, 1024: 16, 4096: 4}
+    P = args.particles or (8192 if args.quick else 32768)
     X, y, Xp, yp = _data(K, B, Q)
     eta = nfd.warmup_cosine(K, peak=args.peak, warmup=K // 10)
     probe_steps = np.unique(np.linspace(0, K, 21).round().astype(int))
     common = dict(activation="relu", loss="cross_entropy", classes=CLASSES, eta_c=eta,
                   momentum=args.momentum, batch_size=B, probes=(Xp, yp),
                   probe_steps=probe_steps, device=args.device, progress=False)
-    engine = nfd.schema.netcdf_engine()
     rng = np.random.default_rng(0)
     summary = {"sgd_steps": K, "batch_size": B, "train_images": K * B, "test_images": Q,
                "particles": P, "peak_eta_c": args.peak, "momentum": args.momentum,
@@ -159,37 +256,27 @@ def main(argv: list[str] | None = None) -> None:
     fig, axes = plt.subplots(len(depths), 3, figsize=(15, 4.4 * len(depths)), squeeze=False)
     total = 0.0
     for row, depth in enumerate(depths):
-        t0 = time.perf_counter()
-        limit = nfd.simulate(X, y, steps=depth, particles=P, eig_steps=[], **common)
-        times = {"limit": time.perf_counter() - t0}
-        limit.to_netcdf(out / f"limit_L{depth}.nc", engine=engine)
-        nets = {}
-        for width, seeds in widths.items():
-            t0 = time.perf_counter()
-            nets[width] = train_resnet(X, y, width=width, depth=depth, seeds=seeds, **common)
-            times[f"width {width}"] = time.perf_counter() - t0
-            nets[width].to_netcdf(out / f"networks_L{depth}_{width}.nc", engine=engine)
-        lim_f, lim_se = limit.probe_f.values.ravel(), limit.probe_f_se.values.ravel()
+        limit = _limit(X, y, depth, P, out, args.reuse, common)
+        times = {"limit": float(limit.attrs["wall_seconds"])}
         entry = {"seconds": times,
                  "limit_test_accuracy": float(limit.probe_accuracy.values[-1]),
                  "limit_test_loss": float(limit.probe_loss.values[-1].mean()), "widths": {}}
         print(f"L = {depth}: limit (P = {P}) test accuracy after {K} steps "
               f"{entry['limit_test_accuracy']:.3f}, test loss {entry['limit_test_loss']:.4f}")
+        half = None
+        if row == 0:
+            entry["particle_check"], half = _check_particles(X, y, depth, P, limit, out,
+                                                             args.reuse, common, times)
+        nets = {}
+        for width, seeds in widths.items():
+            nets[width] = _networks(X, y, depth, width, seeds, out, args.reuse, common)
+            times[f"width {width}"] = float(nets[width].attrs["wall_seconds"])
+        lim_f, lim_se = limit.probe_f.values.ravel(), limit.probe_f_se.values.ravel()
         for width, ds in nets.items():
-            S = ds.sizes["seed"]
-            mse, lo, hi = debiased_mse(ds.probe_f.values.reshape(S, -1), lim_f, lim_se, rng)
-            acc = ds.probe_accuracy.values[:, -1]
-            entry["widths"][width] = {
-                "seeds": S, "test_accuracy": float(acc.mean()),
-                "test_accuracy_se": float(acc.std(ddof=1) / np.sqrt(S)),
-                "test_loss": float(ds.probe_loss.values[:, -1].mean()),
-                "debiased_mse": mse, "debiased_mse_ci95": [lo, hi]}
-            print(f"L = {depth}, width {width:>5} ({S} seeds): test accuracy {acc.mean():.3f} "
-                  f"± {acc.std(ddof=1) / np.sqrt(S):.3f}; debiased mean-square error of the "
-                  f"test outputs against the limit {mse:.2e} [{lo:.2e}, {hi:.2e}]")
+            entry["widths"][width] = _width_entry(ds, lim_f, lim_se, depth, rng)
         summary["depths"][depth] = entry
         total += sum(times.values())
-        _plot_row(axes[row], limit, nets, depth)
+        _plot_row(axes[row], limit, nets, depth, half)
     fig.suptitle(f"digits, all ten classes, depth-μP ResNet, relu, softmax cross-entropy, "
                  f"batch {B}: torch.optim.SGD momentum {args.momentum}, warm-up {K // 10} + "
                  f"cosine, peak η_c = {args.peak}; limit P = {P}", fontsize=10)
