@@ -2,6 +2,8 @@
 estimator against known scales, the options around it, and the calibration of the
 reported errors against the spread of independent seeds."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -131,6 +133,28 @@ def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
                       backward=backward, eig_steps=[], progress=False)
     assert sizes == [expected, expected]
     assert ds.attrs["error_replica_particles"] == expected
+
+
+@pytest.mark.parametrize("rho, warns", [(2.5, False), (3.5, True)])
+def test_a_large_inflation_warns(monkeypatch, rho, warns):
+    """Above INFLATION_WARN the replicas' errors were measured too narrow: the run
+    says so (the inflation itself is forced here; the estimates are untouched)."""
+    from nfd._simulation import _errors
+    X, y, probes = _task()
+    real = _errors._inflations
+
+    def forced(ds, runs):
+        return tuple(np.full_like(r, rho) for r in real(ds, runs))
+
+    monkeypatch.setattr(_errors, "_inflations", forced)
+    kw = dict(eta_c=0.3, steps=3, particles=64, probes=probes, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = nfd.simulate(X, y, **kw)
+    said = [w for w in caught if "inflates the Monte Carlo error" in str(w.message)]
+    assert len(said) == warns and (ds.f_se_inflation == rho).all()
+    if warns:
+        assert said[0].filename == __file__ and "3.5 times" in str(said[0].message)
 
 
 def test_error_replicas_is_checked():
