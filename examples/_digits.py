@@ -1,10 +1,11 @@
 """Helpers the digits examples share: the running mean of a per-step loss, the
-debiased mean-square error of a seed-mean against a limit with a bootstrap interval,
+debiased mean-square error of a seed-mean against a limit with a jackknife interval,
 and a line with its ±2 s.e. band."""
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
 __all__ = ["running_mean", "debiased_mse", "band"]
 
@@ -17,18 +18,26 @@ def running_mean(x: np.ndarray, window: int) -> np.ndarray:
     return (c[..., k] - c[..., lo]) / (k - lo)
 
 
-def debiased_mse(net: np.ndarray, lim: np.ndarray, lim_se: np.ndarray,
-                  rng: np.random.Generator, boot: int = 2000) -> tuple[float, float, float]:
+def debiased_mse(net: np.ndarray, lim: np.ndarray,
+                 lim_se: np.ndarray) -> tuple[float, float, float]:
     """Debiased mean-square error of the seed mean of ``net`` (S, m) against ``lim``
-    (m,) with Monte Carlo s.e. ``lim_se``, and its 95% bootstrap interval over seeds."""
+    (m,) with Monte Carlo s.e. ``lim_se``: mean over outputs of
+    (mean − lim)² − var/S − lim_se², and its 95% interval over seeds, a jackknife
+    (leave one seed out) standard error times t_{S−1}. A percentile bootstrap over seeds was too
+    narrow for this statistic: resampled seeds repeat, which shrinks var/S, so its
+    draws sit above the estimate (measured in a simulation with correlated outputs:
+    it covered the truth in 69% of data sets at S = 4 and 84% at S = 16, the
+    jackknife interval in 99% and 97%; tests/test_examples.py)."""
     def stat(sample: np.ndarray) -> float:
         S = sample.shape[0]
         bias2 = (sample.mean(0) - lim) ** 2 - sample.var(0, ddof=1) / S - lim_se ** 2
         return float(bias2.mean())
     S = net.shape[0]
-    draws = [stat(net[rng.integers(0, S, S)]) for _ in range(boot)]
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return stat(net), float(lo), float(hi)
+    est = stat(net)
+    leave_out = np.array([stat(np.delete(net, i, 0)) for i in range(S)])
+    se = np.sqrt((S - 1) / S * ((leave_out - leave_out.mean()) ** 2).sum())
+    half = float(stats.t.ppf(0.975, S - 1)) * se
+    return est, est - half, est + half
 
 
 def band(ax, x, mean, se, color, label, style="-") -> None:

@@ -19,10 +19,11 @@ coloured dashed line with ±2 s.e. over seeds. The limit's curves carry no band:
 accuracy, whose errors depend on the correlation of f's errors across classes and
 probes (measured on ten-class digits at K·B = 480 over 16 seeds: the delta method
 Σ_c |∂ℒ/∂f_c|·s.e._c made the test loss's band 7–13 times too wide, classes in
-quadrature 3–8 times, and independent outputs up to 2.5 times too narrow). It prints the test accuracy of the limit and of each
-width at the end, and the debiased mean-square error of each width's seed-mean test
-outputs against the limit, mean over probe steps, probes and classes of
-(f̄_net − f_lim)² − s.e.²_net − s.e.²_lim, with a 95% bootstrap interval over seeds:
+quadrature 3–8 times, and independent outputs up to 2.5 times too narrow). It
+prints the test accuracy of the limit and of each width at the end, and the debiased
+mean-square error of each width's seed-mean test outputs against the limit (and at
+the first depth against the limit at P/2), mean over probe steps, probes and classes of
+(f̄_net − f_lim)² − s.e.²_net − s.e.²_lim, with a 95% jackknife interval over seeds:
 if the networks converge to the limit it falls with width like 1/n.
 
 Usage::
@@ -134,6 +135,9 @@ def _particle_check(big, small) -> dict:
         out[name] = {"rms_z": float(np.sqrt(np.mean(z ** 2))),
                      "max_abs_z": float(np.abs(z).max()),
                      "rms_difference": float(np.sqrt(np.mean(d ** 2)))}
+    d, var = big.probe_f.values - small.probe_f.values, (big.probe_f_se.values ** 2
+                                                          + small.probe_f_se.values ** 2)
+    out["test"]["debiased_mse"] = float((d ** 2 - var)[1:].mean())
     loss = big.probe_loss.values.mean(-1) - small.probe_loss.values.mean(-1)
     accuracy = big.probe_accuracy.values - small.probe_accuracy.values
     out["test"]["max_abs_loss_difference"] = float(np.abs(loss).max())
@@ -156,7 +160,8 @@ def _check_particles(X, y, depth: int, P: int, limit, out: Path, reuse: bool,
     print(f"L = {depth}: limit at P = {P} against P = {P // 2} (another seed): rms z = "
           f"{check['train']['rms_z']:.2f} (train outputs), {check['test']['rms_z']:.2f} "
           f"(test outputs), about 1 when the error bars are calibrated and P/2 is in "
-          f"the limit; largest difference of the test loss "
+          f"the limit; debiased mean-square difference of the test outputs "
+          f"{check['test']['debiased_mse']:.2e}; largest difference of the test loss "
           f"{check['test']['max_abs_loss_difference']:.4f}, of the test accuracy "
           f"{check['test']['max_abs_accuracy_difference']:.4f}")
     return {"particles": P // 2, **check}, half
@@ -202,20 +207,28 @@ def _networks(X, y, depth: int, width: int, seeds: int, out: Path, reuse: bool,
                                        **common))
 
 
-def _width_entry(ds, lim_f: np.ndarray, lim_se: np.ndarray, depth: int,
-                 rng: np.random.Generator) -> dict:
+def _width_entry(ds, limit, depth: int, half=None) -> dict:
     """Test accuracy and loss of one width's networks after the last step, and the
-    debiased mean-square error of their test outputs against the limit; printed."""
+    debiased mean-square error of their test outputs against the limit (and against
+    the limit at P/2, ``half``, when given), with 95% jackknife intervals over the
+    networks' seeds; printed."""
     S, width = ds.sizes["seed"], int(ds.attrs["width"])
-    mse, lo, hi = debiased_mse(ds.probe_f.values.reshape(S, -1), lim_f, lim_se, rng)
     acc = ds.probe_accuracy.values[:, -1]
-    print(f"L = {depth}, width {width:>5} ({S} seeds): test accuracy {acc.mean():.3f} "
-          f"± {acc.std(ddof=1) / np.sqrt(S):.3f}; debiased mean-square error of the "
-          f"test outputs against the limit {mse:.2e} [{lo:.2e}, {hi:.2e}]")
-    return {"seeds": S, "test_accuracy": float(acc.mean()),
-            "test_accuracy_se": float(acc.std(ddof=1) / np.sqrt(S)),
-            "test_loss": float(ds.probe_loss.values[:, -1].mean()),
-            "debiased_mse": mse, "debiased_mse_ci95": [lo, hi]}
+    entry = {"seeds": S, "test_accuracy": float(acc.mean()),
+             "test_accuracy_se": float(acc.std(ddof=1) / np.sqrt(S)),
+             "test_loss": float(ds.probe_loss.values[:, -1].mean())}
+    text = (f"L = {depth}, width {width:>5} ({S} seeds): test accuracy {acc.mean():.3f} "
+            f"± {acc.std(ddof=1) / np.sqrt(S):.3f}; debiased mean-square error of the "
+            f"test outputs against the limit")
+    for key, run in (("", limit), ("_half", half)):
+        if run is None:
+            continue
+        mse, lo, hi = debiased_mse(ds.probe_f.values.reshape(S, -1), run.probe_f.values.ravel(),
+                                   run.probe_f_se.values.ravel())
+        entry[f"debiased_mse{key}"], entry[f"debiased_mse{key}_ci95"] = mse, [lo, hi]
+        text += (f"{' at P/2' if key else ''} {mse:.2e} [{lo:.2e}, {hi:.2e}]")
+    print(text)
+    return entry
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -249,7 +262,6 @@ def main(argv: list[str] | None = None) -> None:
     common = dict(activation="relu", loss="cross_entropy", classes=CLASSES, eta_c=eta,
                   momentum=args.momentum, batch_size=B, probes=(Xp, yp),
                   probe_steps=probe_steps, device=args.device, progress=False)
-    rng = np.random.default_rng(0)
     summary = {"sgd_steps": K, "batch_size": B, "train_images": K * B, "test_images": Q,
                "particles": P, "peak_eta_c": args.peak, "momentum": args.momentum,
                "warmup": K // 10, "depths": {}}
@@ -271,9 +283,8 @@ def main(argv: list[str] | None = None) -> None:
         for width, seeds in widths.items():
             nets[width] = _networks(X, y, depth, width, seeds, out, args.reuse, common)
             times[f"width {width}"] = float(nets[width].attrs["wall_seconds"])
-        lim_f, lim_se = limit.probe_f.values.ravel(), limit.probe_f_se.values.ravel()
         for width, ds in nets.items():
-            entry["widths"][width] = _width_entry(ds, lim_f, lim_se, depth, rng)
+            entry["widths"][width] = _width_entry(ds, limit, depth, half)
         summary["depths"][depth] = entry
         total += sum(times.values())
         _plot_row(axes[row], limit, nets, depth, half)

@@ -14,7 +14,7 @@ against the SGD step: the limit as a black line with its ±2 Monte Carlo s.e. ba
 the test accuracy of the limit and of each width at the end, and the debiased
 mean-square error of each width's seed-mean test output against the limit,
 mean over probe steps and probes of (f̄_net − f_lim)² − s.e.²_net − s.e.²_lim, with
-a 95% bootstrap interval over seeds: if the networks converge to the limit it falls
+a 95% jackknife interval over seeds: if the networks converge to the limit it falls
 with width like 1/n.
 
 Usage::
@@ -144,7 +144,6 @@ def main(argv: list[str] | None = None) -> None:
         times[f"width {width}"] = time.perf_counter() - t0
         nets[width].to_netcdf(out / f"networks_{width}.nc", engine=engine)
 
-    rng = np.random.default_rng(0)
     lim_f = limit.probe_f.values.ravel()
     lim_se = limit.probe_f_se.values.ravel()
     summary = {"depth": args.depth, "sgd_steps": K, "particles": P, "peak_eta_c": args.peak,
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{(np.sign(small.probe_f.values[-1]) == yp).mean():.3f})")
     for width, ds in nets.items():
         net_f = ds.probe_f.values.reshape(ds.sizes["seed"], -1)
-        mse, lo, hi = debiased_mse(net_f, lim_f, lim_se, rng)
+        mse, lo, hi = debiased_mse(net_f, lim_f, lim_se)
         acc = (np.sign(ds.probe_f.values[:, -1]) == yp).mean(-1)
         summary["widths"][width] = {"seeds": ds.sizes["seed"],
                                     "test_accuracy": float(acc.mean()),
