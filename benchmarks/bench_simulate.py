@@ -287,14 +287,12 @@ def main() -> None:
     s = 2 if args.quick else 1
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
-    block_cost(dev, s, args.reps)
-    if args.two_layer_only:
-        return
-    optimizer_cost(dev, s, args.reps)
-    if args.optimizer_only:
-        return
-    error_cost(dev, s, args.reps)
-    if args.errors_only:
+    sections = {"two_layer_only": block_cost, "optimizer_only": optimizer_cost,
+                "errors_only": error_cost}
+    chosen = [run for flag, run in sections.items() if getattr(args, flag)]
+    for run in chosen or sections.values():
+        run(dev, s, args.reps)
+    if chosen:  # the --X-only flags run their sections alone
         return
     if not args.target_only:
         _sweeps(dev, s)

@@ -242,7 +242,7 @@ def simulate(
         changes an estimate. Default 2 (measured: the seed spread over the reported
         error was 0.84–1.06, over the per-particle one 0.30–1.33; README, "Error
         bars"); ``0`` reports the per-particle errors (inflations NaN) and saves the
-        replicas' cost (measured: +96% coupled, +141% decoupled at P = 4096, L = 64,
+        replicas' cost (measured: +109% coupled, +100% decoupled at P = 4096, L = 64,
         K = 200 on 2 CPU threads, mostly the fixed cost per layer-step that a
         replica pays in full; ``benchmarks/bench_simulate.py --errors-only``).
     momentum : float
