@@ -224,8 +224,10 @@ def test_assumption1_quick(one_thread, tmp_path):
     assert (tmp_path / "a1.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 @needs('netCDF4', 'matplotlib')
 def test_kernel_quick(one_thread, tmp_path):
+    # slow (6–8 s): the fast suite had reached 3 minutes on 2 cores
     ds = run_kernel(quick=True)
     assert ds["kernel"].dims == ("width", "depth", "seed", "time", "input", "input2")
     # exact references: Prop. 5, C_t' − C_t is PSD (Euler increments τE[φφ] too)
