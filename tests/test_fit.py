@@ -153,6 +153,7 @@ def test_rounding_gap_to_a_one_point_interval_is_not_flagged():
 # --- the bootstrap must be paired across cells that share seeds ----------------------
 
 
+@pytest.mark.slow  # 5–6 s: the fast suite had reached 3 minutes on 2 cores
 def test_paired_bootstrap_covers_with_seed_correlated_cells():
     """Cells that share seeds: seed s multiplies every cell by (1 + 0.3 z_s u_c),
     u_c = +1 on the narrow half and −1 on the wide half (z_s uniform, mean 0,

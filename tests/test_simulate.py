@@ -207,7 +207,9 @@ def test_bad_arguments(kwargs, exc, match):
         nfd.simulate(args.pop("X"), args.pop("y"), **args)
 
 
-@pytest.mark.parametrize("d, K, L, P", [(16, 120, 32, 2048), (8, 128, 16, 4096)])
+# the first case (7 s) runs with the slow tests: the fast suite had reached 3 minutes
+@pytest.mark.parametrize("d, K, L, P", [pytest.param(16, 120, 32, 2048, marks=pytest.mark.slow),
+                                        (8, 128, 16, 4096)])
 def test_float32_ill_conditioned_history_stays_finite(d, K, L, P):
     # Regressions: low-d inputs make Σ_0 ill-conditioned (pivots ~1e−6) and nearly
     # collinear readouts make Θ_L so (pivots ~1e−8 even in float64). Float32 used to
