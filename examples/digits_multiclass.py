@@ -131,13 +131,11 @@ def _particle_check(big, small) -> dict:
     out = {}
     for name, f, se in (("train", "f", "f_se"), ("test", "probe_f", "probe_f_se")):
         d = (big[f].values - small[f].values)[1:]
-        z = d / np.sqrt(big[se].values[1:] ** 2 + small[se].values[1:] ** 2)
-        out[name] = {"rms_z": float(np.sqrt(np.mean(z ** 2))),
-                     "max_abs_z": float(np.abs(z).max()),
+        var = big[se].values[1:] ** 2 + small[se].values[1:] ** 2
+        out[name] = {"rms_z": float(np.sqrt(np.mean(d ** 2 / var))),
+                     "max_abs_z": float(np.abs(d / np.sqrt(var)).max()),
                      "rms_difference": float(np.sqrt(np.mean(d ** 2)))}
-    d, var = big.probe_f.values - small.probe_f.values, (big.probe_f_se.values ** 2
-                                                          + small.probe_f_se.values ** 2)
-    out["test"]["debiased_mse"] = float((d ** 2 - var)[1:].mean())
+    out["test"]["debiased_mse"] = float((d ** 2 - var).mean())  # d, var: the test outputs
     loss = big.probe_loss.values.mean(-1) - small.probe_loss.values.mean(-1)
     accuracy = big.probe_accuracy.values - small.probe_accuracy.values
     out["test"]["max_abs_loss_difference"] = float(np.abs(loss).max())

@@ -233,8 +233,8 @@ def simulate(
         P/8 particles, at least 512 and, coupled, at least 4·K·B, at most P) from
         which the standard errors ``f_se`` and ``probe_f_se`` take the particles'
         interaction into account (``nfd._simulation._errors``): the error of a particle
-        mean is not its per-particle spread / √P, because every particle moves with the noise of the shared
-        mean-field estimates (measured: the per-particle error was up to 25–33% too
+        mean is not its per-particle spread / √P, because every particle moves with
+        the noise of the shared mean-field estimates (measured: the per-particle error was up to 25–33% too
         small early in training in the coupled limit, and up to 2–3× too large late
         in a K = 200 run in both limits). The reported error is the per-particle one
         times the inflation ρ̂ pooled over the R + 1 runs within windows of the
