@@ -24,15 +24,26 @@ gradient enters the drifts with weight γ₀·c_{k,s}·χ_i/B
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
+import torch
 
 from ._checks import check_int, check_positive_float
 
-__all__ = ["SGD", "check_sgd", "scale_step", "warmup_cosine"]
+__all__ = ["OPTIMIZERS", "SGD", "Adam", "check_sgd", "check_optimizer", "adam_step_",
+           "scale_step", "warmup_cosine"]
+
+#: The optimizers of both limits and of the finite networks: ``torch.optim.SGD``,
+#: ``torch.optim.Adam`` and ``torch.optim.AdamW`` with the per-group scaling of
+#: :class:`Adam` (issue 34's contract).
+OPTIMIZERS = ("sgd", "adam", "adamw")
+#: torch's defaults, which ``betas=None`` and ``eps=None`` stand for.
+DEFAULT_BETAS = (0.9, 0.999)
+DEFAULT_EPS = 1e-8
 
 
 def scale_step(a: float, p: float, eta_c: float, momentum: float,
@@ -179,6 +190,188 @@ def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *
         raise ValueError(f"gamma0 must be between 1e-150 and 1e150 (the learning rate holds "
                          f"gamma0^2), got {gamma0!r}")
     return SGD(lr, beta, lam, g0)
+
+
+@dataclass(frozen=True, eq=False)
+class Adam:
+    """The validated ``torch.optim.Adam`` / ``AdamW`` of a run of K steps, in the
+    width- and depth-independent units of depth-μP (Tensor Programs VI, Def. 6.1
+    "entrywise optimizers" and Table 1's depth-μP Adam row).
+
+    The network of eq. 1 (paper 002), h₀ = Ux/√d, h_ℓ = h_{ℓ−1} + √(T/(Ln)) W_ℓ
+    φ(h_{ℓ−1}), f = Vᵀh_L/n, is trained by exactly ``torch.optim.Adam`` (or
+    ``AdamW``) with ``betas`` and these parameter groups (:meth:`groups`):
+
+    =========  ======================  ===================  ======================
+    group      lr                      eps                  AdamW weight_decay
+    =========  ======================  ===================  ======================
+    U          η_c(k)                  ε/n                  λ
+    every W_ℓ  η_c(k)·√(T/(Ln))        ε·√(T/L)/n^{3/2}     λ/√(T/(Ln))
+    V          η_c(k)                  ε/n                  λ
+    =========  ======================  ===================  ======================
+
+    Each group's Adam direction is then m̂/(√v̂ + ε) of its *rescaled* gradient
+    (χ g_iφ_j for W_ℓ with g = n·∂f/∂h, χ g_{0,i}x_j/√d for U, χ h_i for V), with no
+    n or L left in it, so ε is Θ(1) in the limit; the hidden rate is η_c times the
+    block multiplier (μP in width, η/√L in depth); AdamW shrinks every parameter by
+    1 − η_c(k)·λ per step; each step moves each layer's features by Θ(T/L).
+
+    Attributes
+    ----------
+    eta_c : numpy.ndarray, shape (K,)
+        η_c(k), float64.
+    betas : (float, float)
+        (β₁, β₂), each in [0, 1).
+    eps : float
+        ε ≥ 0 in the rescaled units above (torch's eps of each group is in the table).
+    weight_decay : float
+        λ ≥ 0, AdamW's decoupled decay (0 for ``"adam"``).
+    decoupled_decay : bool
+        ``True`` for ``torch.optim.AdamW``, ``False`` for ``torch.optim.Adam``.
+    """
+
+    eta_c: np.ndarray
+    betas: tuple[float, float] = DEFAULT_BETAS
+    eps: float = DEFAULT_EPS
+    weight_decay: float = 0.0
+    decoupled_decay: bool = False
+    #: The SGD-only options, fixed, so that code reading them sees plain values.
+    momentum: float = 0.0
+    gamma0: float = 1.0
+
+    @property
+    def name(self) -> str:
+        """``"adam"`` or ``"adamw"``."""
+        return "adamw" if self.decoupled_decay else "adam"
+
+    @property
+    def constant(self) -> bool:
+        """Whether every step has the same η_c."""
+        return bool(np.all(self.eta_c == self.eta_c[0])) if self.eta_c.size else True
+
+    @property
+    def peak(self) -> float:
+        """max_k η_c(k) (0 for K = 0)."""
+        return float(self.eta_c.max()) if self.eta_c.size else 0.0
+
+    def weight_scales(self) -> np.ndarray:
+        """a_k = Π_{s<k} (1 − η_c(s)·λ) for k = 0..K, (K+1,): the factor of the initial
+        weights after k steps (AdamW decays before it steps; 1 for Adam), and of
+        the decoupled network's backward copy W̃ − W."""
+        decay = 1.0 - self.eta_c * self.weight_decay
+        return np.concatenate([[1.0], np.cumprod(decay)])
+
+    def groups(self, width: int, depth: int, T: float) -> dict[str, dict[str, float]]:
+        """The table above for a network of width n and depth L: per group
+        (``"U"``, ``"W"``, ``"V"``) the multiplier of η_c(k) in ``lr``, torch's
+        ``eps`` and torch's ``weight_decay`` (``lr_mult``, ``eps``, ``weight_decay``)."""
+        n = float(width)
+        block = math.sqrt(T / (depth * n))  # √(T/(Ln)), the branch multiplier
+        io = {"lr_mult": 1.0, "eps": self.eps / n, "weight_decay": self.weight_decay}
+        hidden = {"lr_mult": block, "eps": self.eps * math.sqrt(T / depth) / n**1.5,
+                  "weight_decay": self.weight_decay / block}
+        return {"U": dict(io), "W": hidden, "V": dict(io)}
+
+    def attrs(self) -> dict:
+        """netCDF-safe attrs: ``optimizer``, ``eta_c`` (the constant, or the peak of a
+        schedule), ``eta_c_schedule``, ``betas``, ``eps``, ``weight_decay``,
+        ``momentum`` (0) and ``gamma0`` (1)."""
+        return {"optimizer": self.name,
+                "eta_c": float(self.eta_c[0]) if self.constant and self.eta_c.size
+                else self.peak,
+                "eta_c_schedule": "constant" if self.constant else self.eta_c.copy(),
+                "betas": np.asarray(self.betas, dtype=np.float64), "eps": self.eps,
+                "weight_decay": self.weight_decay, "momentum": 0.0, "gamma0": 1.0}
+
+
+def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
+               k: int, opt: Adam) -> None:
+    """Step k (0-based) of :class:`Adam` on one state, in place, as torch computes it
+    (``torch.optim.Adam`` / ``AdamW``, single-tensor form)::
+
+        m ← β₁ m + (1 − β₁) G,     v ← β₂ v + (1 − β₂) G²
+        D = (m / (1 − β₁^{k+1})) / (√v / √(1 − β₂^{k+1}) + ε)
+        A ← (1 − η_c(k) λ) A + η_c(k) D
+
+    so that the parameter after k + 1 steps is a_{k+1} θ₀ − (its group's lr
+    multiplier) · A (:meth:`Adam.weight_scales`). G is the rescaled gradient of the
+    table in :class:`Adam` and A the accumulated, decayed displacement in units of
+    η_c. ``v`` ends with G² added as torch adds it (``addcmul``)."""
+    beta1, beta2 = opt.betas
+    t = k + 1
+    eta = float(opt.eta_c[k])
+    m.lerp_(grad, 1.0 - beta1)
+    v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+    denom = v.sqrt().div_(math.sqrt(1.0 - beta2**t)).add_(opt.eps)
+    if opt.decoupled_decay and opt.weight_decay:
+        acc.mul_(1.0 - eta * opt.weight_decay)
+    acc.addcdiv_(m, denom, value=eta / (1.0 - beta1**t))
+
+
+def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
+                    weight_decay: float = 0.0, gamma0: float = 1.0, betas=None,
+                    eps=None) -> SGD | Adam:
+    """The optimizer of a run of K steps from the user's arguments: :class:`SGD`
+    for ``optimizer="sgd"`` (:func:`check_sgd`), :class:`Adam` for ``"adam"`` and
+    ``"adamw"``. ``betas=None`` and ``eps=None`` stand for torch's defaults
+    (0.9, 0.999) and 1e-8.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the argument: an unknown ``optimizer``; ``betas`` or ``eps`` with SGD;
+        with Adam, ``momentum`` (Adam's first-moment decay is ``betas[0]``),
+        ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"`` (use ``"adamw"``), betas
+        outside [0, 1), ε < 0; and everything :func:`check_sgd` refuses.
+    """
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if optimizer == "sgd":
+        for name, value in (("betas", betas), ("eps", eps)):
+            if value is not None:
+                raise ValueError(f"{name} is an argument of optimizer='adam' or 'adamw'; "
+                                 "torch.optim.SGD has none (leave it None)")
+        return check_sgd(eta_c, K, momentum=momentum, weight_decay=weight_decay,
+                         gamma0=gamma0)
+    base = check_sgd(eta_c, K, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0)
+    if base.momentum:
+        raise ValueError(f"momentum is torch.optim.SGD's; with optimizer={optimizer!r} "
+                         "the first-moment decay is betas[0] (leave momentum at 0)")
+    if base.gamma0 != 1:
+        raise ValueError(f"gamma0 must be 1 with optimizer={optimizer!r}: Adam's update "
+                         "does not scale with the gradient, so gamma0 has no derived "
+                         "meaning there (leave it at 1)")
+    if base.weight_decay and optimizer == "adam":
+        raise ValueError("weight_decay with optimizer='adam' is torch's L2 term added to "
+                         "the gradient, which has no width-independent meaning here; use "
+                         "optimizer='adamw' (decoupled decay: every step shrinks the "
+                         "weights by 1 - eta_c*weight_decay)")
+    return Adam(base.eta_c, _check_betas(betas), _check_eps(eps), base.weight_decay,
+                optimizer == "adamw")
+
+
+def _check_betas(betas) -> tuple[float, float]:
+    """(β₁, β₂) in [0, 1)² (default (0.9, 0.999))."""
+    if betas is None:
+        return DEFAULT_BETAS
+    if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
+        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    out = []
+    for i, b in enumerate(betas):
+        if isinstance(b, bool) or not isinstance(b, numbers.Real):
+            raise TypeError(f"betas[{i}] must be a real number, got {type(b).__name__}")
+        if not 0.0 <= float(b) < 1.0:
+            raise ValueError(f"betas[{i}] must be in [0, 1), got {b!r} (torch's default "
+                             "betas are (0.9, 0.999))")
+        out.append(float(b))
+    return out[0], out[1]
+
+
+def _check_eps(eps) -> float:
+    """ε ≥ 0, finite (default 1e-8)."""
+    if eps is None:
+        return DEFAULT_EPS
+    return check_positive_float("eps", eps, allow_zero=True)
 
 
 def warmup_cosine(steps: int, *, peak: float = 1.0, warmup: int = 0,

@@ -23,7 +23,7 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
-from ._optim import SGD, check_sgd, scale_step
+from ._optim import OPTIMIZERS, SGD, Adam, adam_step_, check_optimizer, check_sgd, scale_step
 from ._results import (
     PAPER,
     base_attrs,
@@ -89,5 +89,9 @@ __all__ = [
     "ensure_fits",
     "SGD",
     "check_sgd",
+    "OPTIMIZERS",
+    "Adam",
+    "check_optimizer",
+    "adam_step_",
     "scale_step",
 ]
