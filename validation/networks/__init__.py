@@ -1,5 +1,6 @@
 """The finite depth-μP ResNets of paper 002 as batched seed ensembles, trained by online
 SGD (exactly ``torch.optim.SGD``'s update: schedules, momentum, weight decay, γ₀)
+or ``torch.optim.Adam`` / ``AdamW`` (the depth-μP groups of issue 34)
 with a hand-written backward pass: one module per architecture (pre-activation
 eq. 1, post-activation eq. 9, two-layer blocks eq. 6), their branch scalings, the
 trainer :func:`train_resnet` and its checks, records and Dataset assembly, and the

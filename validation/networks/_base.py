@@ -28,17 +28,20 @@ import nfd
 from nfd.schema import (
     BLOCKS,
     FIRST_LAYER_RATES,
+    SGD,
+    Adam,
     check_choice,
     check_int,
     check_matrix,
     check_positive_float,
     check_outputs,
-    check_sgd,
+    check_optimizer,
     check_targets,
     resolve_device_dtype,
     scale_step,
 )
 
+from ._adam import check_adam_network, torch_adam
 from ._memory import ensure_network_fits, network_memory_estimate
 from ._scaling import SCALINGS, Stream, make_stream
 from ._step import ForwardPass, Gradients, RankUpdate, mean_square
@@ -143,6 +146,26 @@ class ResNetEnsemble(ABC):
         Width-independent learning-rate constant η_c ≥ 0: the learning rate of
         every step unless :meth:`apply_update` / :meth:`sgd_step` get their own
         (a schedule, as :func:`validation.train_resnet` passes); settable.
+    optimizer : {"sgd", "adam", "adamw"}
+        ``torch.optim.SGD`` (the default; ``momentum``, ``weight_decay``,
+        ``gamma0`` below), or exactly ``torch.optim.Adam`` / ``AdamW`` in the
+        depth-μP parametrization of Tensor Programs VI (Def. 6.1, Table 1;
+        :class:`nfd.schema.Adam`), on the stored U, W (one (L, S, n, n) tensor) and
+        V, one param group each:
+
+        =========  ======================  ===================  ======================
+        group      lr                      eps                  AdamW weight_decay
+        =========  ======================  ===================  ======================
+        U          η_c(k)                  ε/n                  λ
+        every W_ℓ  η_c(k)·√(T/(Ln))        ε·√(T/L)/n^{3/2}     λ/√(T/(Ln))
+        V          η_c(k)                  ε/n                  λ
+        =========  ======================  ===================  ======================
+
+        Adam needs the network it is derived for: ``style="pre"``,
+        ``block="one-layer"``, ``scaling="depth-mup"``, ``regime="feature"``, and
+        ``momentum`` = 0, ``gamma0`` = 1, no ``weight_decay`` with ``"adam"``
+        (:func:`nfd.schema.check_optimizer`). It keeps two state buffers and a
+        dense gradient per parameter.
     momentum : float
         β in [0, 1): ``torch.optim.SGD``'s ``momentum`` (dampening 0, no Nesterov).
         A dense buffer per parameter is allocated when β > 0.
@@ -152,6 +175,11 @@ class ResNetEnsemble(ABC):
     gamma0 : float
         γ₀ > 0: f = (α/√n)vᵀh_L/γ₀ and the learning rate is η_c·γ₀²/α². γ₀ = 1
         is the network of paper 002; γ₀ → 0 the lazy (kernel) limit.
+    betas : (float, float), optional
+        Adam's (β₁, β₂) in [0, 1) (default torch's (0.9, 0.999)); SGD takes none.
+    eps : float, optional
+        Adam's ε ≥ 0 in the rescaled units of the table (default 1e-8); torch's
+        eps of each group is in the table. SGD takes none.
     outputs : int
         C ≥ 1, the number of outputs: f = (α/√n)Vᵀh_L/γ₀ with a readout V of shape
         (n, C), drawn after U as n·C normals (row-major), for vector mse targets and
@@ -175,10 +203,15 @@ class ResNetEnsemble(ABC):
     W : Tensor (S, L, n, n)
         One-layer blocks (``W1``, ``W2`` for two-layer blocks).
     alpha, eta, kappa : float
-        α, the learning rate η = η_c·γ₀²/α² of W (and U, v) at the attribute
+        α, the SGD learning rate η = η_c·γ₀²/α² of W (and U, v) at the attribute
         ``eta_c``, and κ = ηα/√n.
+    optimizer : str
+        ``"sgd"``, ``"adam"`` or ``"adamw"``.
     momentum, weight_decay, gamma0 : float
-        β, λ and γ₀ (above); ``torch_weight_decay`` = λα²/γ₀².
+        β, λ and γ₀ (above); ``torch_weight_decay`` = λα²/γ₀² (SGD).
+    betas, eps
+        Adam's (β₁, β₂) and ε (``None`` with SGD); the groups are those of
+        :attr:`torch_optimizer`.
     stream : Stream
         τ, the branch coefficient s and the skip connection.
     """
@@ -220,9 +253,12 @@ class ResNetEnsemble(ABC):
         scaling: str = "depth-mup",
         regime: str = "feature",
         eta_c: float = 1.0,
+        optimizer: str = "sgd",
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         gamma0: float = 1.0,
+        betas: tuple[float, float] | None = None,
+        eps: float | None = None,
         outputs: int = 1,
         first_layer_lr: str = "depth-mup",
         record_collapse: bool = False,
@@ -242,10 +278,12 @@ class ResNetEnsemble(ABC):
         self.T = check_positive_float("T", T)
         self.C = check_int("outputs", outputs, 1)
         self.eta_c = eta_c
-        opt = check_sgd(self.eta_c, 0, momentum=momentum, weight_decay=weight_decay,
-                        gamma0=gamma0)
+        opt = check_optimizer(optimizer, self.eta_c, 0, momentum=momentum,
+                              weight_decay=weight_decay, gamma0=gamma0, betas=betas, eps=eps)
+        self.optimizer = optimizer
         self.momentum, self.weight_decay, self.gamma0 = (opt.momentum, opt.weight_decay,
                                                          opt.gamma0)
+        self.betas, self.eps = (None, None) if optimizer == "sgd" else (opt.betas, opt.eps)
         self.act = nfd.get_activation(activation)
         self.seeds = resolve_seeds(seeds)
         self.S = len(self.seeds)
@@ -253,6 +291,8 @@ class ResNetEnsemble(ABC):
         self.scaling = check_architecture(style, block, scaling)[2]
         self.regime = check_choice("regime", regime, REGIMES)
         self.first_layer_lr = check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS)
+        check_adam_network(optimizer, style=self.style, block=self.block,
+                           scaling=self.scaling, regime=self.regime)
         self.record_collapse = bool(record_collapse) and self.block == "two-layer"
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         self.alpha = 1.0 / math.sqrt(self.n) if self.regime == "feature" else 1.0
@@ -263,10 +303,10 @@ class ResNetEnsemble(ABC):
                 self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
                 backward=self.backward, block=self.block, style=self.style,
                 record_collapse=self.record_collapse, momentum=self.momentum,
-                dtype=self.dtype, outputs=self.C)
+                optimizer=self.optimizer, dtype=self.dtype, outputs=self.C)
             ensure_network_fits(parts, self.device, what="the ensemble's weights")
         self._init_parameters(bool(tie_backward))
-        self._init_optimizer()
+        self._init_optimizer(opt)
         self._workspace: dict[str, torch.Tensor] = {}
         self._last: ForwardPass | None = None
 
@@ -304,10 +344,14 @@ class ResNetEnsemble(ABC):
                         dk.normal_(generator=gen).sub_(self._w[k][l, i])
         self._w0 = {k: w.clone() for k, w in self._w.items()} if self.record_collapse else {}
 
-    def _init_optimizer(self) -> None:
-        """Momentum buffers (zero, as torch's first step sets buf = d) when β > 0, and
+    def _init_optimizer(self, opt: SGD | Adam) -> None:
+        """Momentum buffers (zero, as torch's first step sets buf = d) when β > 0, the
+        ``torch.optim.Adam`` / ``AdamW`` of an Adam run (:func:`._adam.torch_adam`), and
         the decay a_k of the decoupled copy's difference D = W̃ − W, per family."""
         self._momentum: dict[str, torch.Tensor] = {}
+        self._adam = None if self.optimizer == "sgd" else torch_adam(
+            {"U": self._U, "W": self._w["W"], "V": self._v}, opt, width=self.n,
+            depth=self.L, T=self.T)
         if self.momentum > 0:
             self._momentum = {"U": torch.zeros_like(self._U), "v": torch.zeros_like(self._v)}
             self._momentum.update({k: torch.zeros_like(w) for k, w in self._w.items()})
@@ -345,6 +389,13 @@ class ResNetEnsemble(ABC):
     def torch_weight_decay(self) -> float:
         """torch's ``weight_decay``: λα²/γ₀² (λ/(γ₀²n) in the feature regime)."""
         return self.weight_decay * self.alpha**2 / self.gamma0**2
+
+    @property
+    def torch_optimizer(self) -> torch.optim.Optimizer | None:
+        """The ``torch.optim.Adam`` / ``AdamW`` that steps U, W, V (param groups named
+        ``"U"``, ``"W"``, ``"V"``, each with its ``lr_mult``, ``eps`` and
+        ``weight_decay``); ``None`` with SGD, whose update is written out."""
+        return self._adam
 
     def lr_mult(self, name: str) -> float:
         """The learning rate of weight family ``name`` over η (:attr:`lr_mult_first`
@@ -571,7 +622,8 @@ class ResNetEnsemble(ABC):
 
     @torch.no_grad()
     def apply_update(self, grads: Gradients, eta_c: float | None = None) -> None:
-        """One step of ``torch.optim.SGD`` for every parameter, in place.
+        """One step of ``torch.optim.SGD`` for every parameter, in place (with
+        ``optimizer="adam"`` / ``"adamw"``: of ``torch.optim.Adam`` / ``AdamW``).
 
         Each parameter θ with gradient ∂ℒ̄/∂θ (``grads``) follows torch's update
         with ``lr`` = η·m, η = η_c·γ₀²/α² (:meth:`learning_rate`), m = √L for
@@ -588,6 +640,13 @@ class ResNetEnsemble(ABC):
         on D, with the scalar a_k of :meth:`nfd.schema.SGD.weight_scales`, tracked
         here and used as the scale of D_0 in the backward product).
 
+        Adam: the batch-mean gradients are written into each parameter's dense
+        ``grad``, every group's ``lr`` is set to η_c·``lr_mult`` (the table of
+        :class:`ResNetEnsemble`) and torch's optimizer steps. W̃ would receive W's
+        gradient, hence W's Adam state, so D = W̃ − W only decays:
+        D_k = a_k D_0 with a_k = Π_{s<k} (1 − η_c(s)·λ) (1 for Adam,
+        :meth:`nfd.schema.Adam.weight_scales`).
+
         Parameters
         ----------
         grads : Gradients
@@ -597,6 +656,16 @@ class ResNetEnsemble(ABC):
         """
         eta_c = self._eta_c if eta_c is None else \
             check_positive_float("eta_c", eta_c, allow_zero=True)
+        if self._adam is None:
+            self._sgd_update(grads, eta_c)
+        else:
+            self._adam_update(grads, eta_c)
+        for name, (a, p) in self._decay.items():
+            self._decay[name] = scale_step(a, p, eta_c * self.lr_mult(name), self.momentum,
+                                           self.weight_decay)
+
+    def _sgd_update(self, grads: Gradients, eta_c: float) -> None:
+        """torch's SGD step of every parameter at η_c (:meth:`apply_update`)."""
         eta = self.learning_rate(eta_c)
         step = -(eta * self.alpha / math.sqrt(self.n)) / self.gamma0  # −κ/γ₀
         for name, per_layer in grads.hidden.items():
@@ -609,9 +678,20 @@ class ResNetEnsemble(ABC):
             self._update(self._v.unsqueeze(1), grads.v, "v", None, eta_c, eta, step)
         else:
             self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=-step)
-        for name, (a, p) in self._decay.items():
-            self._decay[name] = scale_step(a, p, eta_c * self.lr_mult(name), self.momentum,
-                                           self.weight_decay)
+
+    def _adam_update(self, grads: Gradients, eta_c: float) -> None:
+        """torch's Adam / AdamW step of every parameter at η_c (:meth:`apply_update`):
+        each dense ``grad`` ← ∂ℒ̄/∂θ (one batched GEMM per matrix), each group's lr
+        ← η_c·``lr_mult``."""
+        grads.U.accumulate(self._U.grad, 0.0)
+        V = self._v.grad
+        grads.v.accumulate(V if self.C > 1 else V.unsqueeze(1), 0.0)  # as rows (S, C, n)
+        W = self._w["W"].grad
+        for l, term in enumerate(grads.hidden["W"]):
+            term.accumulate(W[l], 0.0)
+        for group in self._adam.param_groups:
+            group["lr"] = eta_c * group["lr_mult"]
+        self._adam.step()
 
     def _update(self, theta: torch.Tensor, term: RankUpdate, name: str, l: int | None,
                 eta_c: float, eta: float, step: float) -> None:
@@ -686,8 +766,9 @@ class ResNetEnsemble(ABC):
 
         Every parameter moves by ``torch.optim.SGD``'s update (:meth:`apply_update`):
         −η ∂ℒ̄/∂θ for plain SGD (η₁ = η√L for W_{ℓ,1} when
-        ``first_layer_lr="depth-aware"``), at this step's ``eta_c`` (default: the
-        attribute).
+        ``first_layer_lr="depth-aware"``), or by ``torch.optim.Adam`` / ``AdamW``'s
+        with ``optimizer="adam"`` / ``"adamw"``, at this step's ``eta_c`` (default:
+        the attribute).
         """
         loss = nfd.get_loss(loss)
         fp = self.forward_pass(X)

@@ -11,6 +11,7 @@ import torch
 import nfd
 from nfd.schema import (
     SGD,
+    Adam,
     DEFAULT_PROBE_STEPS,
     check_choice,
     check_divergence,
@@ -20,12 +21,13 @@ from nfd.schema import (
     check_outputs,
     check_positive_float,
     check_probes,
-    check_sgd,
+    check_optimizer,
     check_steps,
     default_steps,
     resolve_device_dtype,
 )
 
+from ._adam import check_adam_network
 from ._models import BACKWARDS, FIRST_LAYER_LRS, REGIMES, resolve_seeds
 from ._base import check_architecture
 
@@ -39,8 +41,9 @@ class TrainRun:
 
     ``net`` holds the keyword arguments of :class:`validation.ResNetEnsemble`
     (``activation`` already an :class:`nfd.Activation`; ``eta_c`` the constant or
-    the schedule's peak, ``outputs`` the number C of outputs); ``sgd`` the
-    optimizer, whose ``sgd.eta_c[k]`` step k uses. ``y`` is (K·B,), (K·B, C) or
+    the schedule's peak, ``outputs`` the number C of outputs); ``opt`` the
+    optimizer (:class:`nfd.schema.SGD` or :class:`nfd.schema.Adam`), whose
+    ``opt.eta_c[k]`` step k uses. ``y`` is (K·B,), (K·B, C) or
     int64 class labels (K·B,) (``loss.labels``).
     """
 
@@ -58,7 +61,7 @@ class TrainRun:
     dtype: torch.dtype
     divergence: float | None
     input_scale: float
-    sgd: SGD
+    opt: SGD | Adam
 
     @property
     def d(self) -> int:
@@ -105,8 +108,8 @@ def check_batches(total: int, batch_size, n_steps) -> tuple[int, int]:
 def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, style, block,
                 scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
                 probe_steps, eig_steps, record_collapse, device, dtype,
-                divergence, momentum=0.0, weight_decay=0.0, gamma0=1.0,
-                classes=None) -> TrainRun:
+                divergence, optimizer="sgd", momentum=0.0, weight_decay=0.0, gamma0=1.0,
+                betas=None, eps=None, classes=None) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
@@ -117,17 +120,21 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
     K, B = check_batches(Xn.shape[0], batch_size, n_steps)
     check_architecture(style, block, scaling)
+    regime = check_choice("regime", regime, REGIMES)
     if block == "one-layer" and first_layer_lr != "depth-mup":
         raise ValueError(f"first_layer_lr={first_layer_lr!r} is for block='two-layer' (one-layer "
                          "blocks have no first internal layer); leave it 'depth-mup'")
-    sgd = check_sgd(eta_c, K, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0)
+    opt = check_optimizer(optimizer, eta_c, K, momentum=momentum, weight_decay=weight_decay,
+                          gamma0=gamma0, betas=betas, eps=eps)
+    check_adam_network(optimizer, style=style, block=block, scaling=scaling, regime=regime)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),
-        eta_c=sgd.attrs()["eta_c"], momentum=sgd.momentum,
-        weight_decay=sgd.weight_decay, gamma0=sgd.gamma0, outputs=C,
+        eta_c=opt.attrs()["eta_c"], optimizer=optimizer, momentum=opt.momentum,
+        weight_decay=opt.weight_decay, gamma0=opt.gamma0, outputs=C,
+        **({} if optimizer == "sgd" else dict(betas=opt.betas, eps=opt.eps)),
         backward=check_choice("backward", backward, BACKWARDS), style=style, block=block,
-        scaling=scaling, regime=check_choice("regime", regime, REGIMES),
+        scaling=scaling, regime=regime,
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
         record_collapse=bool(record_collapse) and block == "two-layer")
     probe_data = check_probes(probes, Xn.shape[1], lossf.name if C == 1 else lossf,
@@ -143,4 +150,4 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     scale = check_input_scale("X", Xn[: K * B], stacklevel=4)  # user → train_resnet → here
     return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
                     probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale,
-                    sgd)
+                    opt)

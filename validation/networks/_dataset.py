@@ -85,24 +85,47 @@ def to_dataset(run: TrainRun, net: ResNetEnsemble, rec: Records,
 
 def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
     """Every parameter of the run, netCDF-safe, with the keys of ``nfd.simulate``
-    where they mean the same thing (``model="network"``) and the optimizer's
-    :meth:`nfd.schema.SGD.attrs` (``eta_c`` the constant or the schedule's peak, at
-    which ``learning_rate_value`` = η_c·γ₀²/α² is torch's lr;
-    ``weight_decay_value`` = λα²/γ₀² torch's weight_decay)."""
+    where they mean the same thing (``model="network"``), the optimizer's
+    :meth:`nfd.schema.SGD.attrs` or :meth:`nfd.schema.Adam.attrs` (``eta_c`` the
+    constant or the schedule's peak) and torch's values at that ``eta_c``
+    (:func:`_torch_values`)."""
     feature = net.regime == "feature"
-    lr = ("eta_c*n" if feature else "eta_c") if net.gamma0 == 1 else \
-        ("eta_c*gamma0^2*n" if feature else "eta_c*gamma0^2")
     return base_attrs(
         model="network", source="validation.train_resnet", backward=net.backward,
-        activation=net.act.name, loss=run.loss.name, **run.sgd.attrs(), T=net.T,
+        activation=net.act.name, loss=run.loss.name, **run.opt.attrs(), T=net.T,
         steps=net.L, depth=net.L, width=net.n, batch_size=run.B, sgd_steps=run.K,
         input_dim=net.d, **({"outputs": net.C} if net.C > 1 else {}), seeds=[int(s) for s in net.seeds],
         device=str(net.device), dtype=str(net.dtype).split(".")[-1],
         alpha="1/sqrt(n)" if feature else "1", alpha_value=net.alpha,
-        learning_rate=lr, learning_rate_value=net.eta,
-        learning_rate_first_layer_value=net.eta * net.lr_mult_first,
-        weight_decay_value=net.torch_weight_decay,
-        style=net.style, block=net.block, scaling=net.scaling,
+        **_torch_values(net), style=net.style, block=net.block, scaling=net.scaling,
         regime=net.regime, first_layer_lr=net.first_layer_lr, divergence=run.divergence,
         **data_attrs(run.X, None if run.probes is None else run.probes[0]),
     )
+
+
+def _torch_values(net: ResNetEnsemble) -> dict:
+    """torch's hyper-parameters at the attribute ``eta_c`` (the attrs' η_c).
+
+    SGD: ``optimizer="sgd"``, ``learning_rate`` (its formula) and
+    ``learning_rate_value`` = η_c·γ₀²/α², torch's lr of every parameter but
+    W_{ℓ,1}, whose lr is ``learning_rate_first_layer_value`` (×√L under
+    ``first_layer_lr="depth-aware"``), ``weight_decay_value`` = λα²/γ₀². Adam: per param group of
+    :attr:`ResNetEnsemble.torch_optimizer`, ``learning_rate_value``, ``eps_value``
+    and ``weight_decay_value`` of W (η_c·√(T/(Ln)), ε·√(T/L)/n^{3/2}, λ/√(T/(Ln)))
+    and the same keys with ``_U`` / ``_V`` before ``_value`` for U and V (η_c, ε/n,
+    λ); ``learning_rate`` is W's formula.
+    """
+    if net.torch_optimizer is None:
+        feature = net.regime == "feature"
+        lr = ("eta_c*n" if feature else "eta_c") if net.gamma0 == 1 else \
+            ("eta_c*gamma0^2*n" if feature else "eta_c*gamma0^2")
+        return {"optimizer": "sgd", "learning_rate": lr, "learning_rate_value": net.eta,
+                "learning_rate_first_layer_value": net.eta * net.lr_mult_first,
+                "weight_decay_value": net.torch_weight_decay}
+    out = {"learning_rate": "eta_c*sqrt(T/(L*n))"}
+    for group in net.torch_optimizer.param_groups:
+        tag = "" if group["name"] == "W" else "_" + group["name"]
+        out[f"learning_rate{tag}_value"] = net.eta_c * group["lr_mult"]
+        out[f"eps{tag}_value"] = group["eps"]
+        out[f"weight_decay{tag}_value"] = group["weight_decay"]
+    return out

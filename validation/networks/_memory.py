@@ -7,7 +7,9 @@ the two-layer blocks of eq. 6), doubled by the independent backward copy W̃ of 
 decoupled (GIA) network, by the frozen initial weights of the collapse
 observables (eq. 27, 34) and by the momentum buffers of ``torch.optim.SGD``
 (one per parameter when momentum > 0; the decoupled copy needs none of its own,
-since W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾)).
+since W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾)), or by ``torch.optim.Adam`` / ``AdamW``: two
+state buffers, a dense gradient per parameter and the two temporaries of torch's
+step on the largest one.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from nfd.schema import (
+    OPTIMIZERS,
     available_memory,
     check_choice,
     check_int,
@@ -47,6 +50,7 @@ def network_memory_estimate(
     eig_history: int = 0,
     n_eig_steps: int = 0,
     momentum: float = 0.0,
+    optimizer: str = "sgd",
     dtype: torch.dtype | str = torch.float32,
     outputs: int = 1,
 ) -> dict[str, int]:
@@ -55,10 +59,11 @@ def network_memory_estimate(
     Counts the weights of eq. 1 (or eq. 6 for two-layer blocks) of paper 002 for
     ``seeds`` networks at once, the backward copy W̃ of the decoupled network
     (Corollary 1), the frozen initial weights of the collapse observables
-    (eq. 27, 34), the momentum buffers (one per parameter when ``momentum`` > 0),
-    the per-layer activation/gradient buffers of one SGD step and its
-    rank-B gradient factors, the data stream, the records, and the stored
-    trajectories and Gram matrices of the smallest-eigenvalue records (Figure 6).
+    (eq. 27, 34), the momentum buffers (one per parameter when ``momentum`` > 0)
+    or Adam's state and dense gradients, the per-layer activation/gradient
+    buffers of one SGD step and its rank-B gradient factors, the data stream, the
+    records, and the stored trajectories and Gram matrices of the
+    smallest-eigenvalue records (Figure 6).
 
     Parameters
     ----------
@@ -85,6 +90,13 @@ def network_memory_estimate(
     momentum : float
         β ≥ 0 of ``torch.optim.SGD``: β > 0 adds a buffer of the size of U, v and
         every weight matrix (``"momentum buffers"``).
+    optimizer : {"sgd", "adam", "adamw"}
+        ``torch.optim.Adam`` / ``AdamW`` (``foreach=False``) keeps ``exp_avg`` and
+        ``exp_avg_sq`` of every parameter (``"Adam state"``, two buffers of the
+        size of U, V and every weight matrix), the dense gradient it steps on
+        (``"dense gradients"``, one more) and, during the step of the largest
+        parameter, √v and its quotient (``"Adam step temporaries"``, two of the size
+        of one weight family's (L, S, n, n) tensor, or of U or V if larger).
     dtype : torch.dtype or {"float32", "float64"}
     outputs : int
         C ≥ 1 outputs: the readout V (n, C), its momentum buffer, the targets and
@@ -112,6 +124,7 @@ def network_memory_estimate(
     check_sgd(0.0, 1, momentum=momentum)  # β in [0, 1), as train_resnet checks it
     check_choice("style", style, ("pre", "post"))
     beta = check_positive_float("momentum", momentum, allow_zero=True)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
     C = check_int("outputs", outputs, 1)
     item = torch.empty((), dtype=resolve_device_dtype("cpu", dtype)[1]).element_size()
     families = 2 if block == "two-layer" else 1
@@ -133,8 +146,14 @@ def network_memory_estimate(
                         + (2 * K * S * L if collapse else 0)
                         + S * nq * Q * (1 + C) + S * ne * (L + 1) * 2),
     }
+    params = S * (L * n * n * families + n * (d + C))  # U, V and every weight matrix
     if beta > 0:
-        out["momentum buffers"] = S * (L * n * n * families + n * (d + C)) * item
+        out["momentum buffers"] = params * item
+    if optimizer != "sgd":
+        out["Adam state"] = 2 * params * item
+        out["dense gradients"] = params * item
+        # √v and √v/√(1−β₂ᵗ) of the largest parameter: U (S, n, d), V or one family
+        out["Adam step temporaries"] = 2 * S * n * max(L * n, d, C) * item
     if M:
         # stored feature/gradient trajectories + float64 Gram matrices and eigvalsh work
         out["eigenvalue history"] = (2 * L + 1) * S * M * n * item + 3 * (L + 1) * S * M * M * 8

@@ -68,6 +68,14 @@ The learning rate of a step is the ``eta_c`` given to :meth:`ResNetEnsemble.appl
 :meth:`ResNetEnsemble.sgd_step` (a schedule's η_c(k), as
 :func:`validation.train_resnet` passes), else the attribute ``eta_c``.
 
+Adam (issue 34, ``optimizer="adam"`` / ``"adamw"``, eq. 1 in the feature regime
+only): exactly ``torch.optim.Adam`` / ``AdamW`` on the stored U, W and V, one param
+group each in the depth-μP parametrization of Tensor Programs VI (Def. 6.1; the
+table of :mod:`._adam` and :class:`nfd.schema.Adam`), stepping on the dense
+batch-mean gradients above. The decoupled copy would receive W's gradient and so
+W's Adam state: D = W̃ − W only decays, D_k = a_k D_0 with
+a_k = Π_{s<k} (1 − η_c(s)λ) (:meth:`nfd.schema.Adam.weight_scales`).
+
 Storage is layer-major, ``(L, S, n, n)``, so each layer's ensemble slice is one
 contiguous batched-GEMM operand; the public properties return ``(S, L, n, n)``
 views. The weight update is a rank-B in-place ``baddbmm_`` (into the momentum
@@ -75,7 +83,7 @@ buffer when β > 0).
 
 Layout: :mod:`._base` (the interface and the per-step API ``forward_pass`` →
 ``backward_pass`` → ``apply_update``), :mod:`._step` (what a step passes between
-them), :mod:`._scaling` (depth-μP, μP ResNet and μP MLP streams) and one module
+them), :mod:`._adam` (Adam's networks and param groups), :mod:`._scaling` (depth-μP, μP ResNet and μP MLP streams) and one module
 per architecture: :mod:`._preact` (eq. 1), :mod:`._postact` (eq. 9),
 :mod:`._twolayer` (eq. 6). ``ResNetEnsemble(style=..., block=...)`` builds the
 architecture those name.

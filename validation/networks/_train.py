@@ -41,9 +41,12 @@ def train_resnet(
     activation: str | nfd.Activation | Callable = "relu",
     loss: str | nfd.Loss | Callable = "mse",
     eta_c: float | Sequence[float] | Callable[[int], float],
+    optimizer: str = "sgd",
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     gamma0: float = 1.0,
+    betas: tuple[float, float] | None = None,
+    eps: float | None = None,
     classes: int | None = None,
     T: float = 1.0,
     backward: str = "coupled",
@@ -65,7 +68,8 @@ def train_resnet(
     check_memory: bool = True,
     divergence: float | None = DEFAULT_DIVERGENCE,
 ) -> xr.Dataset:
-    """Train an ensemble of finite depth-μP ResNets by online SGD (paper 002, §2, §4).
+    """Train an ensemble of finite depth-μP ResNets by online SGD or Adam (paper 002,
+    §2, §4).
 
     The network is eq. 1 (``style="pre"``), eq. 9 (``"post"``) or the two-layer
     block of eq. 6 (``block="two-layer"``); the μP ResNet (``scaling="mup"``) and
@@ -83,6 +87,19 @@ def train_resnet(
     W_{ℓ,1} under ``first_layer_lr="depth-aware"``), ``momentum`` = β,
     ``weight_decay`` = λα²/γ₀², dampening 0, no Nesterov (issue 22; the scalars
     of :class:`nfd.schema.SGD`). At the defaults this is plain SGD at η = η_c/α².
+    With ``optimizer="adam"`` / ``"adamw"`` it is exactly ``torch.optim.Adam`` /
+    ``AdamW`` in the depth-μP parametrization of Tensor Programs VI (Def. 6.1,
+    Table 1; :class:`nfd.schema.Adam`, issue 34) on the pre-activation network of
+    eq. 1 in the feature regime, f = Vᵀh_L/n, with ``betas`` and one param group
+    per row (lr at step k, torch's eps, AdamW's weight_decay):
+
+    =========  ======================  ===================  ======================
+    group      lr                      eps                  AdamW weight_decay
+    =========  ======================  ===================  ======================
+    U          η_c(k)                  ε/n                  λ
+    every W_ℓ  η_c(k)·√(T/(Ln))        ε·√(T/L)/n^{3/2}     λ/√(T/(Ln))
+    V          η_c(k)                  ε/n                  λ
+    =========  ======================  ===================  ======================
     The scaled gradients g_ℓ = γ₀(√n/α)∂f/∂h_ℓ keep g_L = v, so ``g2`` is the
     limit's E[g²] for every γ₀.
 
@@ -106,17 +123,31 @@ def train_resnet(
         sequence gives η_c(k) for each of the K steps (step k uses ``eta_c[k]``), a
         callable k → η_c(k) is evaluated at k = 0..K−1 (a schedule: warm-up,
         cosine, …).
+    optimizer : {"sgd", "adam", "adamw"}
+        ``torch.optim.SGD`` (the default), or ``torch.optim.Adam`` / ``AdamW`` in
+        the groups of the table above (only for ``style="pre"``,
+        ``block="one-layer"``, ``scaling="depth-mup"``, ``regime="feature"``;
+        two state buffers and a dense gradient per parameter).
     momentum : float
         β in [0, 1), ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov;
-        adds one buffer per parameter).
+        adds one buffer per parameter). SGD only (Adam's is ``betas[0]``).
     weight_decay : float
         λ ≥ 0: torch's ``weight_decay`` is λα²/γ₀² (λ/(γ₀²n) in the feature
         regime), so that lr·weight_decay = η_c(k)·λ. With ``backward="decoupled"``
         the copy W̃ decays too: W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of
-        :meth:`nfd.schema.SGD.weight_scales`.
+        :meth:`nfd.schema.SGD.weight_scales`. With ``"adamw"``, λ is the decoupled
+        decay of the table (each step shrinks every parameter by 1 − η_c(k)·λ, and
+        W̃ − W alike: a_k of :meth:`nfd.schema.Adam.weight_scales`); ``"adam"``
+        takes none.
     gamma0 : float
         γ₀ > 0, the feature-learning strength: f = (α/√n)vᵀh_L/γ₀, lr ∝ γ₀².
         γ₀ = 1 is paper 002's network; γ₀ → 0 the lazy (kernel) limit.
+        SGD only (Adam's update does not scale with the gradient).
+    betas : (float, float), optional
+        Adam's (β₁, β₂) in [0, 1); default torch's (0.9, 0.999). Not for SGD.
+    eps : float, optional
+        Adam's ε ≥ 0 in the rescaled units of the table (torch's eps of each group
+        is in the table); default 1e-8. Not for SGD.
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"`` (default: the largest label + 1).
     T : float
@@ -185,11 +216,14 @@ def train_resnet(
           ``block_time`` = t_ℓ, ℓ = 1..L.
 
         ``attrs`` hold every parameter (netCDF-serializable, the keys of
-        ``nfd.simulate`` where shared; ``model="network"``), with the
-        optimizer's :meth:`nfd.schema.SGD.attrs`: ``eta_c`` (the constant or a
-        schedule's peak), ``eta_c_schedule``, ``momentum``, ``weight_decay``,
-        ``gamma0``; ``learning_rate_value`` is torch's lr at that ``eta_c``,
-        ``weight_decay_value`` torch's weight_decay.
+        ``nfd.simulate`` where shared; ``model="network"``), with ``optimizer``
+        and the optimizer's :meth:`nfd.schema.SGD.attrs`: ``eta_c`` (the constant
+        or a schedule's peak), ``eta_c_schedule``, ``momentum``, ``weight_decay``,
+        ``gamma0`` (Adam: :meth:`nfd.schema.Adam.attrs`, with ``betas`` and
+        ``eps``); ``learning_rate_value`` is torch's lr at that ``eta_c``,
+        ``weight_decay_value`` torch's weight_decay (Adam: W's group's, with
+        ``eps_value``, and U's and V's as ``learning_rate_U_value``,
+        ``eps_V_value``, …).
 
     Warns
     -----
@@ -203,7 +237,10 @@ def train_resnet(
         Bad arguments (naming the argument), e.g. labels other than ±1 with
         ``loss="logistic"``, a schedule of the wrong length or with a negative or
         NaN entry, ``momentum`` outside [0, 1), a negative ``weight_decay``,
-        ``gamma0`` ≤ 0 (:func:`nfd.schema.check_sgd`).
+        ``gamma0`` ≤ 0 (:func:`nfd.schema.check_optimizer`); with Adam, ``momentum``,
+        ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"``, ``betas`` outside [0, 1),
+        ``eps`` < 0, or a network other than the one-layer pre-activation
+        depth-μP network in the feature regime; ``betas`` or ``eps`` with SGD.
     MemoryError
         When the estimate of :func:`validation.network_memory_estimate` does not fit.
     FloatingPointError
@@ -212,7 +249,8 @@ def train_resnet(
     """
     run = check_train(
         X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c,
-        momentum=momentum, weight_decay=weight_decay, gamma0=gamma0, T=T,
+        optimizer=optimizer, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0,
+        betas=betas, eps=eps, T=T,
         backward=backward, style=style, block=block, scaling=scaling, regime=regime,
         first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
         n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
@@ -234,8 +272,8 @@ def _estimate(run: TrainRun) -> dict[str, int]:
         batch_size=run.B, n_steps=run.K, backward=run.net["backward"],
         block=run.net["block"], style=run.net["style"], record_collapse=run.collapse,
         n_probes=run.Q, n_probe_steps=len(run.probe_steps), eig_history=run.eig_history,
-        n_eig_steps=len(run.eig_steps), momentum=run.sgd.momentum, dtype=run.dtype,
-        outputs=run.C)
+        n_eig_steps=len(run.eig_steps), momentum=run.opt.momentum,
+        optimizer=run.net["optimizer"], dtype=run.dtype, outputs=run.C)
 
 
 def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
@@ -248,9 +286,9 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
          else torch.as_tensor(run.y, **kw)).reshape((run.K, run.B) + run.y.shape[1:])
     Xp = None if run.probes is None else torch.as_tensor(run.probes[0], **kw)
     guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds,
-                            momentum=run.sgd.momentum)
+                            momentum=run.opt.momentum)
     probe_guard = DivergenceGuard(run.divergence, run.input_scale, seeds=run.seeds,
-                                  momentum=run.sgd.momentum)
+                                  momentum=run.opt.momentum)
 
     def probe(k: int) -> None:
         if rec.probes_at(k):
@@ -262,7 +300,7 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
         for k in tqdm(range(run.K), disable=not progress, desc="train_resnet"):
             probe(k)
             sgd_step(net, run.loss, X[k * run.B:(k + 1) * run.B], Y[k], k=k, rec=rec,
-                     eig=eig, guard=guard, eta_c=float(run.sgd.eta_c[k]))
+                     eig=eig, guard=guard, eta_c=float(run.opt.eta_c[k]))
         probe(run.K)
 
 
