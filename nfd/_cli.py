@@ -38,7 +38,7 @@ _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
                "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes",
-               "block", "first_layer_lr", "record_collapse"}
+               "block", "first_layer_lr", "record_collapse", "optimizer", "betas", "eps"}
 NPZ_ARRAYS = ("arrays X (m, d) and y (m,) or (m, C) (integer labels for "
               "loss = \"cross_entropy\"), optionally X_probe and y_probe")
 
@@ -78,6 +78,13 @@ error_replicas = 2
 momentum = 0.0
 weight_decay = 0.0
 gamma0 = 1.0
+# optimizer = "adam" (or "adamw", with weight_decay) trains with torch.optim.Adam under
+# depth-muP's groups: U, V at lr eta_c, every W at eta_c*sqrt(T/(L*n)); betas and eps in
+# the rescaled units of nfd.schema.Adam (no momentum, gamma0 = 1). The limit then keeps
+# dense particles x particles states per layer: see nfd.memory_estimate.
+optimizer = "sgd"
+# betas = [0.9, 0.999]
+# eps = 1e-8
 # Residual blocks: "one-layer" (eq. 1) or "two-layer" (eq. 6), whose first layer learns
 # at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
 # records the first layer's learned change and the residual update per block.

@@ -286,6 +286,16 @@ class _TwoLayerSystem(_LinearSystem):
         super().commit(h, g, chi)
 
 
+def _sgd_only(optimizer) -> None:
+    """Refuse every optimizer of :func:`nfd.simulate` but SGD, saying why."""
+    if optimizer != "sgd":
+        raise ValueError(
+            f"optimizer={optimizer!r}: linear_limit is exact for torch.optim.SGD only; "
+            "after one Adam step the linear network's features are no longer Gaussian, "
+            "so there is no closed oracle (use nfd.simulate(..., optimizer=...) with "
+            "activation='identity')")
+
+
 def linear_limit(
     X,
     y,
@@ -304,6 +314,7 @@ def linear_limit(
     classes: int | None = None,
     block: str = "one-layer",
     first_layer_lr: str = "depth-mup",
+    optimizer: str = "sgd",
 ) -> xr.Dataset:
     """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
 
@@ -335,6 +346,11 @@ def linear_limit(
     first_layer_lr : {"depth-mup", "depth-aware"}
         Two-layer blocks: W_{ℓ,1} learns at η_c·n·m, m = 1 or √L (eq. 8); its
         optimizer coefficients are those of the recurrence at m·η_c.
+    optimizer : {"sgd"}
+        Only ``torch.optim.SGD``: ``"adam"`` and ``"adamw"`` are refused, since after
+        one Adam step the linear network's features are no longer Gaussian
+        (sign-like functions of the gradients), so there is no closed oracle. The
+        exact references of Adam's limit are in tests/test_simulate_adam.py.
 
     Returns
     -------
@@ -347,6 +363,7 @@ def linear_limit(
         ``simulate`` records it, NaN where χ = 0). Cost: O(K·B·L·(L·K·B)²)
         flops, seconds for L·K·B up to a few hundred.
     """
+    _sgd_only(optimizer)
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,

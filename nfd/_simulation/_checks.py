@@ -21,7 +21,7 @@ from .._checks import (
     resolve_device_dtype,
 )
 from .._losses import Loss
-from .._optim import SGD
+from .._optim import SGD, Adam
 from .._schema import DEFAULT_EIG_STEPS, default_steps
 from .._training import check_block, check_stream
 
@@ -59,6 +59,11 @@ class Config:
     block: str = "one-layer"  # or "two-layer" (paper 002 eq. 6; nfd._simulation._twolayer)
     first_layer_lr: str = "depth-mup"  # two-layer blocks: W_{ℓ,1}'s rate, m = 1 or √L
     record_collapse: bool = False  # two-layer blocks: internal_update, residual_update
+    #: Adam / AdamW (issue 34), with ``sgd`` then the plain schedule; None for SGD
+    adam: Adam | None = None
+    #: Adam's states: "dense" (P×P per layer) or "sign", the factored reference of
+    #: sign descent at batch 1 (``nfd._simulation._adam``)
+    adam_path: str = "dense"
 
     @property
     def N(self) -> int:
@@ -99,12 +104,17 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
                    probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
                    rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
                    weight_decay=0.0, gamma0=1.0, classes=None, block="one-layer",
-                   first_layer_lr="depth-mup", record_collapse=False) -> Config:
+                   first_layer_lr="depth-mup", record_collapse=False, optimizer="sgd",
+                   betas=None, eps=None) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
-        weight_decay=weight_decay, gamma0=gamma0, classes=classes)
+        weight_decay=weight_decay, gamma0=gamma0, classes=classes, optimizer=optimizer,
+        betas=betas, eps=eps)
+    adam = sgd if isinstance(sgd, Adam) else None
+    if adam is not None:
+        sgd = SGD(adam.eta_c)
     K = Xn.shape[0] // B
     P = check_int("particles", particles, 2)
     paths = check_int("paths", paths, 0)
@@ -128,9 +138,12 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
     block, first_layer_lr, record_collapse = check_block(block, first_layer_lr,
                                                          record_collapse, given)
+    if adam is not None and block != "one-layer":
+        raise ValueError(f"block={block!r} with optimizer={optimizer!r}: Adam's limit is "
+                         "derived for one-layer blocks only; use block='one-layer'")
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
-                  error_replicas, C, block, first_layer_lr, record_collapse)
+                  error_replicas, C, block, first_layer_lr, record_collapse, adam)
 
 
 

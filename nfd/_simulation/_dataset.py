@@ -35,7 +35,7 @@ def _attrs(cfg: Config) -> dict:
     """Every parameter of the run, with the scaling of the matching network."""
     return base_attrs(
         model="nfd", backward=cfg.backward, activation=cfg.act.name, loss=cfg.loss.name,
-        **cfg.sgd.attrs(), T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
+        **(cfg.sgd if cfg.adam is None else cfg.adam).attrs(), T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
@@ -44,12 +44,19 @@ def _attrs(cfg: Config) -> dict:
                                  if cfg.error_replicas else 0),
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)",
-        learning_rate="eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n",
+        learning_rate=_learning_rate(cfg),
         # the network whose limit this is (eq. 1), as train_resnet records it
         style="pre", block=cfg.block, scaling="depth-mup", regime="feature",
         **({"first_layer_lr": cfg.first_layer_lr} if cfg.two_layer else {}),
         **data_attrs(cfg.X, cfg.Xp),
     )
+
+
+def _learning_rate(cfg: Config) -> str:
+    """torch's lr of the matching network, in words."""
+    if cfg.adam is not None:
+        return "U, V: eta_c; W: eta_c*sqrt(T/(L*n))"
+    return "eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n"
 
 
 def assemble(cfg: Config, rec: dict[str, torch.Tensor]) -> xr.Dataset:

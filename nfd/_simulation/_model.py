@@ -114,6 +114,9 @@ class Model:
         self.d = u.shape[1]
         self._wbuf: dict[tuple[str, int], torch.Tensor] = {}
         self.vector = hist.out_coef is not None
+        #: Adam's dense states (``nfd._simulation._adam``), None under SGD: they add
+        #: the learned part of every weight to the passes and take its updates
+        self.dense = None
         self.set_step(1.0, hist.coef[:0], None if hist.out_coef is None else hist.out_coef[:0])
 
     def set_step(self, scale: float, coef: torch.Tensor,
@@ -173,6 +176,8 @@ class Model:
         v_c(k) = a_k v_c − Σ_i w_{i,c} h_L^{(i)}, w_{i,c} = :attr:`out_coef`."""
         n = self.hist.n
         v = self.v if self.scale == 1 else self.v * self.scale
+        if self.dense is not None:
+            return self.dense.readout(v)
         if n == 0:
             return v
         if self.vector:
@@ -185,7 +190,9 @@ class Model:
         torch.mm(x, self.u.T, out=out).div_(math.sqrt(self.d))
         if self.scale != 1:
             out.mul_(self.scale)
-        if n:
+        if self.dense is not None:
+            self.dense.embed(x, out)
+        elif n:
             a = self.coef * (x @ hist.X[:n].T / self.d)  # (B, n)
             out.addmm_(a, hist.g[0, :n], alpha=-1.0)
         return out
@@ -214,6 +221,8 @@ class Model:
             resp = self.bwd.stein_from_moment(t, mom[:n]) if self.coupled else None
             w = self._weights(views, weights, gram[:n], decay, resp)
             ops.mix(l, w, path[l], path[t])
+            if self.dense is not None:
+                self.dense.forward(l, phi, h[l])
             pivots.append(min_eig)
             skips.append(skip)
         piv[:-1] = torch.cat(pivots)
@@ -250,6 +259,8 @@ class Model:
             resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
             w = self._weights(views, weights, gram, decay, resp)
             ops.mix(l, w, path[l], path[t])
+            if self.dense is not None:
+                self.dense.forward(l, phi, h[l])
             h[l].addr_((pivots * self._noise).to(h.dtype), fresh[t])
         return h
 
@@ -279,6 +290,9 @@ class Model:
             resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
             w = self._weights(views, weights, gram[:n], decay, resp)
             ops.mix(t, w, out)
+            if self.dense is not None:
+                self.dense.backward(l, g, incr)
+                self.dense.update_layer(l, g, hist.phi_at[t][n:n + B])
             self.act.dphi_into(h[t], dphi)
             torch.addcmul(g, dphi, incr, out=hist.g_at[t][n:n + B])
             pivots.append(min_eig)

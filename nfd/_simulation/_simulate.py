@@ -123,6 +123,9 @@ def simulate(
     block: str = "one-layer",
     first_layer_lr: str = "depth-mup",
     record_collapse: bool = False,
+    optimizer: str = "sgd",
+    betas: tuple[float, float] | None = None,
+    eps: float | None = None,
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -286,6 +289,27 @@ def simulate(
         internal_update was 7–10% high at P = 4096 and 17% at P = 1024 (L = 64,
         256), its mean over steps 2–4% high at P = 4096. Check a value by doubling
         P.
+    optimizer : {"sgd", "adam", "adamw"}
+        The matching network's optimizer. ``"sgd"`` (default): ``torch.optim.SGD``
+        as above. ``"adam"`` / ``"adamw"``: ``torch.optim.Adam`` / ``AdamW`` with
+        depth-μP's per-group scaling (Tensor Programs VI, Def. 6.1 and Table 1;
+        :class:`nfd.schema.Adam`): U and V at lr η_c(k) with eps ε/n, every W_ℓ
+        at lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2}, AdamW's weight_decay λ
+        (λ/√(T/(Ln)) on W), so that each group's direction m̂/(√v̂ + ε) is that of
+        its rescaled gradient and every step moves each layer's features by
+        Θ(T/L). Adam's update is not low rank: the limit keeps dense P×P states
+        per layer (``nfd._simulation._adam``: 3·L·P² numbers, 1.6 GB at L = 8,
+        P = 4096 in float32; :func:`nfd.memory_estimate`), and a layer-step costs
+        O(P²·B) instead of O(K·B·P). Refused with ``momentum`` (Adam's is
+        ``betas[0]``), ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"`` (torch's
+        L2 term has no width-independent meaning: use ``"adamw"``) and two-layer
+        blocks.
+    betas : (float, float), optional
+        Adam's (β₁, β₂), each in [0, 1); default (0.9, 0.999), torch's.
+    eps : float, optional
+        Adam's ε ≥ 0 in the rescaled units above (Θ(1) as n → ∞); default 1e-8,
+        torch's. ε = 0 is sign-like descent; it gives NaN wherever a gradient entry
+        is exactly 0 (as torch does), e.g. for relu's inactive units.
 
     Returns
     -------
@@ -343,7 +367,7 @@ def simulate(
         dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
         error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
         gamma0=gamma0, classes=classes, block=block, first_layer_lr=first_layer_lr,
-        record_collapse=record_collapse)
+        record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     if not cfg.error_replicas:

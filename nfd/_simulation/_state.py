@@ -17,6 +17,7 @@ from .._memory import ensure_fits
 from .._schema import variable_dims
 from ._checks import Config
 from ._memory import memory_estimate
+from ._adam import adam_state
 from ._model import History, Model
 from ._twolayer import TwoLayerHistory, TwoLayerModel
 
@@ -72,6 +73,8 @@ class RunState:
     optimizer: Iterator[tuple[float, np.ndarray]]  # (a_k, c_k), k = 0..K (nfd._optim)
     #: two-layer blocks off plain SGD: W_{ℓ,1}'s (a¹_k, c¹_k), the recurrence at m·η_c
     first_optimizer: Iterator[tuple[float, np.ndarray]] | None = None
+    #: Adam: zero history weights (its learned weights are the model's dense states)
+    zero_coef: torch.Tensor | None = None
 
 
 def _record(cfg: Config) -> dict[str, torch.Tensor]:
@@ -107,7 +110,8 @@ def _ensure_memory(cfg: Config) -> None:
                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
                           backward=cfg.backward, eta_c=cfg.sgd.eta_c,
                           momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
-                          gamma0=cfg.sgd.gamma0, outputs=cfg.C, block=cfg.block)
+                          gamma0=cfg.sgd.gamma0, outputs=cfg.C, block=cfg.block,
+                          optimizer="sgd" if cfg.adam is None else cfg.adam.name)
     ensure_fits(est["total"], cfg.device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
 
@@ -132,6 +136,7 @@ def start(cfg: Config, input_scale: float) -> RunState:
     v = torch.randn((cfg.P, cfg.C) if cfg.vector else cfg.P, generator=gens["parameters"],
                     **kw)
     model, hist, drivers = (_two_layer if cfg.two_layer else _one_layer)(cfg, u, v, gens)
+    model.dense = adam_state(cfg)
     first = None
     if cfg.two_layer and not cfg.sgd.plain:
         first = dataclasses.replace(cfg.sgd, eta_c=cfg.sgd.eta_c * cfg.first_mult)
@@ -149,9 +154,18 @@ def start(cfg: Config, input_scale: float) -> RunState:
         work=torch.empty(2, cfg.B, cfg.P, **kw),
         probe_h=None if cfg.Xp is None else torch.empty(cfg.L + 1, cfg.Q, cfg.P, **kw),
         probe_phi=None if cfg.Xp is None else torch.empty(cfg.Q, cfg.P, **kw),
-        optimizer=cfg.sgd.coefficients(),
+        optimizer=_coefficients(cfg),
         first_optimizer=None if first is None else first.coefficients(),
+        zero_coef=None if cfg.adam is None else torch.zeros(cfg.N, **kw),
     )
+
+
+def _coefficients(cfg: Config) -> Iterator[tuple[float, np.ndarray]]:
+    """(a_k, c_k), k = 0..K: SGD's recurrence (``nfd._optim``); under Adam a_k of
+    AdamW's decay (:meth:`nfd.schema.Adam.weight_scales`) and no gradient weights."""
+    if cfg.adam is None:
+        return cfg.sgd.coefficients()
+    return ((float(a), np.zeros(k)) for k, a in enumerate(cfg.adam.weight_scales()))
 
 
 def _advice(cfg: Config) -> str:

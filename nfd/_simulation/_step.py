@@ -57,6 +57,9 @@ def set_optimizer(state: RunState) -> None:
     a, c = next(state.optimizer)
     cfg, hist = state.cfg, state.hist
     n = hist.n
+    if cfg.adam is not None:  # no SGD drift: the learned weights are Adam's states
+        state.model.set_step(float(a), state.zero_coef[:n])
+        return
     out = None if hist.out_coef is None else hist.out_coef[:n]
     if cfg.sgd.plain:
         state.model.set_step(1.0, hist.coef[:n], out)
@@ -103,7 +106,9 @@ def sgd_step(state: RunState, k: int) -> None:
         rec["loss"][k] = cfg.loss(f, state.y[k])
         chi = cfg.loss.grad(f, state.y[k])
         rec["dloss"][k] = chi
+        _adam_weights(state, k, chi / B)
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
+        _adam_io(state, state.x[k], h, chi / B)
     except FloatingPointError as err:
         raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
     _record_block(state, k, h)
@@ -112,6 +117,24 @@ def sgd_step(state: RunState, k: int) -> None:
     hist.n = n + B
     # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
     state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
+
+
+def _adam_weights(state: RunState, k: int, weights: torch.Tensor) -> None:
+    """Adam: step k's gradient weights w_b of the backward fields (χ_b/B, or ‖χ_b‖/B
+    with C ≥ 2 outputs), read by the backward pass's layer updates
+    (``nfd._simulation._adam``)."""
+    if state.model.dense is not None:
+        state.model.dense.set_weights(k, weights)
+
+
+def _adam_io(state: RunState, x: torch.Tensor, h: torch.Tensor,
+             out_weights: torch.Tensor) -> None:
+    """Adam: the step of U's and V's states on the block x (B, d) with forward path
+    h, after the backward pass wrote g_0 (the readout weights χ_b/B are (B,) or
+    (B, C))."""
+    dense, n, B = state.model.dense, state.hist.n, state.cfg.B
+    if dense is not None:
+        dense.update_io(state.hist.g[0, n:n + B], x, h[-1], out_weights)
 
 
 def _record_block(state: RunState, k: int, h: torch.Tensor) -> None:
@@ -161,7 +184,9 @@ def _vector_step(state: RunState, k: int) -> None:
         direction = torch.where(norm[:, None] > 0, chi / norm.clamp_min(
             torch.finfo(chi.dtype).tiny)[:, None], 1 / math.sqrt(C))
         gL = direction @ V.T
+        _adam_weights(state, k, norm / B)
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
+        _adam_io(state, state.x[k], h, chi / B)
     except FloatingPointError as err:
         raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
     _record_block(state, k, h)

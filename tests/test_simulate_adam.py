@@ -1,0 +1,223 @@
+"""Adam and AdamW in the limit (issue 34; ``nfd._simulation._adam``): exact references,
+since there is no linear oracle for Adam.
+
+1. ε → ∞: Adam with β₁ = 0 is SGD at η_c/ε up to a relative O(√v̂/ε) correction, so
+   on paired seeds (the same particles and innovations) the gap to
+   ``simulate(eta_c=η_c/ε)`` falls like 1/ε (rule: each tenfold ε divides the gap
+   by 7–14, and gap·ε stays below 3 times the outputs' change: the coefficient of
+   1/ε is the size of √v̂, O(1)).
+2. The first step (φ = id, batch 1, ε = 0): Adam's first update is sign(G) for any
+   betas, and the change of every output after one step has a closed form (below),
+   in both backward limits. Rule: over S independent seeds, the mean change lies
+   within t_{S−1}(1 − α/(2m)) standard errors of it (Bonferroni over the m outputs
+   checked, α = 1e-3; tests/_references.py).
+3. Sign descent at batch 1 (betas = (0, 0), ε = 0) factorizes:
+   sign(χ g_i φ_j) = sign(χ) sign(g_i) sign(φ_j). The factored path
+   (:class:`nfd._simulation._adam.SignDescent`, a rank-K history of signs) and the
+   dense P×P path compute the same particle system by different sums, so on paired
+   seeds they agree to float64 rounding (1e-9 after the dynamics amplify it).
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import nfd
+from _references import t_bound
+from conftest import sphere
+from nfd._simulation._checks import check_simulate
+from nfd._simulation._simulate import _integrate
+
+_D = 8
+_RNG = np.random.default_rng(34)
+_X = sphere(_RNG, 6, _D)
+_Y = np.tanh(_X[:, 0] - _X[:, 1])
+_XP = sphere(_RNG, 3, _D)
+_YP = np.tanh(_XP[:, 0])
+
+
+def _run(**kw):
+    base = dict(activation="tanh", steps=4, particles=512, dtype=torch.float64,
+                error_replicas=0, progress=False, probes=(_XP, _YP), seed=3)
+    base.update(kw)
+    X, y = base.pop("X", _X), base.pop("y", _Y)
+    return nfd.simulate(X, y, **base)
+
+
+# ---------------------------------------------------------------------------
+# 1. ε → ∞: Adam with β₁ = 0 tends to SGD at η_c/ε
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_large_eps_is_sgd(backward):
+    # D = G/(√v̂ + ε) = G/ε · (1 − √v̂/ε + …): the paired gap in f is O(η_c·v̂^½/ε²)
+    # while the outputs move by O(η_c/ε), so gap·ε is O(1/ε): tenfold ε, tenfold smaller
+    eta = 0.2
+    sgd = _run(eta_c=eta, backward=backward)
+    moved = float(np.abs(sgd.probe_f[-1] - sgd.probe_f[0]).max())
+    gaps = []
+    for eps in (1e2, 1e3, 1e4):
+        adam = _run(eta_c=eta * eps, optimizer="adam", betas=(0.0, 0.9), eps=eps,
+                    backward=backward)
+        gap = max(float(np.abs(adam.f - sgd.f).max()),
+                  float(np.abs(adam.probe_f - sgd.probe_f).max()))
+        gaps.append(gap)
+    ratios = [gaps[i] / gaps[i + 1] for i in range(2)]
+    assert all(7 < r < 14 for r in ratios), (gaps, ratios)
+    # the coefficient of 1/ε, relative to the outputs' change, is the size of √v̂: O(1)
+    assert gaps[-1] * 1e4 / moved < 3, gaps
+
+
+def test_large_eps_adamw_is_sgd_with_weight_decay():
+    # AdamW decays by 1 − η_c λ per step: at η_c = ε·η that is SGD's decay at
+    # weight_decay ε·λ
+    eta, lam, eps = 0.2, 0.3, 1e4
+    sgd = _run(eta_c=eta, weight_decay=lam)
+    adam = _run(eta_c=eta * eps, optimizer="adamw", betas=(0.0, 0.9), eps=eps,
+                weight_decay=lam / eps)
+    moved = float(np.abs(sgd.probe_f[-1] - sgd.probe_f[0]).max())
+    # the same rule as above: gap·ε below 3 times the outputs' change
+    assert float(np.abs(adam.probe_f - sgd.probe_f).max()) * eps / moved < 3
+
+
+# ---------------------------------------------------------------------------
+# 2. the first step in closed form (φ = id, batch 1, ε = 0)
+# ---------------------------------------------------------------------------
+
+def first_step_change(x0, xp, y0, eta, L, T, coupled):
+    """The n, P → ∞ change of the output on xp after one Adam step on (x0, y0), for
+    the identity activation, mse and ε = 0 (then the first update is s·sign(G),
+    s = sign χ = −sign y0 since f⁽⁰⁾ = 0).
+
+    At step 0 everything is Gaussian: h_ℓ⁰ with E[(h_ℓ⁰)²] = a₀(1+τ)^ℓ, backward
+    g_m⁰ with E[g_m²] = (1+τ)^{L−m}, E[g_L g_m] = 1 (g_L = v), independent of the
+    forward pass (φ′ = 1, so B_ℓ(0, 0) = 0 also when coupled). After the step the
+    probe's features are h′_ℓ = G_ℓ + Σ_{m≤ℓ} c_m sign(g_m⁰) (+ the coupled
+    response), G_ℓ Gaussian with E[h_ℓ⁰ G_ℓ] = b₀(1+τ)^ℓ:
+
+        c_0 = −η s Σ_j sign(x0_j) xp_j/√d                      (U)
+        c_ℓ = −τ η s E[sign(h⁰_{ℓ−1}) h′_{ℓ−1}]
+            = −τ η s √(2/π) b_{ℓ−1}/√a_{ℓ−1}                   (W_ℓ)
+
+    using E[sign(a) b] = √(2/π) Cov(a, b)/√Var(a) for jointly Gaussian a, b, and
+    E[sign(h⁰) sign(g⁰)] = 0. The output f′ = E[v′ h′_L], v′ = v − η s sign(h_L⁰):
+
+        Δf = √(2/π) Σ_m c_m /√E[g_m²] − η s √(2/π) b_L/√a_L.
+
+    Coupled, h′_ℓ also gains √τ A_ℓ g_ℓ⁰ (paper 000's response, module docstring of
+    ``nfd._simulation._simulate``) with A_ℓ = E[∂h′_{ℓ−1}/∂z̃_ℓ⁰]; since ∂g_m⁰/∂z̃_ℓ⁰ =
+    √τ for m < ℓ and E[∂ sign(g)/∂g] = √(2/π)/√E[g²],
+
+        A_ℓ = √τ (Σ_{m<ℓ} c_m √(2/π)/√E[g_m²] + √τ Σ_{ℓ′<ℓ} A_ℓ′),
+
+    and Δf gains Σ_ℓ √τ A_ℓ E[v g_ℓ⁰] = Σ_ℓ √τ A_ℓ.
+    """
+    tau, d = T / L, x0.size
+    k = math.sqrt(2 / math.pi)
+    s = -np.sign(y0)
+    a, b = x0 @ x0 / d, x0 @ xp / d
+    var_g = [(1 + tau) ** (L - m) for m in range(L + 1)]
+    c = [-eta * s * np.sign(x0) @ xp / math.sqrt(d)]
+    for _ in range(1, L + 1):
+        c.append(-tau * eta * s * k * b / math.sqrt(a))
+        a, b = a * (1 + tau), b * (1 + tau)
+    change = k * sum(c[m] / math.sqrt(var_g[m]) for m in range(L + 1))
+    change -= eta * s * k * b / math.sqrt(a)
+    if coupled:
+        A = []
+        for l in range(1, L + 1):
+            A.append(math.sqrt(tau) * (sum(c[m] * k / math.sqrt(var_g[m]) for m in range(l))
+                                       + math.sqrt(tau) * sum(A)))
+        change += math.sqrt(tau) * sum(A)
+    return change
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_first_step_closed_form(backward):
+    # outputs after one step on the training input of step 1 and on 3 probes; seed
+    # means over S = 12 runs of P = 2048 against the closed form (module rule), which
+    # must also reject the other mode's closed form (the test can tell them apart)
+    rng = np.random.default_rng(5)
+    X = sphere(rng, 2, _D)
+    y = np.array([1.0, -1.0])
+    XP = sphere(rng, 3, _D)
+    L, T, eta = 4, 1.0, 0.5
+    S = 12
+    runs = [_run(X=X, y=y, probes=(XP, np.zeros(3)), probe_steps=[0, 1], eta_c=eta,
+                 activation="identity", steps=L, particles=2048, optimizer="adam",
+                 betas=(0.9, 0.999), eps=0.0, backward=backward, seed=s)
+            for s in range(S)]
+    got = np.array([np.r_[r.f[1, 0] - 0.0, r.probe_f[1] - r.probe_f[0]] for r in runs])
+    inputs = np.vstack([X[1:], XP])
+    exact, other = (np.array([first_step_change(X[0], xp, y[0], eta, L, T, coupled)
+                              for xp in inputs])
+                    for coupled in (backward == "coupled", backward != "coupled"))
+    # f⁽⁰⁾ on x1 is 0 in the limit: the training change is f⁽¹⁾(x1) − 0
+    mean, se = got.mean(0), got.std(0, ddof=1) / math.sqrt(S)
+    bound = t_bound(S, len(exact))
+    assert np.abs((mean - exact) / se).max() < bound, (mean, exact, se)
+    assert np.abs((mean - other) / se).max() > bound, (mean, other, se)
+
+
+# ---------------------------------------------------------------------------
+# 3. sign descent at batch 1: the factored reference against the dense states
+# ---------------------------------------------------------------------------
+
+def _paired(path, **kw):
+    cfg = check_simulate(
+        _X, _Y, eta_c=kw.pop("eta_c", 0.05), activation="tanh", loss="mse", T=1.0,
+        steps=4, particles=256, batch_size=1, probes=(_XP, _YP), probe_steps=None,
+        eig_steps=[], paths=0, backward=kw.pop("backward"), seed=1, device="cpu",
+        dtype=torch.float64, rel_jitter=None, divergence=None, innovations=None,
+        error_replicas=0, optimizer=kw.pop("optimizer", "adam"), betas=(0.0, 0.0),
+        eps=0.0, **kw)
+    return _integrate(dataclasses.replace(cfg, adam_path=path), 1.0, progress=False)
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+@pytest.mark.parametrize("optimizer, weight_decay", [("adam", 0.0), ("adamw", 0.5)])
+def test_sign_descent_factored_equals_dense(backward, optimizer, weight_decay):
+    kw = dict(backward=backward, optimizer=optimizer, weight_decay=weight_decay,
+              eta_c=[0.05, 0.1, 0.02, 0.08, 0.05, 0.03])
+    dense, sign = _paired("dense", **kw), _paired("sign", **kw)
+    for name in ("f", "probe_f", "h2", "g2"):
+        np.testing.assert_allclose(dense[name], sign[name], rtol=0, atol=1e-9, err_msg=name)
+    # and the run moved: sign descent is not the identity map
+    assert float(np.abs(dense.probe_f[-1] - dense.probe_f[0]).max()) > 0.05
+
+
+def test_sign_path_refuses_other_settings():
+    cfg = check_simulate(
+        _X, _Y, eta_c=0.05, activation="tanh", loss="mse", T=1.0, steps=2,
+        particles=64, batch_size=2, probes=None, probe_steps=None, eig_steps=[], paths=0,
+        backward="decoupled", seed=1, device="cpu", dtype=torch.float64, rel_jitter=None,
+        divergence=None, innovations=None, error_replicas=0, optimizer="adam",
+        betas=(0.0, 0.0), eps=0.0)
+    with pytest.raises(ValueError, match="batch_size=1"):
+        _integrate(dataclasses.replace(cfg, adam_path="sign"), 1.0, progress=False)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_adam_step_is_torch(optimizer):
+    # the limit's elementwise step (nfd.schema.adam_step_) against torch.optim itself on
+    # a random gradient sequence with a schedule: θ_k = a_k θ_0 − A_k to float64 rounding
+    lam = 0.3 if optimizer == "adamw" else 0.0
+    opt = nfd.schema.check_optimizer(optimizer, [0.1, 0.05, 0.2, 0.0, 0.1], 5,
+                                     betas=(0.8, 0.95), eps=1e-3, weight_decay=lam)
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(6, 5, dtype=torch.float64, generator=gen)
+    p0 = p.clone()
+    cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
+    ref = cls([p], lr=1.0, betas=(0.8, 0.95), eps=1e-3, weight_decay=lam)
+    A, m, v = (torch.zeros_like(p) for _ in range(3))
+    for k in range(5):
+        grad = torch.randn(6, 5, dtype=torch.float64, generator=gen)
+        ref.param_groups[0]["lr"] = float(opt.eta_c[k])
+        p.grad = grad.clone()
+        ref.step()
+        nfd.schema.adam_step_(A, m, v, grad, k, opt)
+        torch.testing.assert_close(p, opt.weight_scales()[k + 1] * p0 - A, rtol=0,
+                                   atol=1e-14)
