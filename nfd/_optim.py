@@ -285,7 +285,7 @@ class Adam:
 
 
 def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
-               k: int, opt: Adam) -> None:
+               k: int, opt: Adam, work: torch.Tensor | None = None) -> None:
     """Step k (0-based) of :class:`Adam` on one state, in place, as torch computes it
     (``torch.optim.Adam`` / ``AdamW``, single-tensor form)::
 
@@ -296,16 +296,20 @@ def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.
     so that the parameter after k + 1 steps is a_{k+1} θ₀ − (its group's lr
     multiplier) · A (:meth:`Adam.weight_scales`). G is the rescaled gradient of the
     table in :class:`Adam` and A the accumulated, decayed displacement in units of
-    η_c. ``v`` ends with G² added as torch adds it (``addcmul``)."""
+    η_c. m and v are updated as torch updates them (``lerp_``, ``addcmul_``); the
+    direction is computed as (√(1−β₂ᵗ)/(1−β₁ᵗ))·m/(√v + ε√(1−β₂ᵗ)), the same number
+    up to rounding with two passes fewer over the state (the limit's states are P×P).
+    ``work``, a buffer of G's shape, saves allocating √v at every call."""
     beta1, beta2 = opt.betas
     t = k + 1
     eta = float(opt.eta_c[k])
+    root2 = math.sqrt(1.0 - beta2**t)
     m.lerp_(grad, 1.0 - beta1)
     v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-    denom = v.sqrt().div_(math.sqrt(1.0 - beta2**t)).add_(opt.eps)
+    denom = torch.sqrt(v, out=work).add_(opt.eps * root2)
     if opt.decoupled_decay and opt.weight_decay:
         acc.mul_(1.0 - eta * opt.weight_decay)
-    acc.addcdiv_(m, denom, value=eta / (1.0 - beta1**t))
+    acc.addcdiv_(m, denom, value=eta * root2 / (1.0 - beta1**t))
 
 
 def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
