@@ -35,12 +35,14 @@ def _attrs(cfg: Config) -> dict:
     """Every parameter of the run, with the scaling of the matching network."""
     return base_attrs(
         model="nfd", backward=cfg.backward, activation=cfg.act.name, loss=cfg.loss.name,
-        **(cfg.sgd if cfg.adam is None else cfg.adam).attrs(), T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
+        **({"optimizer": "sgd", **cfg.sgd.attrs()} if cfg.adam is None
+           else cfg.adam.attrs()), T=cfg.T, steps=cfg.L, depth=cfg.L, particles=cfg.P,
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
         error_replicas=cfg.error_replicas,
-        error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled)
+        error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled,
+                                                   cfg.adam is not None)
                                  if cfg.error_replicas else 0),
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)",

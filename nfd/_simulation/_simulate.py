@@ -48,6 +48,13 @@ new component, its Cholesky border and the response functions all scale with it)
 so ‖χ_i‖·(field of ê_i) is the field of Σ_c χ_{i,c} v_c(k). Scalar runs (C = 1) keep
 the form above, g_L = v with χ_i in w_i: their numbers do not move.
 
+Adam and AdamW (``optimizer="adam" | "adamw"``, ``nfd._simulation._adam``): the
+update is entrywise, not linear in the gradients, so the learned part of each W_ℓ is
+a dense P×P state A_ℓ (with Adam's m_ℓ, v_ℓ) and the drifts above become particle
+means of it, h_ℓ −= τ (1/P) Σ_j A_ℓ[i, j] φ_j and g_{ℓ−1} −= τ φ′ (1/P) Σ_i A_ℓ[i, j] g_i,
+with h_0 −= A_U x/√d and v(k) = a_k v − A_V; the history weights w_i are zero, and
+the drivers and the response drifts below are unchanged (a_k from AdamW's decay).
+
 Ordinary backprop (``backward="coupled"``) uses W_ℓ forward and W_ℓᵀ backward, so
 the sources z_ℓ = W_ℓφ/√n and z̃_ℓ = W_ℓᵀg/√n respond to each other. Its n → ∞ limit
 (Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise hyperparameter transfer in
@@ -85,6 +92,7 @@ from ._checks import Config, check_simulate
 from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,
                       replica_seeds, uncalibrated)
+from ._adam import warn_if_first_sign_unresolved
 from ._state import start
 from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
                     warn_if_floors_matter)
@@ -248,6 +256,10 @@ def simulate(
         replicas' cost (measured: +109% coupled, +100% decoupled at P = 4096, L = 64,
         K = 200 on 2 CPU threads, mostly the fixed cost per layer-step that a
         replica pays in full; ``benchmarks/bench_simulate.py --errors-only``).
+        With ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles, as
+        many as the main run (:func:`~nfd._simulation._errors.replica_particles`:
+        Adam's inflation depends on P, at batch 1 up to ρ = 3.3 at P = 4096 and
+        growing), so they cost R times the run.
     momentum : float
         β in [0, 1): ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov) on
         every parameter (paper 000, App. K.5).
@@ -370,9 +382,10 @@ def simulate(
         record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
-    if not cfg.error_replicas:
-        return uncalibrated(ds)
-    return calibrate_errors(ds, *_replicas(cfg, scale))
+    ds = (calibrate_errors(ds, *_replicas(cfg, scale)) if cfg.error_replicas
+          else uncalibrated(ds))
+    warn_if_first_sign_unresolved(ds)
+    return ds
 
 
 def _integrate(cfg: Config, input_scale: float, progress: bool,
@@ -411,7 +424,7 @@ def _replicas(cfg: Config, input_scale: float) -> tuple[list[xr.Dataset] | None,
     :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
     innovations, recording no paths or eigenvalues. ``(None, reason)`` when one
     diverges."""
-    P = replica_particles(cfg.P, cfg.N, cfg.coupled)
+    P = replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None)
     runs = []
     for r, seed in enumerate(replica_seeds(cfg.seed, cfg.error_replicas)):
         rep = dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
