@@ -32,10 +32,13 @@ It starts with the cost of two-layer blocks (``--two-layer-only``: time and peak
 of ``block="two-layer"`` against one-layer blocks at the same size; expected about 2×:
 twice the drivers and history streams) and of the optimizer options
 (``--optimizer-only``: a run with a warm-up + cosine schedule, momentum, weight decay
-and γ₀ against plain SGD).
+and γ₀ against plain SGD), and of Adam (``--adam-only``: the limit at P particles,
+whose dense P×P states make a layer-step O(P²), against one ``torch.optim.Adam``
+network of width n = P at the same L, K, B, the alternative a user would run;
+target: at most 1.5× the network's time).
 
     python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
-        [--optimizer-only] [--two-layer-only] [--device cuda] [--reps 2]
+        [--optimizer-only] [--two-layer-only] [--adam-only] [--device cuda] [--reps 2]
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import torch
 
 import nfd
 import sde
+from validation import train_resnet
 
 from _common import copy_bandwidth
 
@@ -239,6 +243,59 @@ def optimizer_cost(dev: str, s: int, reps: int) -> None:
               f"{', '.join(f'{b / a - 1:+.1%}' for a, b in zip(t['plain'], t['options']))})")
 
 
+def adam_cost(dev: str, s: int, reps: int) -> None:
+    """Adam in the limit (P = 4096 particles, L = 8, K = 64, B = 1; halved with
+    --quick; ``error_replicas=0``, both backward modes) against one Adam network of
+    width n = P trained by ``validation.train_resnet`` (``torch.optim.Adam`` in the
+    contract's groups, float32, coupled), alternated ``reps`` times, fastest of each
+    (target: the limit at most 1.5× the network). Both update a dense n×n (P×P)
+    state per layer; the limit also integrates its drivers and history. Then one
+    coupled run with the default ``error_replicas`` (Adam's replicas hold P
+    particles each, so they multiply the run's time)."""
+    P, L, K = 4096 // s, 8 // s, 64 // s
+    X, y = _data(K)
+    eta = nfd.warmup_cosine(K, peak=0.05, warmup=K // 8)
+    common = dict(eta_c=eta, activation="tanh", optimizer="adam", progress=False,
+                  device=dev)
+
+    def limit(backward: str, replicas: int = 0) -> float:
+        start = time.perf_counter()
+        nfd.simulate(X, y, steps=L, particles=P, backward=backward, error_replicas=replicas,
+                     eig_steps=[], **common)
+        return _synced(dev, start)
+
+    def network() -> float:
+        start = time.perf_counter()
+        train_resnet(X, y, width=P, depth=L, seeds=1, dtype=torch.float32, **common)
+        return _synced(dev, start)
+
+    print(f"Adam: the limit at P={P} against one torch.optim.Adam network of width {P} "
+          f"(L={L}, K={K}, B=1):")
+    limit("decoupled")  # warm-up (allocator, threads)
+    t = {"network": [], "coupled": [], "decoupled": []}
+    for _ in range(reps):
+        t["network"].append(network())
+        for m in MODES:
+            t[m].append(limit(m))
+    net = min(t["network"])
+    for m in MODES:
+        print(f"  {m} limit {min(t[m]):.2f} s, network {net:.2f} s: ratio "
+              f"{min(t[m]) / net:.2f} (pairs "
+              f"{', '.join(f'{a / b:.2f}' for a, b in zip(t[m], t['network']))}; "
+              "target <= 1.5)")
+    R = inspect.signature(nfd.simulate).parameters["error_replicas"].default
+    errors = limit("coupled", R)
+    print(f"  coupled limit with error_replicas={R} (replicas of {P}): {errors:.2f} s, "
+          f"ratio {errors / net:.2f} to the network")
+
+
+def _synced(dev: str, start: float) -> float:
+    """Seconds since ``start``, after the device's queued work."""
+    if dev.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
 def block_cost(dev: str, s: int, reps: int) -> None:
     """Two-layer blocks (``block="two-layer"``: four drivers and four history streams
     per layer) against one-layer blocks at P = 4096, L = 64, K = 200 (halved with
@@ -277,6 +334,8 @@ def main() -> None:
                         help="only the cost of the optimizer options against plain SGD")
     parser.add_argument("--two-layer-only", action="store_true",
                         help="only the cost of two-layer blocks against one-layer blocks")
+    parser.add_argument("--adam-only", action="store_true",
+                        help="only the cost of Adam's limit against an Adam network")
     parser.add_argument("--_peak", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._peak:
@@ -288,7 +347,7 @@ def main() -> None:
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
     sections = {"two_layer_only": block_cost, "optimizer_only": optimizer_cost,
-                "errors_only": error_cost}
+                "errors_only": error_cost, "adam_only": adam_cost}
     chosen = [run for flag, run in sections.items() if getattr(args, flag)]
     for run in chosen or sections.values():
         run(dev, s, args.reps)
