@@ -183,9 +183,10 @@ def _saved(path: Path, reuse: bool, expect: dict, compute):
 
 def _settings(depth: int, common: dict) -> dict:
     """The attrs a saved run must match to be reused (with its size and seeds)."""
+    keys = ("optimizer", "momentum", "weight_decay", "eps")
     return {"depth": depth, "sgd_steps": len(common["eta_c"]),
-            "batch_size": common["batch_size"], "momentum": common["momentum"],
-            "eta_c_schedule": np.asarray(common["eta_c"])}
+            "batch_size": common["batch_size"], "eta_c_schedule": np.asarray(common["eta_c"]),
+            **{k: common.get(k, 0.0) for k in keys if k in common}}
 
 
 def _limit(X, y, depth: int, P: int, out: Path, reuse: bool, common: dict, seed: int = 0):
@@ -235,7 +236,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                     help="default runs/digits_multiclass (full) or ..._quick (--quick)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--peak", type=float, default=0.05, help="peak eta_c of the schedule")
-    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum")
+    ap.add_argument("--optimizer", choices=nfd.schema.OPTIMIZERS, default="sgd",
+                    help="torch.optim.SGD (default) or Adam / AdamW in depth-muP's groups "
+                         "(nfd.schema.Adam); the figure is then digits_adam.png")
+    ap.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.999))
+    ap.add_argument("--eps", type=float, default=1e-8, help="Adam's eps (rescaled units)")
+    ap.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's lambda")
+    ap.add_argument("--widths", type=int, nargs="+", default=None,
+                    help="network widths (default 256 1024 quick, 256 1024 4096 full)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--particles", type=int, default=None,
                     help="particles of the limit (default 8192 quick, 32768 full)")
@@ -247,21 +256,24 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = _arguments(argv)
-    out = Path(args.out or "runs/digits_multiclass" + ("_quick" if args.quick else ""))
+    name = "digits_multiclass" if args.optimizer == "sgd" else "digits_adam"
+    out = Path(args.out or f"runs/{name}" + ("_quick" if args.quick else ""))
     out.mkdir(parents=True, exist_ok=True)
     B = args.batch
     K, Q = (40, 128) if args.quick else (200, 1797 - 200 * B)
     depths = (8,) if args.quick else (8, 16)
     widths = {256: 4, 1024: 4} if args.quick else {256: 16, 1024: 16, 4096: 4}
+    if args.widths:
+        widths = {w: widths.get(w, 4) for w in args.widths}
     P = args.particles or (8192 if args.quick else 32768)
     X, y, Xp, yp = _data(K, B, Q)
     eta = nfd.warmup_cosine(K, peak=args.peak, warmup=K // 10)
     probe_steps = np.unique(np.linspace(0, K, 21).round().astype(int))
     common = dict(activation="relu", loss="cross_entropy", classes=CLASSES, eta_c=eta,
-                  momentum=args.momentum, batch_size=B, probes=(Xp, yp),
-                  probe_steps=probe_steps, device=args.device, progress=False)
+                  batch_size=B, probes=(Xp, yp), probe_steps=probe_steps,
+                  device=args.device, progress=False, **_optimizer(args))
     summary = {"sgd_steps": K, "batch_size": B, "train_images": K * B, "test_images": Q,
-               "particles": P, "peak_eta_c": args.peak, "momentum": args.momentum,
+               "particles": P, "peak_eta_c": args.peak, **_optimizer(args),
                "warmup": K // 10, "depths": {}}
     fig, axes = plt.subplots(len(depths), 3, figsize=(15, 4.4 * len(depths)), squeeze=False)
     total = 0.0
@@ -287,13 +299,30 @@ def main(argv: list[str] | None = None) -> None:
         total += sum(times.values())
         _plot_row(axes[row], limit, nets, depth, half)
     fig.suptitle(f"digits, all ten classes, depth-μP ResNet, relu, softmax cross-entropy, "
-                 f"batch {B}: torch.optim.SGD momentum {args.momentum}, warm-up {K // 10} + "
-                 f"cosine, peak η_c = {args.peak}; limit P = {P}", fontsize=10)
+                 f"batch {B}: {_optimizer_text(args)}, warm-up {K // 10} + cosine, peak "
+                 f"η_c = {args.peak}; limit P = {P}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / "digits_multiclass.png", dpi=130)
+    fig.savefig(out / f"{name}.png", dpi=130)
     plt.close(fig)
-    (out / "digits_multiclass.json").write_text(json.dumps(summary, indent=1))
-    print(f"wrote {out / 'digits_multiclass.png'} ({total:.0f} s of runs)")
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
+    print(f"wrote {out / f'{name}.png'} ({total:.0f} s of runs)")
+
+
+def _optimizer(args: argparse.Namespace) -> dict:
+    """The optimizer's arguments of simulate and train_resnet."""
+    if args.optimizer == "sgd":
+        return {"momentum": args.momentum}
+    return {"optimizer": args.optimizer, "betas": tuple(args.betas), "eps": args.eps,
+            **({"weight_decay": args.weight_decay} if args.optimizer == "adamw" else {})}
+
+
+def _optimizer_text(args: argparse.Namespace) -> str:
+    """The optimizer in the figure's title."""
+    if args.optimizer == "sgd":
+        return f"torch.optim.SGD momentum {args.momentum}"
+    decay = f", λ = {args.weight_decay}" if args.optimizer == "adamw" else ""
+    return (f"torch.optim.{'AdamW' if decay else 'Adam'} (depth-μP groups), betas "
+            f"{tuple(args.betas)}, ε = {args.eps:g}{decay}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,28 @@ def test_digits_multiclass_quick_writes_its_figure_and_numbers(tmp_path, capsys)
         assert again["depths"]["8"][key] == entry[key], key
 
 
+@pytest.mark.slow
+def test_digits_adam_writes_its_figure_with_adam_runs(tmp_path):
+    """``examples/digits_adam.py`` (digits_multiclass with Adam) at a small size: the
+    figure and json under the Adam name, runs recorded with optimizer="adam"."""
+    pytest.importorskip("matplotlib")
+    import xarray as xr
+
+    example = _example("digits_adam")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        example.main(example.ADAM + ["--quick", "--out", str(tmp_path), "--particles",
+                                     "1024", "--widths", "64"])
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    assert (tmp_path / "digits_adam.png").stat().st_size > 10_000
+    summary = json.loads((tmp_path / "digits_adam.json").read_text())
+    assert summary["optimizer"] == "adam" and "momentum" not in summary
+    limit = xr.load_dataset(tmp_path / "limit_L8_P1024_seed0.nc")
+    nets = xr.load_dataset(tmp_path / "networks_L8_64.nc")
+    assert limit.attrs["optimizer"] == nets.attrs["optimizer"] == "adam"
+
+
 def _percentile_bootstrap(net, lim, lim_se, rng, draws=300):
     """The interval debiased_mse used before: percentile bootstrap over seeds."""
     def stat(sample):
