@@ -110,13 +110,20 @@ def sgd_step(state: RunState, k: int) -> None:
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
         _adam_io(state, state.x[k], h, chi / B)
     except FloatingPointError as err:
-        raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
+        raise FloatingPointError(f"{_name(state)} step {k}: {err}{state.guard.hint()}") from err
     _record_block(state, k, h)
     hist.coef[n:n + B] = (float(cfg.sgd.eta_c[0]) * chi / B if cfg.sgd.plain
                           else chi / B)
     hist.n = n + B
     # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
-    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
+    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0,
+                      phase=f"{_name(state)} step")
+
+
+def _name(state: RunState) -> str:
+    """The optimizer's name in a divergence message: SGD, Adam or AdamW."""
+    adam = state.cfg.adam
+    return "SGD" if adam is None else {"adam": "Adam", "adamw": "AdamW"}[adam.name]
 
 
 def _adam_weights(state: RunState, k: int, weights: torch.Tensor) -> None:
@@ -188,13 +195,14 @@ def _vector_step(state: RunState, k: int) -> None:
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
         _adam_io(state, state.x[k], h, chi / B)
     except FloatingPointError as err:
-        raise FloatingPointError(f"SGD step {k}: {err}{state.guard.hint()}") from err
+        raise FloatingPointError(f"{_name(state)} step {k}: {err}{state.guard.hint()}") from err
     _record_block(state, k, h)
     rate = float(cfg.sgd.eta_c[0]) if cfg.sgd.plain else 1.0
     hist.coef[n:n + B] = rate * norm / B
     hist.out_coef[n:n + B] = rate * chi / B
     hist.n = n + B
-    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0)
+    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0,
+                      phase=f"{_name(state)} step")
 
 
 def evaluate_probes(state: RunState, j: int) -> None:
