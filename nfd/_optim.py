@@ -362,6 +362,8 @@ def _check_betas(betas) -> tuple[float, float]:
         raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
     out = []
     for i, b in enumerate(betas):
+        if getattr(b, "ndim", None) == 0 and hasattr(b, "item"):  # numpy / torch 0-d
+            b = b.item()
         if isinstance(b, bool) or not isinstance(b, numbers.Real):
             raise TypeError(f"betas[{i}] must be a real number, got {type(b).__name__}")
         if not 0.0 <= float(b) < 1.0:

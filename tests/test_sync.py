@@ -67,6 +67,8 @@ ALLOWED = {
     # the at-init numbers (options never change results), so it is documented in
     # sde.psd_factor instead.
     ("sde/_linalg.py", "torch.linalg.eigh(sym)"),
+    # a host number (the schedule is a numpy array), not a tensor
+    ("nfd/_optim.py", "float(opt.eta_c[k])"),
 }
 #: A ``for`` loop whose iterable mentions one of these names (a variable or an
 #: attribute) runs over layers, depth or Euler steps.
@@ -81,6 +83,17 @@ PER_LAYER = [
     ("nfd/_simulation/_model.py", "Model.backward"),
     ("nfd/_simulation/_model.py", "Model._weights"),
     ("nfd/_simulation/_model.py", "_moments"),
+    # ... and Adam's dense states (optimizer="adam"), with the factored reference
+    ("nfd/_simulation/_adam.py", "DenseAdam.embed"),
+    ("nfd/_simulation/_adam.py", "DenseAdam.readout"),
+    ("nfd/_simulation/_adam.py", "DenseAdam.forward"),
+    ("nfd/_simulation/_adam.py", "DenseAdam.backward"),
+    ("nfd/_simulation/_adam.py", "DenseAdam.update_layer"),
+    ("nfd/_simulation/_adam.py", "DenseAdam.update_io"),
+    ("nfd/_simulation/_adam.py", "SignDescent.forward"),
+    ("nfd/_simulation/_adam.py", "SignDescent.backward"),
+    ("nfd/_simulation/_adam.py", "SignDescent.update_layer"),
+    ("nfd/_optim.py", "adam_step_"),
     # ... and of TwoLayerModel (block="two-layer")
     ("nfd/_simulation/_twolayer.py", "TwoLayerModel.forward"),
     ("nfd/_simulation/_twolayer.py", "TwoLayerModel.forward_probes"),
@@ -123,6 +136,7 @@ PER_LAYER = [
     ("validation/networks/_base.py", "ResNetEnsemble.backward_pass"),
     ("validation/networks/_base.py", "ResNetEnsemble.apply_update"),
     ("validation/networks/_base.py", "ResNetEnsemble._update"),
+    ("validation/networks/_base.py", "ResNetEnsemble._adam_update"),
     ("validation/networks/_preact.py", "PreActResNet._block"),
     ("validation/networks/_preact.py", "PreActResNet._block_backward"),
     ("validation/networks/_postact.py", "PostActResNet._block"),
@@ -315,7 +329,7 @@ def _count_syncs(run) -> int:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("kind", ["coupled", "decoupled", "coupled momentum", "network",
-                                  "at-init"])
+                                  "at-init", "coupled adam", "network adam"])
 def test_sync_count_per_sgd_step_on_cuda(kind):
     # Two runs of K and 2K steps (no probes, no eigenvalues: eigvalsh waits for the
     # device): the extra K steps may add at most SYNCS_PER_STEP synchronisations each,
@@ -324,21 +338,24 @@ def test_sync_count_per_sgd_step_on_cuda(kind):
     # SYNCS_PER_RUN. "coupled momentum" sends the optimizer's coefficients to the
     # device every step (nfd._simulation._step.set_optimizer). "at-init": the at-init
     # engine (nfd.forward_sde, one input) has no synchronisation per Euler step at all.
+    # "adam": Adam's dense states in the limit and torch.optim.Adam in the networks
+    # (issue 34; not yet run on a GPU when written).
     X = sphere(np.random.default_rng(0), 16, 8)
     y = np.tanh(X[:, 0])
 
     def run(K):
         if kind == "at-init":
             return lambda: nfd.forward_sde(X[:1], steps=4 * K, particles=256, device="cuda")
-        if kind == "network":
+        first, *options = kind.split()
+        opt = ({"optimizer": "adam"} if options == ["adam"]
+               else {"momentum": 0.5} if options else {})
+        if first == "network":
             return lambda: validation.train_resnet(
-                X[:K], y[:K], width=64, depth=4, eta_c=0.2, seeds=2, device="cuda",
-                progress=False)
-        backward, *options = kind.split()
-        return lambda: nfd.simulate(X[:K], y[:K], eta_c=0.2, steps=4, particles=256,
-                                    backward=backward, device="cuda", progress=False,
-                                    error_replicas=0, eig_steps=[],
-                                    momentum=0.5 if options else 0.0)
+                X[:K], y[:K], width=64, depth=4, eta_c=0.02 if opt else 0.2, seeds=2,
+                device="cuda", progress=False, **opt)
+        return lambda: nfd.simulate(X[:K], y[:K], eta_c=0.02 if "optimizer" in opt else 0.2,
+                                    steps=4, particles=256, backward=first, device="cuda",
+                                    progress=False, error_replicas=0, eig_steps=[], **opt)
 
     short, long = _count_syncs(run(4)), _count_syncs(run(8))
     per_step = 0 if kind == "at-init" else SYNCS_PER_STEP

@@ -174,7 +174,12 @@ def _advice(cfg: Config) -> str:
     two-layer, L = 12, T = 3, B = 3, at P = 4096 one seed of 20 reached f = 64 against
     an exact 0.5 and diverged in its probes; at P = 65 536 the largest deviation over
     12 seeds was 1.0; the simulate docstring's digits run drifted at P/(K·B) = 20 and
-    not at 80). Given only below P = 64·K·B."""
+    not at 80). Given only below P = 64·K·B. Adam with ε = 0: a positive eps, since
+    the update divides 0 by 0 wherever a gradient entry is exactly 0 (found in
+    review: relu at ε = 0 turned NaN at step 0, reported at step 1)."""
+    if cfg.adam is not None and cfg.adam.eps == 0:
+        return ("give eps > 0 (with eps=0 Adam divides 0 by 0 wherever a gradient entry "
+                "is exactly 0, e.g. relu's inactive units)")
     if not cfg.coupled or cfg.P >= 64 * cfg.N:
         return ""
     return (f"raise particles (the coupled limit's response estimates need particles "
