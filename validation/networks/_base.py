@@ -151,15 +151,9 @@ class ResNetEnsemble(ABC):
         ``gamma0`` below), or exactly ``torch.optim.Adam`` / ``AdamW`` in the
         depth-μP parametrization of Tensor Programs VI (Def. 6.1, Table 1;
         :class:`nfd.schema.Adam`), on the stored U, W (one (L, S, n, n) tensor) and
-        V, one param group each:
-
-        =========  ======================  ===================  ======================
-        group      lr                      eps                  AdamW weight_decay
-        =========  ======================  ===================  ======================
-        U          η_c(k)                  ε/n                  λ
-        every W_ℓ  η_c(k)·√(T/(Ln))        ε·√(T/L)/n^{3/2}     λ/√(T/(Ln))
-        V          η_c(k)                  ε/n                  λ
-        =========  ======================  ===================  ======================
+        V, one param group per row of that class's table (U and V at lr η_c(k)
+        with eps ε/n, every W_ℓ at lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2};
+        AdamW's weight_decay λ, and λ/√(T/(Ln)) on W).
 
         Adam needs the network it is derived for: ``style="pre"``,
         ``block="one-layer"``, ``scaling="depth-mup"``, ``regime="feature"``, and

@@ -91,15 +91,10 @@ def train_resnet(
     ``AdamW`` in the depth-μP parametrization of Tensor Programs VI (Def. 6.1,
     Table 1; :class:`nfd.schema.Adam`, issue 34) on the pre-activation network of
     eq. 1 in the feature regime, f = Vᵀh_L/n, with ``betas`` and one param group
-    per row (lr at step k, torch's eps, AdamW's weight_decay):
+    per row of that class's table (U and V at lr η_c(k) with eps ε/n, every W_ℓ at
+    lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2}; AdamW's weight_decay λ, and
+    λ/√(T/(Ln)) on W).
 
-    =========  ======================  ===================  ======================
-    group      lr                      eps                  AdamW weight_decay
-    =========  ======================  ===================  ======================
-    U          η_c(k)                  ε/n                  λ
-    every W_ℓ  η_c(k)·√(T/(Ln))        ε·√(T/L)/n^{3/2}     λ/√(T/(Ln))
-    V          η_c(k)                  ε/n                  λ
-    =========  ======================  ===================  ======================
     The scaled gradients g_ℓ = γ₀(√n/α)∂f/∂h_ℓ keep g_L = v, so ``g2`` is the
     limit's E[g²] for every γ₀.
 
