@@ -85,6 +85,7 @@ def _plot_row(axes, limit, nets: dict, depth: int, half=None) -> None:
     the limit, the limit at P/2 with another seed (``half``, when given) and each
     width with ±2 s.e. over its seeds."""
     steps, ps = limit.step.values, limit.probe_step.values
+    name = {"adam": "Adam", "adamw": "AdamW"}.get(limit.attrs.get("optimizer"), "SGD")
     colors = plt.cm.viridis(np.linspace(0.15, 0.8, len(nets)))
     limits = [(limit, "-", f"coupled limit (n = ∞), P = {limit.attrs['particles']}")]
     if half is not None:
@@ -108,11 +109,11 @@ def _plot_row(axes, limit, nets: dict, depth: int, half=None) -> None:
         acc = ds.probe_accuracy.values
         band(axes[2], ps, acc.mean(0), acc.std(0, ddof=1) / np.sqrt(S), color,
              f"width {width} ({S} seeds)", "--")
-    axes[0].set(xlabel="SGD step k", ylabel=f"train loss (running mean over {WINDOW} steps)",
+    axes[0].set(xlabel=f"{name} step k", ylabel=f"train loss (running mean over {WINDOW} steps)",
                 title=f"L = {depth}: training stream")
-    axes[1].set(xlabel="SGD step k", ylabel="test loss (mean over held-out images)",
+    axes[1].set(xlabel=f"{name} step k", ylabel="test loss (mean over held-out images)",
                 title=f"L = {depth}: held-out digits")
-    axes[2].set(xlabel="SGD step k", ylabel="test accuracy (argmax f = label)",
+    axes[2].set(xlabel=f"{name} step k", ylabel="test accuracy (argmax f = label)",
                 title=f"L = {depth}: held-out digits", ylim=(0, 1))
     for ax in axes:
         ax.grid(alpha=0.3)
