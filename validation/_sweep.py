@@ -8,6 +8,14 @@ A job's key hashes its arguments together with the version of the code that
 computes it (:func:`code_version`: the nfd version, the job function's qualified
 name and a hash of the source file of the module defining it), so a resumed sweep
 recomputes the jobs of a study whose code changed instead of reusing stale files.
+
+The store survives the faults of a long sweep (README, "Faults survived by the
+results store"): an entry is written to a temporary file and renamed, so a crash or a
+full disk leaves no partial entry; an entry that does not open, or whose attributes do
+not match its job, is moved to ``root/quarantine/`` with a ``RuntimeWarning`` and its
+job recomputed; a temporary file left by a killed sweep on this host is deleted when
+the study is run again; and a store directory that cannot be written is reported
+before any job runs.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import multiprocessing
 import os
 import pathlib
 import re
+import socket
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures as cf
 from typing import Any
@@ -39,6 +49,10 @@ __all__ = ["ResultsStore", "code_version", "run_jobs", "seed_blocks", "by_cell",
            "study_args"]
 
 _LABEL_CHARS = 120  # the readable part of a key; the hash keeps keys unique
+QUARANTINE = "quarantine"  # root/quarantine/: entries that failed validation, never read
+_HOST = re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname()) or "host"
+# temporary files: .<key>.<host>-<pid>-<uuid>.tmp, so that only dead writers' are removed
+_TEMP = re.compile(r"\.(?P<host>[A-Za-z0-9-]+)-(?P<pid>[0-9]+)-[0-9a-f]{32}\.tmp$")
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -133,10 +147,28 @@ def _label(value: Any) -> str:
 def _check_study(study: str) -> None:
     if not isinstance(study, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", study, re.ASCII):
         raise ValueError(f"study must be letters, digits, '.', '_' or '-', got {study!r}")
+    if study == QUARANTINE:
+        raise ValueError(f"study={study!r} is reserved for the store's quarantined "
+                         "entries: choose another name")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (root may signal any process;
+    ``PermissionError`` means it exists but belongs to another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 class ResultsStore:
     """Directory of finished jobs, one netCDF file per job: ``root/<study>/<key>.nc``.
+
+    Entries that fail validation on reading are moved to ``root/quarantine/``
+    (:meth:`get`); nothing there is ever read back.
 
     Parameters
     ----------
@@ -159,7 +191,8 @@ class ResultsStore:
         Parameters
         ----------
         study : str
-            Name of the sweep (letters, digits, ``.``, ``_``, ``-``).
+            Name of the sweep (letters, digits, ``.``, ``_``, ``-``; not
+            ``"quarantine"``).
         job : Mapping[str, Any]
             Keyword arguments: int, float, str, bool, None (numpy scalars
             accepted) or lists/tuples of those.
@@ -180,34 +213,137 @@ class ResultsStore:
         return self.root / study / f"{self.key(study, job, fn)}.nc"
 
     def has(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> bool:
-        """Whether ``job`` of ``fn`` in ``study`` is finished and stored by the
-        current version of the code (:func:`code_version`)."""
+        """Whether a file of ``job`` of ``fn`` in ``study`` exists under the key of
+        the current version of the code (:func:`code_version`). A cheap check: the
+        file is validated when it is read (:meth:`get`)."""
         return self.path(study, job, fn).is_file()
 
-    def load(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> xr.Dataset:
+    def get(self, study: str, job: Mapping[str, Any],
+            fn: Callable[..., Any]) -> xr.Dataset | None:
         """The stored result of ``job`` of ``fn``, loaded into memory (the file is
-        closed)."""
-        with xr.open_dataset(self.path(study, job, fn)) as ds:
-            return ds.load()
+        closed), or None if there is none.
+
+        The entry is validated as it is read: it must open and load, and carry
+        ``attrs["job"]`` equal to the canonical JSON of ``job`` and
+        ``attrs["code_version"]`` equal to that of ``fn`` (as :meth:`save` writes
+        them). An entry that fails is moved to ``root/quarantine/`` (keeping its
+        name, with a unique suffix if taken) with a ``RuntimeWarning`` naming the
+        file and the reason, and None is returned so that the job is recomputed.
+        """
+        path = self.path(study, job, fn)
+        try:
+            before = path.stat()
+            with xr.open_dataset(path, engine=netcdf_engine()) as ds:
+                ds = ds.load()
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # any failure to read means the entry is unusable
+            reason = f"it does not load ({type(exc).__name__}: {exc})"
+            self._quarantine(path, before, reason)
+            return None
+        expected = {"job": _canonical(job),
+                    "code_version": json.dumps(code_version(fn), sort_keys=True)}
+        wrong = [name for name, value in expected.items() if ds.attrs.get(name) != value]
+        if wrong:
+            self._quarantine(path, before, f"its attrs {wrong} do not match the job "
+                                           f"{_canonical(job)}")
+            return None
+        return ds
+
+    def load(self, study: str, job: Mapping[str, Any],
+             fn: Callable[..., Any]) -> xr.Dataset:
+        """The stored result of ``job`` of ``fn``, validated and loaded as by
+        :meth:`get`.
+
+        Raises
+        ------
+        FileNotFoundError
+            If there is no valid entry (a failing one has been quarantined).
+        """
+        ds = self.get(study, job, fn)
+        if ds is None:
+            raise FileNotFoundError(
+                f"no valid stored result of job {_canonical(job)} at "
+                f"{self.path(study, job, fn)}: run the sweep to compute it"
+            )
+        return ds
+
+    def _quarantine(self, path: pathlib.Path, before: os.stat_result, reason: str) -> None:
+        """Move the entry ``path`` (as it was when ``before`` was taken) to
+        ``root/quarantine/`` with a ``RuntimeWarning``. An entry replaced meanwhile
+        by a concurrent sweep is left alone; a failed move is reported in the
+        warning (the job is recomputed and its entry overwritten either way)."""
+        target = self.root / QUARANTINE / path.name
+        try:
+            now = path.stat()
+            if (now.st_ino, now.st_mtime_ns) != (before.st_ino, before.st_mtime_ns):
+                return  # rewritten since it was read: not the entry that failed
+            target.parent.mkdir(exist_ok=True)
+            if target.exists():
+                target = target.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}")
+            os.replace(path, target)
+            where = f"moved to {target}"
+        except FileNotFoundError:
+            return  # quarantined or replaced by a concurrent sweep
+        except OSError as exc:
+            where = f"could not be moved to {target.parent} ({exc})"
+        warnings.warn(f"store entry {path} is not used and its job is recomputed: "
+                      f"{reason}; it {where}", RuntimeWarning, stacklevel=3)
+
+    def prepare(self, study: str) -> None:
+        """Get ``root/<study>`` ready for a sweep: delete the temporary files left
+        there by writers on this host that no longer run (a killed sweep), and
+        check that the directory can be written, by creating and deleting a file,
+        before any job runs. Permission bits do not stop root, so the check can
+        pass as root where another user would fail.
+
+        Raises
+        ------
+        OSError
+            ``PermissionError`` (or the error met) naming the directory, if it
+            cannot be created or written.
+        """
+        _check_study(study)
+        folder = self.root / study
+        for tmp in folder.glob(".*.tmp"):
+            match = _TEMP.search(tmp.name)
+            if match and match["host"] == _HOST and not _alive(int(match["pid"])):
+                tmp.unlink(missing_ok=True)
+        probe = folder / f".write-probe.{_HOST}-{os.getpid()}-{uuid.uuid4().hex}.tmp"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            os.unlink(probe)
+        except OSError as exc:
+            raise type(exc)(
+                exc.errno, f"results store directory {folder} is not writable "
+                f"({exc.strerror or exc}): fix its permissions or free space, or pass "
+                "another store"
+            ) from exc
 
     def save(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any],
              ds: xr.Dataset) -> pathlib.Path:
         """Write ``ds`` (with ``attrs["job"]``, the job as JSON, and
         ``attrs["code_version"]``, :func:`code_version` of ``fn`` as JSON)
-        atomically: to a temporary file in the same directory, then renamed.
-        Returns the path."""
+        atomically: to a temporary file in the same directory, then renamed; a
+        failed write (e.g. a full disk) deletes the temporary file and adds a note
+        naming the entry to the error. Returns the path."""
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
         path = self.path(study, job, fn)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")  # usual permissions
+        # usual permissions; the host and pid tell prepare() whether its writer is gone
+        tmp = path.with_name(f".{path.stem}.{_HOST}-{os.getpid()}-{uuid.uuid4().hex}.tmp")
         code = json.dumps(code_version(fn), sort_keys=True)
         try:
             ds.assign_attrs(job=_canonical(job), code_version=code).to_netcdf(
                 tmp, engine=netcdf_engine())
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and hasattr(exc, "add_note"):
+                exc.add_note(f"writing the store entry {path} failed; nothing partial is "
+                             "kept: free space (or fix the store) and rerun to resume")
             raise
         return path
 
@@ -277,9 +413,13 @@ def run_jobs(
 
     Raises
     ------
+    OSError
+        An unwritable store, before any job runs (:meth:`ResultsStore.prepare`);
+        a failed write (a full disk), noted with the job and the entry.
     Exception
         The first exception raised by a job, with a note naming the job; jobs
-        finished before it are already in ``store``.
+        finished before it are already in ``store``. A stored entry that fails
+        validation only warns (``RuntimeWarning``): its job is recomputed.
     """
     canon, store, kind, workers = _check_run(fn, jobs, store, scheduler)
     _check_study(study)
@@ -288,12 +428,11 @@ def run_jobs(
                                                                  sort_keys=True)}
 
     results: list[xr.Dataset | None] = [None] * len(jobs)
-    todo = []
-    for i, job in enumerate(jobs):
-        if store is not None and store.has(study, job, fn):
-            results[i] = store.load(study, job, fn)
-        else:
-            todo.append(i)
+    if store is not None:  # validated as read: a failing entry is quarantined, redone
+        results = [store.get(study, job, fn) for job in jobs]
+    todo = [i for i, ds in enumerate(results) if ds is None]
+    if store is not None and todo:
+        store.prepare(study)  # before any job runs: stale temporaries, writability
 
     done = len(jobs) - len(todo)
     bar = tqdm(total=len(jobs), initial=done, desc=study, disable=not progress)
