@@ -85,7 +85,7 @@ def _plot_row(axes, limit, nets: dict, depth: int, half=None) -> None:
     the limit, the limit at P/2 with another seed (``half``, when given) and each
     width with ±2 s.e. over its seeds."""
     steps, ps = limit.step.values, limit.probe_step.values
-    name = {"adam": "Adam", "adamw": "AdamW"}.get(limit.attrs.get("optimizer"), "SGD")
+    name = nfd.schema.OPTIMIZER_TITLES[limit.attrs.get("optimizer", "sgd")]
     colors = plt.cm.viridis(np.linspace(0.15, 0.8, len(nets)))
     limits = [(limit, "-", f"coupled limit (n = ∞), P = {limit.attrs['particles']}")]
     if half is not None:
@@ -322,7 +322,8 @@ def _optimizer_text(args: argparse.Namespace) -> str:
     if args.optimizer == "sgd":
         return f"torch.optim.SGD momentum {args.momentum}"
     decay = f", λ = {args.weight_decay}" if args.optimizer == "adamw" else ""
-    return (f"torch.optim.{'AdamW' if decay else 'Adam'} (depth-μP groups), betas "
+    title = nfd.schema.OPTIMIZER_TITLES[args.optimizer]
+    return (f"torch.optim.{title} (depth-μP groups), betas "
             f"{tuple(args.betas)}, ε = {args.eps:g}{decay}")
 
 

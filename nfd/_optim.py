@@ -34,13 +34,15 @@ import torch
 
 from ._checks import check_int, check_positive_float
 
-__all__ = ["OPTIMIZERS", "SGD", "Adam", "check_sgd", "check_optimizer", "adam_step_",
+__all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "SGD", "Adam", "check_sgd", "check_optimizer", "adam_step_",
            "scale_step", "warmup_cosine"]
 
 #: The optimizers of both limits and of the finite networks: ``torch.optim.SGD``,
 #: ``torch.optim.Adam`` and ``torch.optim.AdamW`` with the per-group scaling of
 #: :class:`Adam` (issue 34's contract).
 OPTIMIZERS = ("sgd", "adam", "adamw")
+#: How messages and figures name them: torch's class names.
+OPTIMIZER_TITLES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
 #: torch's defaults, which ``betas=None`` and ``eps=None`` stand for.
 DEFAULT_BETAS = (0.9, 0.999)
 DEFAULT_EPS = 1e-8

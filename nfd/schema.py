@@ -23,7 +23,7 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
-from ._optim import OPTIMIZERS, SGD, Adam, adam_step_, check_optimizer, check_sgd, scale_step
+from ._optim import OPTIMIZER_TITLES, OPTIMIZERS, SGD, Adam, adam_step_, check_optimizer, check_sgd, scale_step
 from ._results import (
     PAPER,
     base_attrs,
@@ -90,6 +90,7 @@ __all__ = [
     "SGD",
     "check_sgd",
     "OPTIMIZERS",
+    "OPTIMIZER_TITLES",
     "Adam",
     "check_optimizer",
     "adam_step_",

@@ -39,6 +39,26 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture
+def calls(monkeypatch):
+    """The ``eta_c`` of every point ``nfd.simulate`` computes in this process (a
+    sweep's recomputations; tests/test_grid.py, tests/test_store_faults.py)."""
+    import functools
+
+    import nfd
+
+    seen = []
+    real = nfd.simulate
+
+    @functools.wraps(real)  # the same signature: sweep_grid checks names against it
+    def counting(*args, **kw):
+        seen.append(kw["eta_c"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(nfd, "simulate", counting)
+    return seen
+
+
+@pytest.fixture
 def two_inputs():
     """Two unit-norm·√d inputs at a 53° angle (x·x'/d = 0.6)."""
     d = 2

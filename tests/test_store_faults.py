@@ -6,7 +6,6 @@ doubled sweep (or one losing a dask worker) ends with the same results bit for b
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import os
 import shutil
@@ -58,21 +57,6 @@ GRID12 = {"eta_c": [round(0.02 * i, 2) for i in range(1, 13)]}
 
 def _run(root, grid=GRID):
     return sweep_grid(X, Y, grid=grid, fixed=FIXED, store=root, study="g")
-
-
-@pytest.fixture
-def calls(monkeypatch):
-    """The ``eta_c`` of every point computed in this process."""
-    seen = []
-    real = nfd.simulate
-
-    @functools.wraps(real)  # the same signature: sweep_grid checks names against it
-    def counting(*args, **kw):
-        seen.append(kw["eta_c"])
-        return real(*args, **kw)
-
-    monkeypatch.setattr(nfd, "simulate", counting)
-    return seen
 
 
 def _entries(root):

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import torch
 
+from .._optim import OPTIMIZER_TITLES
 from ._state import RunState
 
 __all__ = ["set_optimizer", "sgd_step", "evaluate_probes", "record_eigenvalues", "warn_if_floors_matter",
@@ -106,9 +107,10 @@ def sgd_step(state: RunState, k: int) -> None:
         rec["loss"][k] = cfg.loss(f, state.y[k])
         chi = cfg.loss.grad(f, state.y[k])
         rec["dloss"][k] = chi
-        _adam_weights(state, k, chi / B)
+        w = chi / B
+        _adam_weights(state, k, w)
         model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
-        _adam_io(state, state.x[k], h, chi / B)
+        _adam_io(state, state.x[k], h, w)
     except FloatingPointError as err:
         raise FloatingPointError(f"{_name(state)} step {k}: {err}{state.guard.hint()}") from err
     _record_block(state, k, h)
@@ -123,7 +125,7 @@ def sgd_step(state: RunState, k: int) -> None:
 def _name(state: RunState) -> str:
     """The optimizer's name in a divergence message: SGD, Adam or AdamW."""
     adam = state.cfg.adam
-    return "SGD" if adam is None else {"adam": "Adam", "adamw": "AdamW"}[adam.name]
+    return OPTIMIZER_TITLES["sgd" if adam is None else adam.name]
 
 
 def _adam_weights(state: RunState, k: int, weights: torch.Tensor) -> None:

@@ -19,7 +19,8 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 import nfd
-from nfd.schema import DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, DivergenceGuard, check_matrix
+from nfd.schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, OPTIMIZER_TITLES,
+                        DivergenceGuard, check_matrix)
 
 from ._memory import ensure_network_fits, network_memory_estimate
 from ._base import expand_targets
@@ -313,12 +314,9 @@ def sgd_step(net: ResNetEnsemble, loss: nfd.Loss, xb: torch.Tensor, yb: torch.Te
     h2, g2 = mean_square(fp.h), mean_square(grads.g)
     value = loss.per_sample(fp.f, yb) if net.C > 1 else loss(fp.f, yb)
     rec.store_step(k, fp, value, chi, h2, g2)
-    guard.check(k, h2, g2, _unscaled(net, fp.f), phase=f"{_OPTIMIZER_NAMES[net.optimizer]} step")
+    guard.check(k, h2, g2, _unscaled(net, fp.f),
+                phase=f"{OPTIMIZER_TITLES[net.optimizer]} step")
     eig.record(k, net, fp, grads)
-
-
-#: The optimizer's name in a divergence message.
-_OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
 
 
 def _unscaled(net: ResNetEnsemble, f: torch.Tensor) -> torch.Tensor:
