@@ -38,7 +38,8 @@ _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
                "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes",
-               "block", "first_layer_lr", "record_collapse", "optimizer", "betas", "eps"}
+               "block", "first_layer_lr", "record_collapse", "optimizer", "betas", "eps",
+               "hidden_lr"}
 NPZ_ARRAYS = ("arrays X (m, d) and y (m,) or (m, C) (integer labels for "
               "loss = \"cross_entropy\"), optionally X_probe and y_probe")
 
@@ -85,6 +86,7 @@ gamma0 = 1.0
 optimizer = "sgd"
 # betas = [0.9, 0.999]
 # eps = 1e-8
+# hidden_lr = "depth-mup"   # or "block-only": W at eta_c*sqrt(T/n), the TP VI baseline
 # Residual blocks: "one-layer" (eq. 1) or "two-layer" (eq. 6), whose first layer learns
 # at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
 # records the first layer's learned change and the residual update per block.

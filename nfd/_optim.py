@@ -34,8 +34,8 @@ import torch
 
 from ._checks import check_int, check_positive_float
 
-__all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "SGD", "Adam", "check_sgd", "check_optimizer", "adam_step_",
-           "scale_step", "warmup_cosine"]
+__all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "HIDDEN_LRS", "SGD", "Adam", "check_sgd",
+           "check_optimizer", "adam_step_", "scale_step", "warmup_cosine"]
 
 #: The optimizers of both limits and of the finite networks: ``torch.optim.SGD``,
 #: ``torch.optim.Adam`` and ``torch.optim.AdamW`` with the per-group scaling of
@@ -43,6 +43,10 @@ __all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "SGD", "Adam", "check_sgd", "check_
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: How messages and figures name them: torch's class names.
 OPTIMIZER_TITLES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+#: Adam's depth rules for the hidden rate (:class:`Adam`): depth-μP's η_c·√(T/(Ln)),
+#: and the "block multiplier only" baseline η_c·√(T/n) of Tensor Programs VI, Fig. 10
+#: ((α, γ) = (½, 0): the branch is scaled, the learning rate is not).
+HIDDEN_LRS = ("depth-mup", "block-only")
 #: torch's defaults, which ``betas=None`` and ``eps=None`` stand for.
 DEFAULT_BETAS = (0.9, 0.999)
 DEFAULT_EPS = 1e-8
@@ -218,6 +222,15 @@ class Adam:
     block multiplier (μP in width, η/√L in depth); AdamW shrinks every parameter by
     1 − η_c(k)·λ per step; each step moves each layer's features by Θ(T/L).
 
+    ``hidden_lr="block-only"`` is the baseline that keeps the branch multiplier but
+    not the learning rate's depth scaling (Tensor Programs VI, Fig. 10 middle,
+    (α, γ) = (½, 0)): every W_ℓ at lr η_c(k)·√(T/n), i.e. m = √L times the table's,
+    with eps unchanged and weight_decay λ/(m·√(T/(Ln))), so that AdamW still shrinks
+    every parameter by 1 − η_c(k)·λ. Each step then moves each layer's features by
+    Θ(T/√L): at a fixed L its width limit exists (the table's with the learned
+    block's drift times m), but it has no depth limit, and the optimal η_c should
+    fall like L^{−1/2}.
+
     Attributes
     ----------
     eta_c : numpy.ndarray, shape (K,)
@@ -230,6 +243,8 @@ class Adam:
         λ ≥ 0, AdamW's decoupled decay (0 for ``"adam"``).
     decoupled_decay : bool
         ``True`` for ``torch.optim.AdamW``, ``False`` for ``torch.optim.Adam``.
+    hidden_lr : {"depth-mup", "block-only"}
+        The depth rule of the hidden rate (above).
     """
 
     eta_c: np.ndarray
@@ -237,6 +252,7 @@ class Adam:
     eps: float = DEFAULT_EPS
     weight_decay: float = 0.0
     decoupled_decay: bool = False
+    hidden_lr: str = "depth-mup"
     #: The SGD-only options, fixed, so that code reading them sees plain values.
     momentum: float = 0.0
     gamma0: float = 1.0
@@ -263,27 +279,35 @@ class Adam:
         decay = 1.0 - self.eta_c * self.weight_decay
         return np.concatenate([[1.0], np.cumprod(decay)])
 
+    def hidden_mult(self, depth: int) -> float:
+        """m, the hidden rate's factor over the table's: 1 under depth-μP, √L for
+        ``hidden_lr="block-only"``."""
+        return math.sqrt(depth) if self.hidden_lr == "block-only" else 1.0
+
     def groups(self, width: int, depth: int, T: float) -> dict[str, dict[str, float]]:
         """The table above for a network of width n and depth L: per group
         (``"U"``, ``"W"``, ``"V"``) the multiplier of η_c(k) in ``lr``, torch's
-        ``eps`` and torch's ``weight_decay`` (``lr_mult``, ``eps``, ``weight_decay``)."""
+        ``eps`` and torch's ``weight_decay`` (``lr_mult``, ``eps``, ``weight_decay``);
+        the hidden ``lr_mult`` is m·√(T/(Ln)) (:meth:`hidden_mult`)."""
         n = float(width)
         block = math.sqrt(T / (depth * n))  # √(T/(Ln)), the branch multiplier
+        rate = block * self.hidden_mult(depth)
         io = {"lr_mult": 1.0, "eps": self.eps / n, "weight_decay": self.weight_decay}
-        hidden = {"lr_mult": block, "eps": self.eps * math.sqrt(T / depth) / n**1.5,
-                  "weight_decay": self.weight_decay / block}
+        hidden = {"lr_mult": rate, "eps": self.eps * math.sqrt(T / depth) / n**1.5,
+                  "weight_decay": self.weight_decay / rate}
         return {"U": dict(io), "W": hidden, "V": dict(io)}
 
     def attrs(self) -> dict:
         """netCDF-safe attrs: ``optimizer``, ``eta_c`` (the constant, or the peak of a
         schedule), ``eta_c_schedule``, ``betas``, ``eps``, ``weight_decay``,
-        ``momentum`` (0) and ``gamma0`` (1)."""
+        ``momentum`` (0), ``gamma0`` (1) and ``hidden_lr``."""
         return {"optimizer": self.name,
                 "eta_c": float(self.eta_c[0]) if self.constant and self.eta_c.size
                 else self.peak,
                 "eta_c_schedule": "constant" if self.constant else self.eta_c.copy(),
                 "betas": np.asarray(self.betas, dtype=np.float64), "eps": self.eps,
-                "weight_decay": self.weight_decay, "momentum": 0.0, "gamma0": 1.0}
+                "weight_decay": self.weight_decay, "momentum": 0.0, "gamma0": 1.0,
+                "hidden_lr": self.hidden_lr}
 
 
 def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
@@ -316,7 +340,7 @@ def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.
 
 def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
                     weight_decay: float = 0.0, gamma0: float = 1.0, betas=None,
-                    eps=None) -> SGD | Adam:
+                    eps=None, hidden_lr: str = "depth-mup") -> SGD | Adam:
     """The optimizer of a run of K steps from the user's arguments: :class:`SGD`
     for ``optimizer="sgd"`` (:func:`check_sgd`), :class:`Adam` for ``"adam"`` and
     ``"adamw"``. ``betas=None`` and ``eps=None`` stand for torch's defaults
@@ -328,10 +352,17 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
         Naming the argument: an unknown ``optimizer``; ``betas`` or ``eps`` with SGD;
         with Adam, ``momentum`` (Adam's first-moment decay is ``betas[0]``),
         ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"`` (use ``"adamw"``), betas
-        outside [0, 1), ε < 0; and everything :func:`check_sgd` refuses.
+        outside [0, 1), ε < 0; ``hidden_lr`` not in :data:`HIDDEN_LRS`, or other than
+    ``"depth-mup"`` with SGD; and everything :func:`check_sgd` refuses.
     """
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if not isinstance(hidden_lr, str) or hidden_lr not in HIDDEN_LRS:
+        raise ValueError(f"hidden_lr must be one of {HIDDEN_LRS}, got {hidden_lr!r}")
+    if optimizer == "sgd" and hidden_lr != "depth-mup":
+        raise ValueError(f"hidden_lr={hidden_lr!r} is an Adam baseline (optimizer='adam' or "
+                         "'adamw'); SGD's hidden rate is depth-muP's eta_c*n (leave "
+                         "hidden_lr='depth-mup')")
     if optimizer == "sgd":
         for name, value in (("betas", betas), ("eps", eps)):
             if value is not None:
@@ -353,7 +384,7 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
                          "optimizer='adamw' (decoupled decay: every step shrinks the "
                          "weights by 1 - eta_c*weight_decay)")
     return Adam(base.eta_c, _check_betas(betas), _check_eps(eps), base.weight_decay,
-                optimizer == "adamw")
+                optimizer == "adamw", hidden_lr)
 
 
 def _check_betas(betas) -> tuple[float, float]:

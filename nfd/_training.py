@@ -35,14 +35,16 @@ FIRST_LAYER_RATES = ("depth-mup", "depth-aware")
 
 def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
                  probe_steps, momentum=0.0, weight_decay=0.0, gamma0=1.0,
-                 classes=None, optimizer="sgd", betas=None, eps=None) -> tuple:
+                 classes=None, optimizer="sgd", betas=None, eps=None,
+                 hidden_lr="depth-mup") -> tuple:
     """Checks of the training stream and its hyperparameters shared by
     :func:`nfd.simulate` and :func:`nfd.linear_limit`.
 
     Returns ``(X, y, sgd, T, L, B, loss, X_probe, y_probe, probe_steps, C)`` as
     validated arrays, numbers, the optimizer (:class:`nfd.schema.SGD` or
     :class:`nfd.schema.Adam`, from ``optimizer``, ``eta_c``, ``momentum``,
-    ``weight_decay``, ``gamma0``, ``betas``, ``eps``) and a :class:`nfd.Loss`;
+    ``weight_decay``, ``gamma0``, ``betas``, ``eps``, ``hidden_lr``) and a
+    :class:`nfd.Loss`;
     the probes are ``None`` and the step list empty without probes. C is the
     number of outputs (:func:`nfd.schema.check_outputs`: 1 for scalar targets, the
     targets' columns or the classes of ``"cross_entropy"`` labels otherwise). The
@@ -57,7 +59,8 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     if N % B:
         raise ValueError(f"batch_size={B} does not divide the {N} training rows of X")
     sgd = check_optimizer(optimizer, eta_c, N // B, momentum=momentum,
-                          weight_decay=weight_decay, gamma0=gamma0, betas=betas, eps=eps)
+                          weight_decay=weight_decay, gamma0=gamma0, betas=betas, eps=eps,
+                          hidden_lr=hidden_lr)
     lossf = get_loss(loss)
     yn, C = check_outputs("y", y, N, lossf, classes=classes)
     probes = check_probes(probes, d, lossf.name if C == 1 else lossf, outputs=C)

@@ -23,7 +23,8 @@ from ._checks import (
 )
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
 from ._memory import available_memory, ensure_fits
-from ._optim import OPTIMIZER_TITLES, OPTIMIZERS, SGD, Adam, adam_step_, check_optimizer, check_sgd, scale_step
+from ._optim import (HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD, Adam, adam_step_,
+                     check_optimizer, check_sgd, scale_step)
 from ._results import (
     PAPER,
     base_attrs,
@@ -91,6 +92,7 @@ __all__ = [
     "check_sgd",
     "OPTIMIZERS",
     "OPTIMIZER_TITLES",
+    "HIDDEN_LRS",
     "Adam",
     "check_optimizer",
     "adam_step_",

@@ -10,6 +10,9 @@ with the groups of the issue's table, computed here from the formulas (not throu
     U: lr η_c(k), eps ε/n, weight_decay λ;  W: lr η_c(k)√(T/(Ln)),
     eps ε√(T/L)/n^{3/2}, weight_decay λ/√(T/(Ln));  V: as U.
 
+``hidden_lr="block-only"`` (Tensor Programs VI's baseline) changes W's row only:
+lr η_c(k)√(T/n), weight_decay λ/√(T/n).
+
 The decoupled network's reference routes its backward pass through W̃ (a custom
 autograd.Function) and carries W̃ in W's group, where it receives W's gradient
 (hence W's Adam moments) and its own decay.
@@ -58,19 +61,20 @@ class Reference:
     or AdamW in the three groups of the issue's table."""
 
     def __init__(self, net: ResNetEnsemble, optimizer: str, betas, eps: float,
-                 weight_decay: float):
+                 weight_decay: float, hidden_lr: str = "depth-mup"):
         n, depth = net.n, net.L
         self.net = net
         self.p = {k: t.detach().clone().requires_grad_() for k, t in net.parameters().items()}
         self.tilde = (net.backward_weights("W").detach().clone().requires_grad_()
                       if net.backward == "decoupled" else None)
         block = math.sqrt(net.T / (depth * n))
+        rate = math.sqrt(net.T / n) if hidden_lr == "block-only" else block
         hidden = [self.p["W"]] + ([self.tilde] if self.tilde is not None else [])
         groups = [dict(params=[self.p["U"]], eps=eps / n, weight_decay=weight_decay),
                   dict(params=hidden, eps=eps * math.sqrt(net.T / depth) / n**1.5,
-                       weight_decay=weight_decay / block),
+                       weight_decay=weight_decay / rate),
                   dict(params=[self.p["v"]], eps=eps / n, weight_decay=weight_decay)]
-        self.mults = [1.0, block, 1.0]
+        self.mults = [1.0, rate, 1.0]
         cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
         self.opt = cls(groups, lr=0.0, betas=betas)
 
@@ -112,7 +116,7 @@ def _close(actual, expected, what):
 
 def compare_with_torch(*, optimizer, eta_c, betas=None, eps=None, weight_decay=0.0,
                        backward="coupled", B=1, outputs=1, loss="mse", activation="tanh",
-                       width=N, device="cpu"):
+                       width=N, device="cpu", hidden_lr="depth-mup"):
     """Train the ensemble (per-step API, η_c(k) passed to each step) and the reference
     side by side; compare f, every parameter and W̃ after each step."""
     sched = np.broadcast_to(np.asarray(eta_c, dtype=np.float64), (K,))
@@ -120,9 +124,9 @@ def compare_with_torch(*, optimizer, eta_c, betas=None, eps=None, weight_decay=0
     net = ResNetEnsemble(D, width=width, depth=L, T=T, seeds=[0, 5], activation=activation,
                          backward=backward, optimizer=optimizer, betas=betas, eps=eps,
                          weight_decay=weight_decay, outputs=outputs, eta_c=0.123,
-                         device=device, dtype=F64)
+                         hidden_lr=hidden_lr, device=device, dtype=F64)
     ref = Reference(net, optimizer, betas or (0.9, 0.999), 1e-8 if eps is None else eps,
-                    weight_decay)
+                    weight_decay, hidden_lr)
     x = torch.as_tensor(X, dtype=F64, device=device)
     y = torch.as_tensor(Y, device=device,
                         dtype=torch.int64 if loss == "cross_entropy" else F64)
@@ -150,6 +154,9 @@ OPTIONS = {
     "adamw": dict(optimizer="adamw", eta_c=0.05, weight_decay=0.6),
     "adamw schedule betas eps": dict(optimizer="adamw", eta_c=SCHEDULE, betas=(0.5, 0.9),
                                      eps=1e-2, weight_decay=0.4),
+    "adam block-only": dict(optimizer="adam", eta_c=0.05, hidden_lr="block-only"),
+    "adamw block-only schedule": dict(optimizer="adamw", eta_c=SCHEDULE, eps=1e-2,
+                                      weight_decay=0.4, hidden_lr="block-only"),
 }
 
 
@@ -270,6 +277,8 @@ ONLY = "is not available with optimizer='adam'"
     (dict(optimizer="adam", regime="kernel"), ValueError, "regime='kernel' " + ONLY),
     (dict(optimizer="adamw", regime="kernel"), ValueError, "regime='kernel' is not available "
      "with optimizer='adamw'"),
+    (dict(hidden_lr="block-only"), ValueError, "hidden_lr='block-only' is an Adam baseline"),
+    (dict(optimizer="adam", hidden_lr="mup"), ValueError, "hidden_lr must be one of"),
 ])
 def test_bad_adam_arguments_raise_clear_errors(kwargs, exc, match):
     X, Y = _stream(1)

@@ -24,7 +24,8 @@ root and the quotient are not linear). With block multiplier √(τ/n) and lr
     h_ℓ^{(k)} −= τ (1/P) Σ_j A_ℓ[i, j] φ(h_{ℓ−1}^{(k)})[j]             (forward)
     g_{ℓ−1}^{(k)} −= τ φ′(h_{ℓ−1}^{(k)})[j] (1/P) Σ_i A_ℓ[i, j] g_ℓ^{(k)}[i]  (backward)
 
-the particle means of (ΔW φ)_i = (1/n)Σ_j and (ΔWᵀ g)_j = (1/n)Σ_i, and
+the particle means of (ΔW φ)_i = (1/n)Σ_j and (ΔWᵀ g)_j = (1/n)Σ_i (τ becomes
+τ·√L under ``hidden_lr="block-only"``, whose hidden lr is √L times larger), and
 
     h_0^{(k)} −= Σ_j A_U[i, j] x_j/√d,         v^{(k)} = a_k v − A_V.
 
@@ -67,7 +68,8 @@ class DenseAdam:
     def __init__(self, opt: Adam, L: int, P: int, d: int, C: int, T: float, device,
                  dtype) -> None:
         kw = {"device": device, "dtype": dtype}
-        self.opt, self.tau, self.P, self.d = opt, T / L, P, d
+        # τ·m: the learned block's drift, m = √L for hidden_lr="block-only"
+        self.opt, self.tau, self.P, self.d = opt, T / L * opt.hidden_mult(L), P, d
         out = (P,) if C == 1 else (P, C)
         self.hidden = tuple(torch.zeros(L, P, P, **kw) for _ in range(3))  # A, m, v
         # a layer's gradient and √v: kept, since fresh P×P pages cost as much as a pass
@@ -125,7 +127,7 @@ class SignDescent:
         if C != 1:
             raise ValueError("SignDescent is the reference for scalar outputs")
         kw = {"device": device, "dtype": dtype}
-        self.opt, self.tau, self.P, self.d = opt, T / L, P, d
+        self.opt, self.tau, self.P, self.d = opt, T / L * opt.hidden_mult(L), P, d
         self.g_sign = torch.zeros(L + 1, N, P, **kw)  # sign(g_ℓ), ℓ = 0..L
         self.phi_sign = torch.zeros(L, N, P, **kw)  # sign(φ(h_{ℓ−1})), ℓ = 1..L
         self.x_sign = torch.zeros(N, d, **kw)

@@ -105,13 +105,13 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
                    rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
                    weight_decay=0.0, gamma0=1.0, classes=None, block="one-layer",
                    first_layer_lr="depth-mup", record_collapse=False, optimizer="sgd",
-                   betas=None, eps=None) -> Config:
+                   betas=None, eps=None, hidden_lr="depth-mup") -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
         weight_decay=weight_decay, gamma0=gamma0, classes=classes, optimizer=optimizer,
-        betas=betas, eps=eps)
+        betas=betas, eps=eps, hidden_lr=hidden_lr)
     adam = sgd if isinstance(sgd, Adam) else None
     if adam is not None:
         sgd = SGD(adam.eta_c)

@@ -134,6 +134,7 @@ def simulate(
     optimizer: str = "sgd",
     betas: tuple[float, float] | None = None,
     eps: float | None = None,
+    hidden_lr: str = "depth-mup",
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -322,6 +323,12 @@ def simulate(
         Adam's ε ≥ 0 in the rescaled units above (Θ(1) as n → ∞); default 1e-8,
         torch's. ε = 0 is sign-like descent; it gives NaN wherever a gradient entry
         is exactly 0 (as torch does), e.g. for relu's inactive units.
+    hidden_lr : {"depth-mup", "block-only"}
+        Adam's depth rule for the hidden rate: ``"depth-mup"`` (default, above) or
+        ``"block-only"``, Tensor Programs VI's baseline that scales the branch but
+        not the rate ((α, γ) = (½, 0), its Fig. 10): every W_ℓ at lr η_c(k)·√(T/n),
+        √L times depth-μP's, so the learned block's drift is multiplied by √L (a
+        width limit at each L, no depth limit). Adam only.
 
     Returns
     -------
@@ -379,7 +386,8 @@ def simulate(
         dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
         error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
         gamma0=gamma0, classes=classes, block=block, first_layer_lr=first_layer_lr,
-        record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps)
+        record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps,
+        hidden_lr=hidden_lr)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     ds = (calibrate_errors(ds, *_replicas(cfg, scale)) if cfg.error_replicas

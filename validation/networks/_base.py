@@ -174,6 +174,9 @@ class ResNetEnsemble(ABC):
     eps : float, optional
         Adam's ε ≥ 0 in the rescaled units of the table (default 1e-8); torch's
         eps of each group is in the table. SGD takes none.
+    hidden_lr : {"depth-mup", "block-only"}
+        Adam's hidden rate (:class:`nfd.schema.Adam`): depth-μP's table, or
+        W_ℓ at √L times it (Tensor Programs VI's "block multiplier only"). Adam only.
     outputs : int
         C ≥ 1, the number of outputs: f = (α/√n)Vᵀh_L/γ₀ with a readout V of shape
         (n, C), drawn after U as n·C normals (row-major), for vector mse targets and
@@ -206,6 +209,8 @@ class ResNetEnsemble(ABC):
     betas, eps
         Adam's (β₁, β₂) and ε (``None`` with SGD); the groups are those of
         :attr:`torch_optimizer`.
+    hidden_lr : str
+        Adam's hidden-rate rule (``"depth-mup"`` with SGD).
     stream : Stream
         τ, the branch coefficient s and the skip connection.
     """
@@ -253,6 +258,7 @@ class ResNetEnsemble(ABC):
         gamma0: float = 1.0,
         betas: tuple[float, float] | None = None,
         eps: float | None = None,
+        hidden_lr: str = "depth-mup",
         outputs: int = 1,
         first_layer_lr: str = "depth-mup",
         record_collapse: bool = False,
@@ -273,11 +279,13 @@ class ResNetEnsemble(ABC):
         self.C = check_int("outputs", outputs, 1)
         self.eta_c = eta_c
         opt = check_optimizer(optimizer, self.eta_c, 0, momentum=momentum,
-                              weight_decay=weight_decay, gamma0=gamma0, betas=betas, eps=eps)
+                              weight_decay=weight_decay, gamma0=gamma0, betas=betas, eps=eps,
+                              hidden_lr=hidden_lr)
         self.optimizer = optimizer
         self.momentum, self.weight_decay, self.gamma0 = (opt.momentum, opt.weight_decay,
                                                          opt.gamma0)
         self.betas, self.eps = (None, None) if optimizer == "sgd" else (opt.betas, opt.eps)
+        self.hidden_lr = hidden_lr
         self.act = nfd.get_activation(activation)
         self.seeds = resolve_seeds(seeds)
         self.S = len(self.seeds)

@@ -109,7 +109,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
                 scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
                 probe_steps, eig_steps, record_collapse, device, dtype,
                 divergence, optimizer="sgd", momentum=0.0, weight_decay=0.0, gamma0=1.0,
-                betas=None, eps=None, classes=None) -> TrainRun:
+                betas=None, eps=None, hidden_lr="depth-mup", classes=None) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
@@ -125,14 +125,15 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
         raise ValueError(f"first_layer_lr={first_layer_lr!r} is for block='two-layer' (one-layer "
                          "blocks have no first internal layer); leave it 'depth-mup'")
     opt = check_optimizer(optimizer, eta_c, K, momentum=momentum, weight_decay=weight_decay,
-                          gamma0=gamma0, betas=betas, eps=eps)
+                          gamma0=gamma0, betas=betas, eps=eps, hidden_lr=hidden_lr)
     check_adam_network(optimizer, style=style, block=block, scaling=scaling, regime=regime)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),
         eta_c=opt.attrs()["eta_c"], optimizer=optimizer, momentum=opt.momentum,
         weight_decay=opt.weight_decay, gamma0=opt.gamma0, outputs=C,
-        **({} if optimizer == "sgd" else dict(betas=opt.betas, eps=opt.eps)),
+        **({} if optimizer == "sgd" else dict(betas=opt.betas, eps=opt.eps,
+                                              hidden_lr=opt.hidden_lr)),
         backward=check_choice("backward", backward, BACKWARDS), style=style, block=block,
         scaling=scaling, regime=regime,
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),

@@ -48,6 +48,7 @@ def train_resnet(
     gamma0: float = 1.0,
     betas: tuple[float, float] | None = None,
     eps: float | None = None,
+    hidden_lr: str = "depth-mup",
     classes: int | None = None,
     T: float = 1.0,
     backward: str = "coupled",
@@ -144,6 +145,10 @@ def train_resnet(
     eps : float, optional
         Adam's ε ≥ 0 in the rescaled units of the table (torch's eps of each group
         is in the table); default 1e-8. Not for SGD.
+    hidden_lr : {"depth-mup", "block-only"}
+        Adam's hidden rate: the table's (default), or Tensor Programs VI's
+        "block multiplier only" baseline, every W_ℓ at lr η_c(k)·√(T/n) (√L times
+        the table's; :class:`nfd.schema.Adam`). Not for SGD.
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"`` (default: the largest label + 1).
     T : float
@@ -246,7 +251,7 @@ def train_resnet(
     run = check_train(
         X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c,
         optimizer=optimizer, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0,
-        betas=betas, eps=eps, T=T,
+        betas=betas, eps=eps, hidden_lr=hidden_lr, T=T,
         backward=backward, style=style, block=block, scaling=scaling, regime=regime,
         first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
         n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
