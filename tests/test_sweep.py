@@ -124,8 +124,8 @@ VALUE = %s
 @needs('netCDF4')
 def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
     """The rule: a stored job is reused iff its arguments, the job function's name,
-    the source of the module defining it, the sources of the sde, nfd and validation
-    packages and the nfd version are all unchanged.
+    the executed code of the module defining it and of the sde, nfd and validation
+    packages (docstrings and comments aside) and the nfd version are all unchanged.
     Calls are counted in a log file; each change below must add calls."""
     log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
     jobs = [{"x": x, "log": str(log)} for x in (1, 2)]
@@ -173,6 +173,46 @@ def test_edited_study_source_is_recomputed(tmp_path, monkeypatch):
     assert float(run_jobs(study.job, jobs, study="e", store=store)[0]["y"]) == 6.0
     assert _log(log) == [3, 3]  # recomputed, not the stale 3.0
     assert len(list((tmp_path / "store" / "e").glob("*.nc"))) == 2
+
+
+_DOCUMENTED = '''"""A study module written by the test, its text edited."""
+import xarray as xr
+
+# a comment that was not there
+
+
+def job(x, log):
+    """Record x, return VALUE·x (a docstring that was not there)."""
+    with open(log, "a") as f:  # another comment
+        f.write(f"{x}\\n")
+
+    "a bare string statement: executes nothing"
+    return xr.Dataset({"y": ((), float(VALUE * x))})
+VALUE = %s
+'''
+
+
+@needs('netCDF4')
+def test_docstring_and_comment_edits_keep_stored_points(tmp_path, monkeypatch):
+    """Issue 36 ("pay once"): docstrings, comments, bare strings and layout change no
+    number, so an edit of only those keeps every stored point; a changed constant in
+    the same file recomputes it (validation._code)."""
+    module = tmp_path / "mod" / "doc_study.py"
+    module.parent.mkdir()
+    module.write_text(_STUDY_SOURCE % "1.0")
+    monkeypatch.syspath_prepend(str(module.parent))
+    study = importlib.import_module("doc_study")
+    log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
+    jobs = [{"x": 3, "log": str(log)}]
+    run_jobs(study.job, jobs, study="d", store=store)
+    module.write_text(_DOCUMENTED % "1.0")
+    study = importlib.reload(study)
+    assert float(run_jobs(study.job, jobs, study="d", store=store)[0]["y"]) == 3.0
+    assert _log(log) == [3]  # kept
+    module.write_text(_DOCUMENTED % "1.5")
+    study = importlib.reload(study)
+    assert float(run_jobs(study.job, jobs, study="d", store=store)[0]["y"]) == 4.5
+    assert _log(log) == [3, 3]  # recomputed
 
 
 def test_code_version_names_its_parts(monkeypatch):

@@ -45,6 +45,8 @@ import nfd
 import sde
 from nfd.schema import check_int, netcdf_engine, package_version, resolve_device_dtype
 
+from ._code import numerics_digest
+
 __all__ = ["ResultsStore", "code_version", "run_jobs", "seed_blocks", "by_cell",
            "study_args"]
 
@@ -88,13 +90,15 @@ def code_version(fn: Callable[..., Any]) -> dict[str, str]:
     dict
         ``nfd``: the installed package version (:func:`nfd.schema.package_version`);
         ``function``: ``fn``'s module and qualified name; ``source``: the first 16
-        hex digits of the SHA-256 of the source file of the module that defines
-        ``fn``; ``packages``: the same digest over every ``.py`` file of the
-        installed ``sde``, ``nfd`` and ``validation`` packages (:func:`package_source`).
-        An editable install keeps its version number across edits, so the hashes
-        are what make an edited study, limit or network recompute its jobs instead
-        of reusing results of the old code. A job function living outside those
-        packages is covered by ``source`` only.
+        hex digits of the SHA-256 of what the module that defines ``fn`` executes
+        (:func:`validation._code.numerics`: its syntax tree without docstrings,
+        comments or layout); ``packages``: the same digest over every ``.py`` file
+        of the installed ``sde``, ``nfd`` and ``validation`` packages
+        (:func:`package_source`). An editable install keeps its version number
+        across edits, so the digests are what make an edited study, limit or
+        network recompute its jobs instead of reusing results of the old code,
+        while a docstring or comment edit keeps them. A job function living outside
+        those packages is covered by ``source`` only.
 
     Raises
     ------
@@ -113,23 +117,21 @@ def code_version(fn: Callable[..., Any]) -> dict[str, str]:
             f"fn={name} has no source file, so its stored results cannot be versioned: "
             "define the job function in a module (a .py file)"
         )
-    digest = hashlib.sha256(pathlib.Path(source).read_bytes()).hexdigest()[:16]
+    digest = numerics_digest([("", pathlib.Path(source))])
     return {"nfd": package_version(), "function": name, "source": digest,
             "packages": package_source()}
 
 
 @functools.lru_cache(maxsize=None)
 def package_source() -> str:
-    """First 16 hex digits of the SHA-256 over the relative paths and contents of
-    every ``.py`` file of the ``sde``, ``nfd`` and ``validation`` packages (read once
-    per process: a sweep runs one version of the code)."""
-    digest = hashlib.sha256()
-    for root in (pathlib.Path(sde.__file__).parent, pathlib.Path(nfd.__file__).parent,
-                 pathlib.Path(__file__).parent):
-        for path in sorted(root.rglob("*.py")):
-            digest.update(str(path.relative_to(root.parent)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    """First 16 hex digits of the SHA-256 over the relative paths and executed code
+    (:func:`validation._code.numerics_digest`) of every ``.py`` file of the ``sde``,
+    ``nfd`` and ``validation`` packages (read once per process: a sweep runs one
+    version of the code)."""
+    roots = (pathlib.Path(sde.__file__).parent, pathlib.Path(nfd.__file__).parent,
+             pathlib.Path(__file__).parent)
+    return numerics_digest((str(path.relative_to(root.parent)), path)
+                           for root in roots for path in sorted(root.rglob("*.py")))
 
 
 def _label(value: Any) -> str:
