@@ -18,8 +18,8 @@ from validation.studies._report import format_report
 from validation.studies.transfer._fit import Optimum, seed_optimum
 from validation.studies.transfer._optima import PARAMS
 from validation.studies.transfer._report import (_best_T_finding, _check_finding,
-                                                 _conclude_two, _exp_finding, _overlap,
-                                                 _param_findings, _signed, _T_verdict,
+                                                 _conclude_two, exp_finding, _overlap,
+                                                 _param_findings, signed_finding, _T_verdict,
                                                  _two_limit_findings)
 
 DOF = 10**6
@@ -48,12 +48,12 @@ def test_overlap_with_the_limit():
 
 def test_signed_words_follow_the_interval():
     words = ("above", "below", "contains 0")
-    assert _signed("o", "q", opt(0.5, 0.1), "c", words).verdict == "above"
-    assert _signed("o", "q", opt(-0.5, 0.1), "c", words).verdict == "below"
-    assert _signed("o", "q", opt(0.05, 0.1), "c", words).verdict == "contains 0"
-    f = _signed("o", "q", opt(0.5, 0.1), "c", words, scale=2.0)
+    assert signed_finding("o", "q", opt(0.5, 0.1), "c", words).verdict == "above"
+    assert signed_finding("o", "q", opt(-0.5, 0.1), "c", words).verdict == "below"
+    assert signed_finding("o", "q", opt(0.05, 0.1), "c", words).verdict == "contains 0"
+    f = signed_finding("o", "q", opt(0.5, 0.1), "c", words, scale=2.0)
     assert f.estimate == 1.0 and f.ci == pytest.approx((0.8, 1.2))
-    assert _signed("o", "q", Optimum(math.inf, np.full(10, math.inf)), "c",
+    assert signed_finding("o", "q", Optimum(math.inf, np.full(10, math.inf)), "c",
                    words).verdict.startswith("not resolved")
 
 
@@ -69,13 +69,13 @@ def test_unresolved_says_grid_end_or_divergence():
     logT = np.log([0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
     curve = np.array([5.0, 4.0, 3.0, 2.0, 1.0, np.nan, np.nan])
     per_seed = curve + np.array([[0.0], [0.01], [0.02]])
-    f = _exp_finding("o", "optimal T", seed_optimum(logT, per_seed, n_boot=20), "c", "v")
+    f = exp_finding("o", "optimal T", seed_optimum(logT, per_seed, n_boot=20), "c", "v")
     assert not f.resolved and "next to divergence" in f.verdict and "high" in f.verdict
     end = np.array([5.0, 4.0, 3.0, 2.0, 1.5, 1.2, 1.0]) + np.array([[0.0], [0.01]])
-    f = _exp_finding("o", "optimal T", seed_optimum(logT, end, n_boot=20), "c", "v")
+    f = exp_finding("o", "optimal T", seed_optimum(logT, end, n_boot=20), "c", "v")
     assert f.verdict == "not resolved: the minimum lies at the high end of the grid"
     low = end[:, ::-1]
-    f = _exp_finding("o", "optimal T", seed_optimum(logT, low, n_boot=20), "c", "v")
+    f = exp_finding("o", "optimal T", seed_optimum(logT, low, n_boot=20), "c", "v")
     assert f.verdict == "not resolved: the minimum lies at the low end of the grid"
 
 

@@ -31,7 +31,9 @@ from ._init import plot_init, run_init, summarize_init
 from ._kernel import plot_kernel, run_kernel, summarize_kernel
 from ._postact import plot_postact, run_postact, summarize_postact
 from ._training import plot_training, run_training, summarize_training
-from .transfer import conclude_transfer, plot_transfer, run_transfer, summarize_transfer
+from .transfer import (conclude_adam_transfer, conclude_transfer, plot_adam_transfer,
+                       plot_transfer, run_adam_transfer, run_transfer,
+                       summarize_adam_transfer, summarize_transfer)
 
 __all__ = ["Study", "STUDIES", "run_validation", "write_report"]
 
@@ -153,6 +155,25 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "Papers 000/001 derive depth-μP so that the optimum transfers across depth "
           "(paper 000, Fig. 4 and B.8: also momentum and weight decay).",
           run_transfer, summarize_transfer, plot_transfer, conclude_transfer),
+    Study("adam", 10, "Adam's learning rate across depth: depth-μP against the block "
+          "multiplier only (Tensor Programs VI, Def. 6.1, Fig. 10)",
+          "Ten-class digits (softmax cross-entropy, relu, batch B, K steps at a constant "
+          "η_c, betas (0.9, 0.999), ε = 1e-8 in the rescaled units of nfd.schema.Adam): "
+          "depth-μP ResNets (eq. 1) trained by exactly torch.optim.Adam in two rules for "
+          "the hidden rate, depth-μP (every W_ℓ at lr η_c·√(T/(Ln)), TP VI's η/√L) and "
+          "the block multiplier only (W_ℓ at lr η_c·√(T/n), (α, γ) = (½, 0)); U and V at "
+          "lr η_c under both. Networks at two widths over depths × a log-spaced η_c grid "
+          "× seeds, beside their n → ∞ limit at each depth, nfd.simulate(optimizer="
+          "\"adam\", steps=L, hidden_lr=rule) with dense P×P Adam states, a few seeds "
+          "of its own (the same at every grid point). Observables: the running-mean "
+          "train loss (online loss of the last K/4 steps) and the test loss after K "
+          "steps. The optimal η_c is the vertex of the parabola through the grid "
+          "minimum and its neighbours in log η_c, with a 95% studentised bootstrap "
+          "interval over seeds; its drift is the least-squares slope of log₂ η* against "
+          "log₂ L. TP VI claims that η* transfers across depth under depth-μP and "
+          "shifts under the block multiplier only.",
+          run_adam_transfer, summarize_adam_transfer, plot_adam_transfer,
+          conclude_adam_transfer),
 )}
 
 

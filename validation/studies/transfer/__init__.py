@@ -1,11 +1,18 @@
 """Study 9, learning-rate transfer across depth on real data: the sweep of finite
 networks and limits (``_run``), the fits of the loss along the η_c grid (``_fit``),
 the optima and their depth extrapolation (``_optima``), the figure (``_plot``) and
-the findings (``_report``). The registry reaches it through the names below.
+the findings (``_report``). Study 10, Adam's learning rate across depth (depth-μP
+against the block multiplier only, ten-class digits): ``_adam_run``, ``_adam_report``,
+``_adam_plot``. The registry reaches them through the names below.
 """
 
+from ._adam_plot import plot_adam_transfer
+from ._adam_report import conclude_adam_transfer, summarize_adam_transfer
+from ._adam_run import run_adam_transfer
 from ._plot import plot_transfer
 from ._report import conclude_transfer, summarize_transfer
 from ._run import run_transfer
 
-__all__ = ["run_transfer", "summarize_transfer", "conclude_transfer", "plot_transfer"]
+__all__ = ["run_transfer", "summarize_transfer", "conclude_transfer", "plot_transfer",
+           "run_adam_transfer", "summarize_adam_transfer", "conclude_adam_transfer",
+           "plot_adam_transfer"]

@@ -20,14 +20,14 @@ from ._optima import (PARAMS, WD_REL, Param, limit_at, limit_inf, net_optima, pa
                       param_grid, param_limit_inf, param_optima, param_thresholds,
                       seed_matrix, two_limit_inf, two_limit_optima, two_optima)
 
-__all__ = ["plot_transfer"]
+__all__ = ["plot_transfer", "seed_band", "limit_band", "optimum_bars", "log_y", "legend"]
 
 _LOSS = {"train": "running-mean train loss ½(f − y)²\n(last K/4 SGD steps)",
          "probe": "probe loss ½(f − y)² after K steps\n(held-out images)"}
 _IV = "95% interval"
 
 
-def _log_y(ax) -> None:
+def log_y(ax) -> None:
     """Log y axis when something finite was drawn, else a note (nothing resolved)."""
     if ax.has_data() and np.isfinite(ax.dataLim.ymin) and ax.dataLim.ymin > 0:
         ax.set_yscale("log")
@@ -36,25 +36,26 @@ def _log_y(ax) -> None:
                 transform=ax.transAxes, fontsize=8)
 
 
-def _legend(ax) -> None:
+def legend(ax) -> None:
     """The legend beside the axes, when something was drawn."""
     if ax.get_legend_handles_labels()[0]:
         legend_outside(ax, fontsize=6)
 
 
-def _seed_band(ax, x, per_seed: np.ndarray, **kw) -> None:
+def seed_band(ax, x, per_seed: np.ndarray, **kw) -> None:
     """Seed mean ± 2 s.e. over seeds of (seed, grid) values as error bars."""
     m = per_seed.mean(0)
     se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
     ax.errorbar(x, m, 2 * se, capsize=2, ms=3, **kw)
 
 
-def _limit_band(ax, x, per_seed: np.ndarray, style: str, label: str) -> None:
+def limit_band(ax, x, per_seed: np.ndarray, style: str, label: str,
+               color: str = "k") -> None:
     """A limit's seed-mean curve with a ±2 s.e. band over its seeds."""
     a = per_seed.mean(0)
     se = per_seed.std(0, ddof=1) / math.sqrt(per_seed.shape[0])
-    ax.plot(x, a, style, color="k", lw=2, label=label)
-    ax.fill_between(x, a - 2 * se, a + 2 * se, color="k", alpha=0.15, lw=0)
+    ax.plot(x, a, style, color=color, lw=2, label=label)
+    ax.fill_between(x, a - 2 * se, a + 2 * se, color=color, alpha=0.15, lw=0)
 
 
 def _clip_losses(ax, nets: xr.DataArray) -> None:
@@ -74,24 +75,24 @@ def _loss_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
             if np.isfinite(ds[f"net_{metric}"].sel(dataset=dataset, width=w).values).any())
     for j, L in enumerate(ds["depth"].values.tolist()):
         v = seed_matrix(ds[f"net_{metric}"].sel(dataset=dataset, width=n, depth=L))
-        _seed_band(ax, eta * (1 + 0.02 * (j - 2)), v, fmt="o-", color=f"C{j}", lw=1,
+        seed_band(ax, eta * (1 + 0.02 * (j - 2)), v, fmt="o-", color=f"C{j}", lw=1,
                    label=f"networks L = {L}")
     for b, style in (("coupled", "-"), ("decoupled", "--")):
         res = limit_inf(ds, dataset, b, metric)
         if res is None:
             continue
-        _limit_band(ax, eta, res[1], style, f"{b} limit, L = ∞ (a + b/L fit)")
+        limit_band(ax, eta, res[1], style, f"{b} limit, L = ∞ (a + b/L fit)")
     log_x_at(ax, eta[2::4])
-    _log_y(ax)
+    log_y(ax)
     _clip_losses(ax, ds[f"net_{metric}"].sel(dataset=dataset, width=n))
     ax.set_xlabel("learning-rate constant η_c (η = η_c·n)")
     ax.set_ylabel(_LOSS[metric], fontsize=8)
     ax.set_title(f"{dataset}, one-layer blocks, n = {n}\n(bars ±2 s.e. over seeds; "
                  "limit band ±2 s.e. over its seeds)", fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
-def _optimum_bars(ax, depths, optima: dict, shift: float, bounds: tuple, **kw) -> None:
+def optimum_bars(ax, depths, optima: dict, shift: float, bounds: tuple, **kw) -> None:
     """Optima (exp of the log estimate) with their 95% intervals against depth;
     unresolved optima are left out, open interval ends drawn to the grid's end
     ``bounds``."""
@@ -133,25 +134,25 @@ def _optimum_panel(ax, ds: xr.Dataset, dataset: str, metric: str) -> None:
     for j, n in enumerate(ds["width"].values.tolist()):
         opts = net_optima(ds, dataset, metric, n)
         if opts:
-            _optimum_bars(ax, depths, opts, 0.96 + 0.04 * j, _ends(ds), fmt="o", color=f"C{j}",
+            optimum_bars(ax, depths, opts, 0.96 + 0.04 * j, _ends(ds), fmt="o", color=f"C{j}",
                           label=f"networks n = {n} ({_IV})")
     for b, mark in (("coupled", "s"), ("decoupled", "D")):
         if not np.isfinite(ds["lim_train"].sel(dataset=dataset, backward=b).values).any():
             continue
         Ls = ds["steps"].values.tolist()
         at = {L: limit_at(ds, dataset, b, metric, L) for L in Ls}
-        _optimum_bars(ax, Ls, at, 1.08 if b == "coupled" else 1.14, _ends(ds), fmt=mark,
+        optimum_bars(ax, Ls, at, 1.08 if b == "coupled" else 1.14, _ends(ds), fmt=mark,
                       mfc="none", color="0.3", label=f"{b} limit at L steps ({_IV})")
         res = limit_inf(ds, dataset, b, metric)
         _limit_line(ax, None if res is None else res[0], "-" if b == "coupled" else "--",
                     f"{b} limit η*, L = ∞ ({_IV})")
     log_x_at(ax, depths, base=2)
-    _log_y(ax)
+    log_y(ax)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel(f"optimal η_c of the {metric} loss")
     ax.set_title(f"{dataset}: optimal η_c against depth\n(an interval open at the "
                  "grid's end is drawn to that end)", fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
 def _two_layer_panel(ax, ds: xr.Dataset) -> None:
@@ -159,22 +160,22 @@ def _two_layer_panel(ax, ds: xr.Dataset) -> None:
     networks, and beside them their coupled limit at L Euler steps (when run)."""
     depths = ds["depth"].values.tolist()
     for j, rule in enumerate(ds["first_layer_lr"].values.tolist()):
-        _optimum_bars(ax, depths, two_optima(ds, rule, "train"), 0.97 + 0.06 * j, _ends(ds),
+        optimum_bars(ax, depths, two_optima(ds, rule, "train"), 0.97 + 0.06 * j, _ends(ds),
                       fmt="o-" if j == 0 else "s--", color=f"C{j + 3}",
                       label=f"networks, η₁ {rule} ({_IV})")
         lim = two_limit_optima(ds, rule, "train")
         if lim:
-            _optimum_bars(ax, ds["two_steps"].values.tolist(), lim, 1.09 + 0.06 * j,
+            optimum_bars(ax, ds["two_steps"].values.tolist(), lim, 1.09 + 0.06 * j,
                           _ends(ds), fmt="^:" if j == 0 else "v:", mfc="none",
                           color=f"C{j + 3}", label=f"coupled limit at L steps, η₁ {rule}\n"
                           f"({_IV} over {lim[min(lim)].dof + 1} seeds)")
     log_x_at(ax, depths, base=2)
-    _log_y(ax)
+    log_y(ax)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel("optimal η_c of the train loss")
     ax.set_title(f"digits, two-layer blocks (eq. 6), n = {ds.attrs['two_width']}\n"
                  f"beside their limit (P = {ds.attrs['particles']})", fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
 def _two_loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
@@ -188,7 +189,7 @@ def _two_loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
     colour = {L: f"C{j}" for j, L in enumerate(sorted(set(depths) | set(steps)))}
     for j, L in enumerate(depths):
         v = seed_matrix(ds["two_train"].sel(first_layer_lr=rule, depth=L))
-        _seed_band(ax, eta * (1 + 0.02 * (j - 2)), v, fmt="o", color=colour[L], lw=1,
+        seed_band(ax, eta * (1 + 0.02 * (j - 2)), v, fmt="o", color=colour[L], lw=1,
                    label=f"networks L = {L}")
     for L in steps:
         v = seed_matrix(ds["two_lim_train"].sel(first_layer_lr=rule, two_steps=L)
@@ -196,7 +197,7 @@ def _two_loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
         ax.plot(eta, v.mean(0), "--", color=colour[L], lw=1, label=f"limit L = {L}")
     res = two_limit_inf(ds, rule, "train")
     if res is not None:
-        _limit_band(ax, eta, res[1], "-", "limit, L = ∞ (a + b/L fit)")
+        limit_band(ax, eta, res[1], "-", "limit, L = ∞ (a + b/L fit)")
     log_x_at(ax, eta[2::4])
     if np.isfinite(ax.dataLim.ymin) and ax.dataLim.ymin > 0:
         ax.set_yscale("log")
@@ -206,28 +207,28 @@ def _two_loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
     ax.set_title(f"digits, two-layer blocks, η₁ {rule}, n = {ds.attrs['two_width']}\n"
                  f"(bars ±2 s.e. over seeds; dashed: coupled limit, P = "
                  f"{ds.attrs['particles']}, mean of its seeds)", fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
 def _horizon_panel(ax, ds: xr.Dataset) -> None:
     """Loss against T: networks at one depth (±2 s.e. over seeds) beside the coupled
     limit at that depth and deeper (±2 s.e. over the limit's seeds)."""
     T = ds["T"].values
-    _seed_band(ax, T, seed_matrix(ds["T_net_train"]), fmt="o-", color="C0",
+    seed_band(ax, T, seed_matrix(ds["T_net_train"]), fmt="o-", color="C0",
                label=f"networks L = {ds.attrs['T_depth']}, n = {ds.attrs['T_width']}")
     for j, L in enumerate(ds["T_steps"].values.tolist()):
         v = seed_matrix(ds["T_lim_train"].sel(T_steps=L).transpose("lim_seed", "T"),
                         "lim_seed")
-        _seed_band(ax, T * (1.03 + 0.03 * j), v, fmt="s--", mfc="none",
+        seed_band(ax, T * (1.03 + 0.03 * j), v, fmt="s--", mfc="none",
                    color=f"{0.1 + 0.3 * j}",
                    label=f"coupled limit, L = {L}\n(±2 s.e. over {len(v)} seeds)")
     log_x_at(ax, T, base=2)
-    _log_y(ax)
+    log_y(ax)
     ax.set_xlabel("time horizon T (branch scale √(T/L))")
     ax.set_ylabel(_LOSS["train"], fontsize=8)
     ax.set_title(f"digits, η_c = {ds.attrs['T_eta']}: loss against T\n"
                  "(bars ±2 s.e.; missing points diverged)", fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
 def _param_axis(ax, p: Param, ticks: np.ndarray, axis: str) -> None:
@@ -257,25 +258,25 @@ def _param_loss_panel(ax, ds: xr.Dataset, p: Param, metric: str) -> None:
               if np.isfinite(ds[f"{p.prefix}_net_{metric}"].sel(depth=L).values).any()]
     for j, L in enumerate(depths):
         v = param_curves(ds, p, metric, L)
-        _seed_band(ax, g * (1 + 0.02 * (j - 2)), v[:, on], fmt="o-", color=f"C{j}", lw=1,
+        seed_band(ax, g * (1 + 0.02 * (j - 2)), v[:, on], fmt="o-", color=f"C{j}", lw=1,
                    label=f"networks L = {L}")
         if off.size:
             ax.axhline(v[:, off[0]].mean(), color=f"C{j}", ls=":", lw=1)
     if np.isfinite(ds[f"{p.prefix}_lim_{metric}"].values).any():
         lim = param_curves(ds, p, metric)
-        _limit_band(ax, g, lim[:, on], "-", "coupled limit, L = ∞ (a + b/L fit)")
+        limit_band(ax, g, lim[:, on], "-", "coupled limit, L = ∞ (a + b/L fit)")
         if off.size:
             ax.axhline(lim[:, off[0]].mean(), color="k", ls=":", lw=1.5,
                        label="dotted: λ = 0 (plain SGD)")
     _param_axis(ax, p, g, "x")
-    _log_y(ax)
+    log_y(ax)
     eta = ds.attrs[f"{p.prefix}_eta"]
     ax.set_xlabel("momentum β (log scale in 1 − β)" if p.dim == "momentum"
                   else "weight decay λ (decay η_c·λ per step)")
     ax.set_ylabel(_LOSS[metric], fontsize=8)
     ax.set_title(f"digits, {p.name} at η_c = {eta}, n = {ds.attrs['optim_width']}\n"
                  "(bars ±2 s.e. over seeds; limit band ±2 s.e. over its seeds)", fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
 def _param_optimum_panel(ax, ds: xr.Dataset, p: Param, metric: str) -> None:
@@ -286,27 +287,27 @@ def _param_optimum_panel(ax, ds: xr.Dataset, p: Param, metric: str) -> None:
     depths = ds["depth"].values.tolist()
     bounds = (float(g.min()), float(g.max()))
     opts = param_optima(ds, p, metric)
-    _optimum_bars(ax, depths, opts, 0.97, bounds, fmt="o", color="C0",
+    optimum_bars(ax, depths, opts, 0.97, bounds, fmt="o", color="C0",
                   label=f"networks {p.symbol}* ({_IV})")
     _limit_line(ax, param_limit_inf(ds, p, metric), "-",
                 f"coupled limit {p.symbol}*, L = ∞ ({_IV})")
     if p.dim == "weight_decay":
         nets, lim = param_thresholds(ds, p, metric)
-        _optimum_bars(ax, depths, nets, 1.03, bounds, fmt="s", color="C3",
+        optimum_bars(ax, depths, nets, 1.03, bounds, fmt="s", color="C3",
                       label=f"networks λ₁₀: loss {WD_REL:.0%} above λ = 0 ({_IV})")
         _limit_line(ax, lim, "--", f"coupled limit λ₁₀, L = ∞ ({_IV})")
     log_x_at(ax, depths, base=2)
     if ax.has_data():
         _param_axis(ax, p, g, "y")
     else:
-        _log_y(ax)
+        log_y(ax)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel(f"{p.name} {p.symbol} of the {metric} loss", fontsize=8)
     ax.set_title(f"digits: optimal {p.name} against depth" + (
         "\n(no marker where the minimum lies at the grid's end)"
         if p.dim == "momentum" else "\nλ* where interior; λ₁₀ where the loss only rises"),
         fontsize=8)
-    _legend(ax)
+    legend(ax)
 
 
 def plot_transfer(ds: xr.Dataset, path) -> None:

@@ -26,7 +26,8 @@ from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, limit
                       seed_matrix, two_check_optimum, two_limit_inf, two_limit_optima,
                       two_optima)
 
-__all__ = ["summarize_transfer", "conclude_transfer"]
+__all__ = ["summarize_transfer", "conclude_transfer", "exp_finding", "signed_finding",
+           "boot_min", "fmt_optimum"]
 
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
             "probe": "probe loss after K steps"}
@@ -43,7 +44,7 @@ def _ends(ci: tuple[float, float]) -> tuple[str, str]:
     return tuple(_OPEN if not math.isfinite(x) else "" for x in ci)
 
 
-def _exp_finding(observable: str, quantity: str, opt: Optimum, claim: str,
+def exp_finding(observable: str, quantity: str, opt: Optimum, claim: str,
                  verdict: str, value=math.exp, sides: tuple[str, str] = ("low", "high"),
                  subject: str = "the minimum lies at") -> Finding:
     """A finding for exp(optimum) (an η_c, T or λ; ``value`` maps the log scale to
@@ -89,7 +90,7 @@ def _overlap(a: Optimum, b: Optimum, name: str = "η*", flip: bool = False) -> s
     return f"consistent with the limit's {name} (the intervals overlap)"
 
 
-def _signed(observable: str, quantity: str, opt: Optimum, claim: str,
+def signed_finding(observable: str, quantity: str, opt: Optimum, claim: str,
             words: tuple[str, str, str], scale: float = 1.0) -> Finding:
     """A finding for a signed quantity: ``words`` = verdicts for an interval above
     0, below 0, and containing 0."""
@@ -125,7 +126,7 @@ def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int]
             delta = Optimum(abs(near[0].estimate) - abs(near[1].estimate),
                             np.abs(near[0].replicates) - np.abs(near[1].replicates),
                             min(near[0].dof, near[1].dof))
-        out.append(_signed(
+        out.append(signed_finding(
             f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}",
             f"distance d(L) = abs(log η*(L) − log η*∞): d({first}) − d({last})", delta,
             "η* approaches the limit's as L grows (paper 002, Theorem 1)",
@@ -143,17 +144,17 @@ def _depth_rows(what: str, quantity: str, name: str, opts: dict[int, Optimum],
     optimum (of ``log_of`` when given, e.g. "(1 − β*)") per doubling of L.
     ``words`` are the drift's verdicts (above 0, below 0, holding 0); without them
     the verdict says "drifts by X [a, b] per doubling of L" or "transfers: no drift
-    resolved". ``fmt``: how :func:`_exp_finding` shows the parameter."""
+    resolved". ``fmt``: how :func:`exp_finding` shows the parameter."""
     out = []
     for L, opt in opts.items():
         verdict = _overlap(opt, lim, name, flip) if lim is not None else "no limit run"
-        out.append(_exp_finding(what, quantity.format(L=L), opt, claim, verdict, **fmt))
+        out.append(exp_finding(what, quantity.format(L=L), opt, claim, verdict, **fmt))
     d = drift(np.log2(np.array(list(opts), float)), list(opts.values()))
     if words is None:
         lo, hi = d.ci()
         moved = f"drifts by {d.estimate:+.3g} [{lo:.3g}, {hi:.3g}] per doubling of L"
         words = (moved, moved, "transfers: no drift resolved (the interval holds 0)")
-    out.append(_signed(what, f"drift: Δlog₂ {log_of or name} per doubling of L", d,
+    out.append(signed_finding(what, f"drift: Δlog₂ {log_of or name} per doubling of L", d,
                        "0 (transfer)", words))
     return out
 
@@ -169,7 +170,7 @@ def _limit_findings(ds: xr.Dataset, dataset: str, metric: str) -> tuple[list, Op
             continue
         opt = res[0]
         coupled = opt if b == "coupled" else coupled
-        out.append(_exp_finding(
+        out.append(exp_finding(
             f"{dataset}, limit backward={b!r}, {_METRICS[metric]}, a + b/L fit over L = {Ls}",
             "optimal η_c at L = ∞", opt, "the limit predicts the networks' η* (n, L → ∞)",
             _LIMIT_IV.format(S=opt.dof + 1)))
@@ -194,7 +195,7 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
                            "compare the two rules below)",
                            resolved=math.isfinite(spreads[rule].estimate),
                            open_ends=_ends((lo, hi))))
-        out.append(_signed(what, "drift: Δlog₂ η* per doubling of L",
+        out.append(signed_finding(what, "drift: Δlog₂ η* per doubling of L",
                            drift(np.log2(Ls[np.isin(Ls, list(opts))].astype(float)),
                                  list(opts.values())), claim,
                            ("η* grows with depth", "η* falls with depth",
@@ -202,7 +203,7 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     if len(spreads) == 2:
         out.append(_best_loss_finding(ds, metric, claim))
         diff = compare_optima(spreads["depth-mup"], spreads["depth-aware"])
-        out.append(_signed(f"digits, two-layer blocks, {_METRICS[metric]}",
+        out.append(signed_finding(f"digits, two-layer blocks, {_METRICS[metric]}",
                            "log spread(depth-μP) − log spread(depth-aware)", diff, claim,
                            ("depth-aware η₁ transfers better (smaller spread)",
                             "depth-μP transfers better (smaller spread)",
@@ -247,18 +248,18 @@ def _two_limit_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
         for L, opt in opts.items():
             verdict = (f"networks at L = {L}: " + _overlap(nets[L], opt) if L in nets
                        else "no networks at this depth")
-            out.append(_exp_finding(what, f"optimal η_c at L = {L}", opt, _TWO_CLAIM[rule],
+            out.append(exp_finding(what, f"optimal η_c at L = {L}", opt, _TWO_CLAIM[rule],
                                     verdict))
-        out.append(_signed(what, "drift: Δlog₂ η* per doubling of L", drifts[rule],
+        out.append(signed_finding(what, "drift: Δlog₂ η* per doubling of L", drifts[rule],
                            _TWO_CLAIM[rule], _TWO_WORDS[rule]))
         inf = two_limit_inf(ds, rule, metric)[0]
         Ls = ", ".join(str(v) for v in opts)
-        out.append(_exp_finding(
+        out.append(exp_finding(
             f"{what}, a + b/L fit over L = {Ls}", "optimal η_c at L = ∞", inf,
             "the limit predicts the networks' η* (n, L → ∞)", _LIMIT_IV.format(
                 S=inf.dof + 1) + "; it assumes the loss converges like a + b/L"))
     if all(d is not None for d in drifts.values()) and len(drifts) == 2:
-        out.append(_signed(
+        out.append(signed_finding(
             f"digits, two-layer blocks, coupled limit, {_METRICS[metric]}",
             "drift(depth-aware) − drift(depth-μP), Δlog₂ η* per doubling of L",
             compare_optima(drifts["depth-aware"], drifts["depth-mup"]),
@@ -288,7 +289,7 @@ def _two_check_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
                    "consistent with no finite-P shift of η* (the interval holds 1)"
                    if lo <= 0 <= hi else "a finite-P shift of η* resolved (the interval "
                    "excludes 1)")
-        out.append(_exp_finding(
+        out.append(exp_finding(
             f"digits, two-layer blocks (eq. 6), coupled limit, η₁ {rule}, {_METRICS[metric]}, "
             f"L = {L}, the same {small.dof + 1} seeds at each P",
             f"η*(P = {P}) / η*(P = {P4})", ratio,
@@ -296,7 +297,7 @@ def _two_check_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     return out
 
 
-def _boot_min(per_seed: np.ndarray, seed: int, n_boot: int = 1000):
+def boot_min(per_seed: np.ndarray, seed: int, n_boot: int = 1000):
     """min over the grid of the seed-mean curve of (seed, grid) values with its
     replicates over seeds resampled with the bootstrap seed ``seed`` (NaN grid
     points, i.e. diverged, skipped)."""
@@ -309,11 +310,11 @@ def _best_loss_finding(ds: xr.Dataset, metric: str, claim: str) -> Finding:
     """The lowest loss over η_c at the deepest depth, depth-aware minus depth-μP,
     with a bootstrap over seeds (each rule's seeds resampled on their own)."""
     L = int(ds["depth"].values.max())
-    best = {rule: _boot_min(seed_matrix(ds[f"two_{metric}"].sel(first_layer_lr=rule,
+    best = {rule: boot_min(seed_matrix(ds[f"two_{metric}"].sel(first_layer_lr=rule,
                                                                  depth=L)), seed)
             for seed, rule in enumerate(("depth-aware", "depth-mup"))}
     diff = compare_optima(best["depth-aware"], best["depth-mup"])
-    return _signed(f"digits, two-layer blocks, L = {L}, {_METRICS[metric]}",
+    return signed_finding(f"digits, two-layer blocks, L = {L}, {_METRICS[metric]}",
                    "lowest loss over η_c: depth-aware − depth-μP", diff,
                    "eq. 8 lowers the loss at depth (paper 002, Fig. 5, row 3)",
                    ("depth-aware is worse at its best η_c", "depth-aware reaches a lower loss",
@@ -335,7 +336,7 @@ def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     L = int(ds.attrs["T_depth"])
     claim = "moderate T > 1 helps, large T destabilises (paper 002, Fig. 2)"
     net = T_net_optimum(ds, metric)
-    out = [_exp_finding(f"digits, networks L = {L}, n = {ds.attrs['T_width']}, η_c = "
+    out = [exp_finding(f"digits, networks L = {L}, n = {ds.attrs['T_width']}, η_c = "
                         f"{ds.attrs['T_eta']}, {_METRICS[metric]}", "optimal T", net, claim,
                         _T_verdict(net))]
     T = ds["T"].values
@@ -343,7 +344,7 @@ def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
     for Ls in ds["T_steps"].values.tolist():
         opt = T_lim_optimum(ds, metric, Ls)
         what = f"digits, coupled limit L = {Ls}, η_c = {ds.attrs['T_eta']}, {_METRICS[metric]}"
-        out.append(_exp_finding(what, "optimal T", opt, claim, _T_verdict(opt)))
+        out.append(exp_finding(what, "optimal T", opt, claim, _T_verdict(opt)))
         lim = seed_matrix(ds[f"T_lim_{metric}"].sel(T_steps=Ls).transpose("lim_seed", "T"),
                           "lim_seed")
         out.append(_best_T_finding(lim, T, one, what, claim))
@@ -358,7 +359,7 @@ def _horizon_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
         return out
     gap = per_seed[:, big] - per_seed[:, one]
     reps = bootstrap_replicates(gap, np.mean, 1000, axis=0)
-    out.append(_signed(f"digits, networks L = {L}, {_METRICS[metric]}",
+    out.append(signed_finding(f"digits, networks L = {L}, {_METRICS[metric]}",
                        f"loss(T = {T[big]:g}) − loss(T = 1)",
                        Optimum(float(gap.mean()), reps, len(gap) - 1), claim,
                        ("large T is worse than T = 1", "large T is better than T = 1",
@@ -439,7 +440,7 @@ def _param_rows(what: str, lim_what: str, quantity: str, opts: dict[int, Optimum
     shown = {k: fmt[k] for k in ("value", "sides")}
     out = []
     if lim is not None:
-        out.append(_exp_finding(lim_what, quantity.format(L="∞"), lim,
+        out.append(exp_finding(lim_what, quantity.format(L="∞"), lim,
                                 "the limit predicts the networks' value (n, L → ∞)",
                                 _LIMIT_IV.format(S=lim.dof + 1), subject=subject, **shown))
     if not opts:
@@ -465,7 +466,7 @@ def _effective_rate(ds: xr.Dataset, lim: Optimum, metric: str, what: str) -> Fin
     verdict = ("consistent with 1: momentum's optimum sits at the plain optimal rate"
                if lo <= 0 <= hi else "above 1: the intervals exclude it" if lo > 0
                else "below 1: the intervals exclude it")
-    return _exp_finding(what, "effective rate η_c/(1 − β*) ÷ plain η* (β = 0), L = ∞",
+    return exp_finding(what, "effective rate η_c/(1 − β*) ÷ plain η* (β = 0), L = ∞",
                         ratio, "heavy-ball momentum acts as the rate η_c/(1 − β)", verdict)
 
 
@@ -527,7 +528,7 @@ def conclude_transfer(ds: xr.Dataset) -> str:
     if not opts or res is None:
         return "Not enough data for a conclusion."
 
-    fmt = _fmt_optimum
+    fmt = fmt_optimum
     L0, L1 = min(opts), max(opts)
     return (f"On digits 3 vs 8 (running-mean train loss), the widest networks (n = {n}) "
             f"have η* = {fmt(opts[L0])} at L = {L0} and {fmt(opts[L1])} at L = {L1}; the "
@@ -538,7 +539,7 @@ def conclude_transfer(ds: xr.Dataset) -> str:
             "rules, the horizon T, momentum and weight decay.")
 
 
-def _fmt_optimum(o: Optimum, value=math.exp, beyond: str = "minimum at the grid's end"
+def fmt_optimum(o: Optimum, value=math.exp, beyond: str = "minimum at the grid's end"
                  ) -> str:
     """'estimate [lo, hi]' of an optimum on its log scale shown through ``value``."""
     if not math.isfinite(o.estimate):
@@ -559,7 +560,7 @@ def _conclude_two(ds: xr.Dataset) -> str:
             d = _two_limit_drift(ds, rule, metric)[1] if f"two_lim_{metric}" in ds else None
             if d is None:
                 continue
-            row = _signed("", "", d, "", _TWO_WORDS[rule])
+            row = signed_finding("", "", d, "", _TWO_WORDS[rule])
             shown = (f"{row.estimate:+.2f} [{row.ci[0]:.2f}, {row.ci[1]:.2f}]" if row.resolved
                      else "an unresolved amount")
             parts.append(f"{shown} under {rname} ({metric} loss: {row.verdict})")
@@ -581,7 +582,7 @@ def _conclude_param(ds: xr.Dataset, p: Param) -> str:
     rows = _param_rows("", "", "", opts, lim, "", fmt, "the minimum lies at")
     head = (f"{p.name.capitalize()} (η_c = {ds.attrs[f'{p.prefix}_eta']}, "
             f"n = {ds.attrs['optim_width']}): ")
-    show = lambda o: _fmt_optimum(o, p.value)  # noqa: E731
+    show = lambda o: fmt_optimum(o, p.value)  # noqa: E731
     none = _no_interior(opts, lim, fmt)
     if none is not None:
         text = head + none + ". "
@@ -593,7 +594,7 @@ def _conclude_param(ds: xr.Dataset, p: Param) -> str:
         nets, lim_t = param_thresholds(ds, p, "train")
         drift_t = _param_rows("", "", "", nets, lim_t, "", dict(fmt, name="λ₁₀"),
                               "the crossing lies beyond")[-1]
-        cross = lambda o: _fmt_optimum(o, p.value, "beyond the grid")  # noqa: E731
+        cross = lambda o: fmt_optimum(o, p.value, "beyond the grid")  # noqa: E731
         text += (f"The loss first exceeds plain SGD's (λ = 0) by {WD_REL:.0%} at λ₁₀ = "
                  f"{cross(nets[L0])} at L = {L0} and {cross(nets[L1])} at L = {L1} "
                  f"({drift_t.verdict}); the coupled limit: "
