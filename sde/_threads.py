@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator
 
@@ -57,7 +58,18 @@ _THREADS_AT_IMPORT = torch.get_num_threads()
 _last: tuple[float, int] | None = None  # (time, free cores) of the latest measurement
 
 
-_outside: list[int] = []  # the thread counts outside the open serial blocks
+class _Blocks(threading.local):
+    """Per Python thread: the thread counts outside its open serial blocks. torch's
+    count is the calling thread's own (OpenMP's per-thread setting), so two Python
+    threads running simulations at once each keep their own stack and team."""
+
+    def __init__(self) -> None:
+        self.outside: list[int] = []
+
+
+_blocks = _Blocks()
+_teams_lock = threading.Lock()
+_open_teams = 0  # active ThreadTeams in this process (one per running simulation)
 
 
 @contextlib.contextmanager
@@ -69,12 +81,12 @@ def serial(when: bool = True) -> Iterator[None]:
         yield
         return
     before = torch.get_num_threads()
-    _outside.append(before)
+    _blocks.outside.append(before)
     torch.set_num_threads(1)
     try:
         yield
     finally:
-        _outside.pop()
+        _blocks.outside.pop()
         torch.set_num_threads(before)
 
 
@@ -84,10 +96,11 @@ def parallel(when: bool = True) -> Iterator[None]:
     (the team): for operations whose results do not depend on the thread count, such
     as products cut into pieces of a size fixed by the shapes. Elsewhere, or with
     ``when=False``, nothing changes."""
-    if not when or not _outside or _outside[-1] == 1:
+    outside = _blocks.outside
+    if not when or not outside or outside[-1] == 1:
         yield
         return
-    torch.set_num_threads(_outside[-1])
+    torch.set_num_threads(outside[-1])
     try:
         yield
     finally:
@@ -137,7 +150,10 @@ class ThreadTeam:
     Use as a context manager and call :meth:`tick` between steps of the run (it
     reads two files every :data:`WINDOW` seconds, nothing in between); the team
     starts at the previous run's measurement when it is recent, else at one thread,
-    and torch's count is restored on exit.
+    and torch's count is restored on exit. Teams of runs that go on at once in one
+    process (Python threads, a dask threaded scheduler) share the free cores: each
+    gets free // (open teams), at least 1 (their CPU time is this process's own, so
+    the measurement cannot tell them apart).
 
     Parameters
     ----------
@@ -161,19 +177,30 @@ class ThreadTeam:
         self._mark: tuple[float, float, float] | None = None
 
     def __enter__(self) -> ThreadTeam:
+        global _open_teams
         if self.active:
+            with _teams_lock:
+                _open_teams += 1
             recent = _last is not None and time.monotonic() - _last[0] < MEMORY
-            self._use(min(self.ceiling, _last[1]) if recent else 1)
+            self._use(self._share(_last[1]) if recent else 1)
             self._mark = self._sample()
         return self
 
     def __exit__(self, *exc) -> None:
+        global _open_teams
         if self.active:
+            with _teams_lock:
+                _open_teams -= 1
             torch.set_num_threads(self.ceiling)
 
     def _sample(self) -> tuple[float, float, float] | None:
         busy = read_busy_seconds(self.cpus, self.stat)
         return None if busy is None else (time.monotonic(), busy, time.process_time())
+
+    def _share(self, free: int) -> int:
+        """This team's part of ``free`` cores: an equal share among the open teams,
+        at least 1, never above the ceiling."""
+        return max(1, min(self.ceiling, free // max(1, _open_teams)))
 
     def _use(self, threads: int) -> None:
         if not self.history or self.history[-1] != threads:
@@ -196,4 +223,4 @@ class ThreadTeam:
         self._mark = mark
         free = free_cores(other, len(self.cpus))
         _last = (mark[0], free)
-        self._use(min(self.ceiling, free))
+        self._use(self._share(free))

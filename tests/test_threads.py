@@ -11,6 +11,7 @@ import torch
 import nfd
 import sde
 from sde import _threads
+from conftest import needs
 from sde._threads import ThreadTeam, free_cores, read_busy_seconds, serial
 
 
@@ -299,3 +300,94 @@ def test_linear_limit_does_not_depend_on_the_blas_thread_count():
         with threadpool_limits(n, user_api="blas"):
             runs.append(nfd.linear_limit(X, y, eta_c=0.1, batch_size=2, probes=probes, steps=8))
     assert not _equal(*runs)
+
+
+def test_teams_of_runs_at_once_share_the_free_cores(machine):
+    # two runs in one process (Python threads): their CPU time is the process's own, so
+    # the measurement sees both cores free; each team takes half (issue 36)
+    # (made before either starts: each Python thread reads torch's count, its own)
+    first, second = ThreadTeam(stat=str(machine.path)), ThreadTeam(stat=str(machine.path))
+    with first:
+        with second:
+            machine.run(0.3, other=0.0, own=2.0)
+            second.tick()
+            assert _FakeTorch.count == 1  # 2 free cores // 2 open teams
+        machine.run(0.3, other=0.0, own=1.0)
+        first.tick()
+        assert _FakeTorch.count == 2  # alone again: both cores
+    assert _threads._open_teams == 0
+
+
+def test_serial_blocks_of_two_python_threads_keep_their_own_stack(threads):
+    # thread A sits inside serial() while thread B has its own serial block open: A's
+    # parallel block must get A's count back, not the one B pushed (the stack is per
+    # Python thread; with one shared stack A got B's 2)
+    import threading
+
+    threads(3)
+    seen = {}
+    a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+
+    def a():
+        with serial():
+            a_in.set()
+            b_in.wait()
+            with _threads.parallel():
+                seen["a"] = torch.get_num_threads()
+            a_done.set()
+
+    def b():
+        torch.set_num_threads(2)
+        a_in.wait()
+        with serial():
+            b_in.set()
+            a_done.wait()
+            with _threads.parallel():
+                seen["b"] = torch.get_num_threads()
+
+    workers = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert seen == {"a": 3, "b": 2}
+
+
+def _concurrent_runs(kwargs: list[dict]) -> list:
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = nfd.synthetic_task("tanh", 8, 16, seed=0)
+    with ThreadPoolExecutor(len(kwargs)) as pool:
+        return list(pool.map(lambda kw: nfd.simulate(X, y, **kw), kwargs))
+
+
+RUNS = [dict(eta_c=0.3, steps=3, particles=4097, batch_size=2, seed=0, progress=False,
+             backward="coupled"),
+        dict(eta_c=0.2, steps=4, particles=4096, batch_size=1, seed=1, progress=False,
+             backward="decoupled")]
+
+
+def test_simulate_in_two_python_threads_equals_serial_calls(threads, monkeypatch):
+    # issue 36: two threads calling simulate at once (each its own team and serial
+    # stack) give every number bit for bit as the same calls one after the other
+    monkeypatch.setattr(_threads, "_THREADS_AT_IMPORT", 99)  # a team for each run
+    threads(2)
+    X, y = nfd.synthetic_task("tanh", 8, 16, seed=0)
+    alone = [nfd.simulate(X, y, **kw) for kw in RUNS]
+    for _ in range(2):
+        together = _concurrent_runs(RUNS)
+        for a, b in zip(alone, together):
+            assert not _equal(a, b)
+
+
+@needs("dask")
+def test_simulate_under_dask_threads_equals_serial_calls(threads):
+    import dask
+
+    threads(2)
+    X, y = nfd.synthetic_task("tanh", 8, 16, seed=0)
+    alone = [nfd.simulate(X, y, **kw) for kw in RUNS]
+    lazy = [dask.delayed(nfd.simulate)(X, y, **kw) for kw in RUNS]
+    together = dask.compute(*lazy, scheduler="threads", num_workers=2)
+    for a, b in zip(alone, together):
+        assert not _equal(a, b)
