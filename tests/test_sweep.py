@@ -154,17 +154,23 @@ def test_changed_configuration_is_recomputed(tmp_path, monkeypatch):
     assert _log(log) == [1, 2, 1, 1, 2, 1, 2, 1, 2]
 
 
+def _study_module(tmp_path, monkeypatch, name: str):
+    """A study module ``name`` written from _STUDY_SOURCE (VALUE = 1.0) and imported,
+    with a call log, a store and one job: (path, module, log, store, jobs)."""
+    module = tmp_path / "mod" / f"{name}.py"
+    module.parent.mkdir()
+    module.write_text(_STUDY_SOURCE % "1.0")
+    monkeypatch.syspath_prepend(str(module.parent))
+    log = tmp_path / "log"
+    return (module, importlib.import_module(name), log, ResultsStore(tmp_path / "store"),
+            [{"x": 3, "log": str(log)}])
+
+
 @needs('netCDF4')
 def test_edited_study_source_is_recomputed(tmp_path, monkeypatch):
     """An edit to the job function's module recomputes its jobs even though the
     nfd version did not change; the result is the new code's."""
-    module = tmp_path / "mod" / "edited_study.py"
-    module.parent.mkdir()
-    module.write_text(_STUDY_SOURCE % "1.0")
-    monkeypatch.syspath_prepend(str(module.parent))
-    study = importlib.import_module("edited_study")
-    log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
-    jobs = [{"x": 3, "log": str(log)}]
+    module, study, log, store, jobs = _study_module(tmp_path, monkeypatch, "edited_study")
     assert float(run_jobs(study.job, jobs, study="e", store=store)[0]["y"]) == 3.0
     assert float(run_jobs(study.job, jobs, study="e", store=store)[0]["y"]) == 3.0
     assert _log(log) == [3]  # reused
@@ -197,13 +203,7 @@ def test_docstring_and_comment_edits_keep_stored_points(tmp_path, monkeypatch):
     """Issue 36 ("pay once"): docstrings, comments, bare strings and layout change no
     number, so an edit of only those keeps every stored point; a changed constant in
     the same file recomputes it (validation._code)."""
-    module = tmp_path / "mod" / "doc_study.py"
-    module.parent.mkdir()
-    module.write_text(_STUDY_SOURCE % "1.0")
-    monkeypatch.syspath_prepend(str(module.parent))
-    study = importlib.import_module("doc_study")
-    log, store = tmp_path / "log", ResultsStore(tmp_path / "store")
-    jobs = [{"x": 3, "log": str(log)}]
+    module, study, log, store, jobs = _study_module(tmp_path, monkeypatch, "doc_study")
     run_jobs(study.job, jobs, study="d", store=store)
     module.write_text(_DOCUMENTED % "1.0")
     study = importlib.reload(study)
