@@ -33,6 +33,7 @@ that gave the same bits on 1 to 16 threads) in :func:`parallel` blocks inside it
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
@@ -68,8 +69,19 @@ class _Blocks(threading.local):
 
 
 _blocks = _Blocks()
-_teams_lock = threading.Lock()
+_lock = threading.Lock()
 _open_teams = 0  # active ThreadTeams in this process (one per running simulation)
+# the counts that open serial blocks and teams of any thread have set: a new Python
+# thread starts at the count last set by any thread, which is then ours, not the user's
+_ours: collections.Counter[int] = collections.Counter()
+
+
+def _claim(count: int, add: int) -> None:
+    """Record (add = 1) or release (−1) a count set by one of our blocks."""
+    with _lock:
+        _ours[count] += add
+        if _ours[count] <= 0:
+            del _ours[count]
 
 
 @contextlib.contextmanager
@@ -82,12 +94,14 @@ def serial(when: bool = True) -> Iterator[None]:
         return
     before = torch.get_num_threads()
     _blocks.outside.append(before)
+    _claim(1, 1)
     torch.set_num_threads(1)
     try:
         yield
     finally:
         _blocks.outside.pop()
         torch.set_num_threads(before)
+        _claim(1, -1)
 
 
 @contextlib.contextmanager
@@ -109,9 +123,14 @@ def parallel(when: bool = True) -> Iterator[None]:
 
 def fixed_by_user() -> bool:
     """Whether the user chose the thread count: ``OMP_NUM_THREADS`` or
-    ``MKL_NUM_THREADS`` set, or torch's count changed since this module was imported."""
+    ``MKL_NUM_THREADS`` set, or torch's count changed since this module was imported
+    to a value that no open serial block or team of this module (in any thread) has
+    set: a Python thread started meanwhile begins at the count one of them set.
+    (A user who fixes exactly such a count while another thread runs is not seen;
+    the numbers do not depend on it.)"""
+    count = torch.get_num_threads()
     return (any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
-            or torch.get_num_threads() != _THREADS_AT_IMPORT)
+            or (count != _THREADS_AT_IMPORT and count not in _ours))
 
 
 def usable_cpus() -> list[int]:
@@ -170,16 +189,18 @@ class ThreadTeam:
                  enabled: bool = True) -> None:
         self.stat = stat
         self.cpus = usable_cpus()
-        self.ceiling = torch.get_num_threads()
+        fixed = fixed_by_user()
+        # not fixed: torch's count is ours or the default, so the ceiling is the latter
+        self.ceiling = torch.get_num_threads() if fixed else _THREADS_AT_IMPORT
         self.active = (enabled and torch.device(device).type == "cpu" and self.ceiling > 1
-                       and not fixed_by_user() and read_busy_seconds(self.cpus, stat) is not None)
+                       and not fixed and read_busy_seconds(self.cpus, stat) is not None)
         self.history: list[int] = []  # team sizes chosen, in order (for tests and benchmarks)
         self._mark: tuple[float, float, float] | None = None
 
     def __enter__(self) -> ThreadTeam:
         global _open_teams
         if self.active:
-            with _teams_lock:
+            with _lock:
                 _open_teams += 1
             recent = _last is not None and time.monotonic() - _last[0] < MEMORY
             self._use(self._share(_last[1]) if recent else 1)
@@ -189,9 +210,11 @@ class ThreadTeam:
     def __exit__(self, *exc) -> None:
         global _open_teams
         if self.active:
-            with _teams_lock:
-                _open_teams -= 1
             torch.set_num_threads(self.ceiling)
+            if self.history:
+                _claim(self.history[-1], -1)
+            with _lock:
+                _open_teams -= 1
 
     def _sample(self) -> tuple[float, float, float] | None:
         busy = read_busy_seconds(self.cpus, self.stat)
@@ -204,6 +227,9 @@ class ThreadTeam:
 
     def _use(self, threads: int) -> None:
         if not self.history or self.history[-1] != threads:
+            _claim(threads, 1)
+            if self.history:
+                _claim(self.history[-1], -1)
             torch.set_num_threads(threads)
             self.history.append(threads)
 

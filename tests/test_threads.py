@@ -391,3 +391,33 @@ def test_simulate_under_dask_threads_equals_serial_calls(threads):
     together = dask.compute(*lazy, scheduler="threads", num_workers=2)
     for a, b in zip(alone, together):
         assert not _equal(a, b)
+
+
+def test_a_thread_started_during_another_run_gets_a_team(threads, monkeypatch):
+    # a new Python thread starts at the count last set by any thread: inside another
+    # thread's serial block that is 1, set by us, not by the user, so the new thread's
+    # team is active with the default count as its ceiling (found by review: it was
+    # inactive with ceiling 1, and the other run's team took every core)
+    import threading
+
+    monkeypatch.setattr(_threads, "_THREADS_AT_IMPORT", 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    threads(2)
+    seen = {}
+
+    def other():
+        seen["count"] = torch.get_num_threads()
+        team = ThreadTeam()
+        seen["team"] = (team.active, team.ceiling)
+
+    with serial():
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+    if seen["count"] != 1:
+        pytest.skip("this torch build gives new threads their own default count")
+    assert seen["team"] == (True, 2)
+    assert not _threads._ours  # every claim released
+    torch.set_num_threads(3)  # the user's own count is still seen as fixed
+    assert _threads.fixed_by_user()
