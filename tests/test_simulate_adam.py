@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 from scipy.stats import f as f_dist
 
 import nfd
@@ -275,24 +276,57 @@ def test_adam_networks_match_their_limit_at_two_widths(optimizer, backward, acti
     _networks_against_limit(opts, other, backward, activation)
 
 
-@pytest.mark.slow  # ~2 min; the decoupled mode's block-only limit is checked exactly by
-@pytest.mark.parametrize("backward", ["coupled"])  # the first-step closed form
-def test_block_only_networks_match_their_limit(backward):
-    # Tensor Programs VI's baseline (W at lr η_c·√(T/n), √L = 2 times depth-μP's), the
-    # same rule as above (measured T² 4.5–7.3). No power assertion: here the hidden
-    # rate moves f little against the seeds' spread, and the depth-μP limit was not
-    # rejected (T² 34–39 at n = 1024 against 49.6; also 21–25 at L = 8 or 16, and
-    # with h2 of the last layer as observable). The power against a wrong hidden
-    # rate is in test_first_step_closed_form (exact, rejects the other rate) and in
-    # the networks' step-by-step comparison with torch.optim.Adam.
-    _networks_against_limit(dict(optimizer="adam", hidden_lr="block-only"), None,
-                            backward, "relu")
+def _rule_difference(runs: dict) -> np.ndarray:
+    """block-only − depth-μP of f on the trained steps and probe_f after the last step,
+    per seed: (seeds, outputs)."""
+    def obs(ds):
+        return np.concatenate([ds.f.values[..., 1:, 0], ds.probe_f.values[..., -1, :]], -1)
+    return obs(runs["block-only"]) - obs(runs["depth-mup"])
 
 
-def _networks_against_limit(opts: dict, other: dict | None, backward: str,
-                            activation: str):
+@pytest.mark.slow  # ~1 min
+def test_block_only_minus_depth_mup_networks_match_the_limit():
+    # Tensor Programs VI's baseline against depth-μP on the same seeds: the networks'
+    # paired difference (same initial weights, so their common noise cancels) against
+    # the limit's paired difference (same particles and innovations). L = 8, tanh,
+    # 6 Adam steps, 8 limit seeds of P = 1024 and 16 networks of n = 512, float64.
+    # Rule: every output's z (difference of the two seed means over the root sum of
+    # their squared standard errors) within the Bonferroni t bound of this module's
+    # rule 2. Power: against a limit without √L (m = 1: no difference) the same
+    # networks must fail it (an independent review measured Σz² over the 9 outputs of
+    # 9.2 for √L against 9531 for m = 1, 2807 for L^¼, 72 and 94 for 0.9·√L and
+    # 1.1·√L at this L and n).
+    L, K, d, R, S = 8, 6, 8, 8, 16
+    rng = np.random.default_rng(1)
+    X = sphere(rng, K, d)
+    y = np.sign(X[:, 0])
+    XP = sphere(rng, 4, d)
+    common = dict(X=X, y=y, betas=(0.9, 0.99), optimizer="adam", activation="tanh",
+                  eta_c=0.05, steps=L, probes=(XP, np.zeros(4)), dtype=torch.float64)
+    rules = ("depth-mup", "block-only")
+    lim = _rule_difference({r: _stack(lambda s, r=r: _run(particles=1024, seed=s,
+                                                          hidden_lr=r, **common), R)
+                            for r in rules})
+    nets = _rule_difference({r: validation.train_resnet(
+        X, y, width=512, depth=L, seeds=S, progress=False, dtype="float64", eig_steps=[],
+        probes=(XP, np.zeros(4)), hidden_lr=r, betas=(0.9, 0.99), optimizer="adam",
+        activation="tanh", eta_c=0.05) for r in rules})
+    se = np.hypot(nets.std(0, ddof=1) / math.sqrt(S), lim.std(0, ddof=1) / math.sqrt(R))
+    bound = t_bound(min(R, S), nets.shape[1])
+    z = (nets.mean(0) - lim.mean(0)) / se
+    assert np.abs(z).max() < bound, (z, bound)
+    # power: a limit whose hidden rate ignored the rule (m = 1) has no difference at all
+    assert np.abs(nets.mean(0) / se).max() > bound, (nets.mean(0) / se, bound)
+
+
+def _stack(run, R: int):
+    """The Datasets of ``run(seed)`` for seeds 0..R−1 along a new ``seed`` dim."""
+    return xr.concat([run(s) for s in range(R)], "seed")
+
+
+def _networks_against_limit(opts: dict, other: dict, backward: str, activation: str):
     """The rule of :func:`test_adam_networks_match_their_limit_at_two_widths` for the
-    optimizer options ``opts``, with power against the limit of ``other`` (if any)."""
+    optimizer options ``opts``, with power against the limit of ``other``."""
     L, K, d, R, S = 4, 8, 8, 6, 32
     rng = np.random.default_rng(0)
     X = sphere(rng, K, d)
@@ -314,9 +348,8 @@ def _networks_against_limit(opts: dict, other: dict | None, backward: str,
         f = nets.f.values[:, 1:, 0]
         t2 = _hotelling(f, ref.mean(0), ref_var)
         assert t2 < crit, (width, t2, crit)
-    if other is not None:
-        wrong = nfd.simulate(X, y, seed=0, **common, **other, **kw).f.values[1:, 0]
-        assert _hotelling(f, wrong, ref_var) > crit, (_hotelling(f, wrong, ref_var), crit)
+    wrong = nfd.simulate(X, y, seed=0, **common, **other, **kw).f.values[1:, 0]
+    assert _hotelling(f, wrong, ref_var) > crit, (_hotelling(f, wrong, ref_var), crit)
 
 
 # ---------------------------------------------------------------------------
