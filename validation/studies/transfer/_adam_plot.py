@@ -24,6 +24,7 @@ __all__ = ["plot_adam_transfer"]
 _LOSS = {"train": "running-mean train loss, cross-entropy\n(last K/4 Adam steps)",
          "probe": "test loss after K steps\n(held-out images)"}
 _NAME = {"train": "running-mean train loss", "probe": "test loss"}
+_RULE = {"depth-mup": "depth-μP", "block-only": "block multiplier only"}
 _TITLE = {"depth-mup": "depth-μP Adam: W at lr η_c·√(T/(Ln))",
           "block-only": "block multiplier only: W at lr η_c·√(T/n)"}
 
@@ -62,12 +63,12 @@ def _optimum_panel(ax, ds: xr.Dataset, metric: str) -> None:
         slope = (f", drift {d.estimate:+.2f}/doubling" if resolved
                  else ", drift not resolved" if d is not None else "")
         optimum_bars(ax, depths, lim, 1.0 + 0.04 * r, bounds, fmt="s-", color=f"C{r}",
-                     label=f"{rule} limit{slope}")
+                     label=f"{_RULE[rule]} limit{slope}")
         for j, n in enumerate(ds["width"].values.tolist()):
             optimum_bars(ax, depths, adam_optima(ds, rule, metric, n),
                          0.92 - 0.04 * j + 0.02 * r, bounds, fmt=("o", "^")[j % 2],
                          mfc="none", color=f"C{r}", alpha=0.7,
-                         label=f"{rule} networks n = {n}")
+                         label=f"{_RULE[rule]} networks n = {n}")
     log_x_at(ax, depths, base=2)
     log_y(ax)
     ax.set_xlabel("depth L (blocks)")
@@ -91,12 +92,12 @@ def _best_panel(ax, ds: xr.Dataset, metric: str) -> None:
                     if present(ds[var].sel(hidden_lr=rule, depth=L, **sel)) else math.nan
                     for L in depths]
             ax.plot(depths, best, style, color=f"C{r}", mfc="none" if who != "limit" else None,
-                    label=f"{rule} {who}")
+                    label=f"{_RULE[rule]} {who}")
     log_x_at(ax, depths, base=2)
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel(f"lowest seed-mean {_NAME[metric]} over η_c", fontsize=8)
-    ax.set_title("the loss at the best η_c against depth\n(intervals: the report's table)",
-                 fontsize=8)
+    ax.set_title("the loss at the best η_c against depth (seed means, no intervals;\n"
+                 "REPORT.md: L = 64 − L = 4 and the rules at L = 64, limit)", fontsize=8)
     legend(ax)
 
 
@@ -106,6 +107,10 @@ def plot_adam_transfer(ds: xr.Dataset, path) -> None:
     fig, axes = figure(3, 2, size=5.6, aspect=0.6)
     for ax, rule in zip(axes[0], RULES):
         _loss_panel(ax, ds, rule, "train")
+    low = min(ax.get_ylim()[0] for ax in axes[0])
+    high = max(ax.get_ylim()[1] for ax in axes[0])
+    for ax in axes[0]:  # one scale, so that the rules compare by eye
+        ax.set_ylim(low, high)
     _optimum_panel(axes[1, 0], ds, "train")
     _optimum_panel(axes[1, 1], ds, "probe")
     _best_panel(axes[2, 0], ds, "train")

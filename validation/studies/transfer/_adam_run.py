@@ -40,7 +40,7 @@ from ...data import load_digits
 __all__ = ["run_adam_transfer", "ADAM_CONFIG"]
 
 _TASK = dict(activation="relu", loss="cross_entropy", optimizer="adam")
-_VERSION = 1  # of the job definitions (enters the store keys through the grids' data)
+_VERSION = 1  # of the study's definition (in the Dataset's attrs)
 _ETAS = (0.02 * 2.0 ** (np.arange(1, 9) / 2)).tolist()  # 0.028 … 0.32, ratio √2
 #: The limit's P is 16 times the history K·B: at P/(K·B) = 4 (P = 256, K·B = 64) the
 #: limit's train loss sat 0.1–0.2 above P = 4096's and the networks' (η_c = 0.16,
