@@ -117,36 +117,41 @@ def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
          "no difference between the rules resolved"))]
 
 
+def _lowest_difference(cells: list, observable: str, quantity: str, claim: str,
+                       words: tuple[str, str, str]) -> Finding | None:
+    """The limit's lowest loss over η_c in ``cells[1]`` minus in ``cells[0]`` (paired:
+    the same seeds and bootstrap draws in both); None when a cell was not run."""
+    if not all(present(c) for c in cells):
+        return None
+    best = [boot_min(seed_matrix(c, "lim_seed"), 0) for c in cells]
+    return signed_finding(observable, quantity, compare_optima(best[1], best[0]), claim,
+                          words)
+
+
 def _best_loss(ds: xr.Dataset, rule: str, metric: str) -> Finding | None:
-    """The limit's lowest loss over η_c at the deepest depth minus at the shallowest
-    (paired: the same seeds and bootstrap draws at both)."""
+    """The limit's lowest loss over η_c at the deepest depth minus at the shallowest."""
     da = ds[f"lim_{metric}"].sel(hidden_lr=rule)
     Ls = [L for L in ds["depth"].values.tolist() if present(da.sel(depth=L))]
     if len(Ls) < 2:
         return None
-    best = [boot_min(seed_matrix(da.sel(depth=L), "lim_seed"), 0) for L in (Ls[0], Ls[-1])]
     claim = ("pre-nonlinearity relu: no gain from depth beyond 8 layers (TP VI, Fig. 2; "
              "post-nonlinearity blocks gain, Fig. 10 top)"
              if rule == "depth-mup" else "no claim (a baseline)")
-    return signed_finding(_where(rule, metric, None),
-                          f"lowest loss over η_c: L = {Ls[-1]} − L = {Ls[0]}",
-                          compare_optima(best[1], best[0]), claim,
-                          ("deeper is worse at its best η_c", "deeper is better at its best η_c",
-                           "no change with depth resolved"))
+    return _lowest_difference(
+        [da.sel(depth=Ls[0]), da.sel(depth=Ls[-1])], _where(rule, metric, None),
+        f"lowest loss over η_c: L = {Ls[-1]} − L = {Ls[0]}", claim,
+        ("deeper is worse at its best η_c", "deeper is better at its best η_c",
+         "no change with depth resolved"))
 
 
 def _best_contrast(ds: xr.Dataset, metric: str) -> Finding | None:
     """The limit's lowest loss over η_c at the deepest depth, block multiplier only
-    minus depth-μP (paired: the same seeds and bootstrap draws under both rules)."""
+    minus depth-μP."""
     L = max(ds["depth"].values.tolist())
-    cells = [ds[f"lim_{metric}"].sel(hidden_lr=rule, depth=L) for rule in RULES]
-    if not all(present(c) for c in cells):
-        return None
-    best = [boot_min(seed_matrix(c, "lim_seed"), 0) for c in cells]
-    return signed_finding(
+    return _lowest_difference(
+        [ds[f"lim_{metric}"].sel(hidden_lr=rule, depth=L) for rule in RULES],
         f"ten-class digits, limit (n = ∞), L = {L}, {_METRICS[metric]}",
         "lowest loss over η_c: block multiplier only − depth-μP",
-        compare_optima(best[1], best[0]),
         "depth-μP trains best at depth (TP VI, Fig. 10, post-nonlinearity blocks)",
         ("block-only is worse at its best η_c", "block-only reaches a lower loss",
          "no difference resolved"))

@@ -36,6 +36,7 @@ from nfd.schema import HIDDEN_LRS, base_attrs
 from ..._grid import sweep_grid
 from ..._sweep import study_args
 from ...data import load_digits
+from ._run import limit_metrics, net_metrics
 
 __all__ = ["run_adam_transfer", "ADAM_CONFIG"]
 
@@ -66,16 +67,6 @@ def _data(cfg: dict):
     return (X[:n_train], y[:n_train]), (X[n_train:], y[n_train:])
 
 
-def _metrics(ds: xr.Dataset, K: int, seed_dim: str) -> xr.Dataset:
-    """Running-mean train loss (last K/4 steps) and test loss after K steps, per
-    seed (NaN where diverged), the seed dimension named ``seed_dim``."""
-    window = max(1, K // 4)
-    train = ds["loss"].isel(step=slice(K - window, K)).mean(("step", "sample"))
-    probe = ds["probe_loss"].sel(probe_step=K).mean("probe")
-    out = xr.Dataset({"train": train, "probe": probe, "diverged": ds["diverged"]})
-    return out.rename(seed=seed_dim) if seed_dim != "seed" else out
-
-
 def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
     """The networks' and the limit's grids over (hidden_lr, depth, η_c), reduced to
     their metrics."""
@@ -97,7 +88,7 @@ def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
         fixed=dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0,
                    dtype="float64"),
         **run)
-    return _metrics(nets, cfg["K"], "seed"), _metrics(lim, cfg["K"], "lim_seed")
+    return net_metrics(nets, cfg["K"]), limit_metrics(lim, cfg["K"])
 
 
 def run_adam_transfer(*, quick: bool = False, store=None, scheduler: str | None = None,

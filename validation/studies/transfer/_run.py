@@ -44,7 +44,8 @@ from ..._grid import sweep_grid
 from ..._sweep import study_args
 from ...data import load_digits, synthetic_task
 
-__all__ = ["run_transfer", "task_data", "weight_decays", "DATASETS", "LR_RULES", "CONFIG"]
+__all__ = ["run_transfer", "task_data", "weight_decays", "net_metrics", "limit_metrics",
+           "DATASETS", "LR_RULES", "CONFIG"]
 
 DATASETS = ("digits", "teacher")
 LR_RULES = ("depth-mup", "depth-aware")
@@ -100,7 +101,7 @@ def _window(K: int) -> int:
     return max(1, K // 4)
 
 
-def _net_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
+def net_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
     """Running-mean train loss and probe loss after K steps, per seed, of a network
     grid (NaN where diverged)."""
     train = ds["loss"].isel(step=slice(K - _window(K), K)).mean(("step", "sample"))
@@ -108,7 +109,7 @@ def _net_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
     return xr.Dataset({"train": train, "probe": probe, "diverged": ds["diverged"]})
 
 
-def _limit_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
+def limit_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
     """The limit's running-mean train loss and probe loss after K steps, per seed
     (dim ``lim_seed``; their spread over seeds is the Monte Carlo error, see
     :mod:`._optima`)."""
@@ -146,33 +147,33 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
         digits = name == "digits"
         widths = cfg["widths"] if digits else cfg["teacher_widths"]
         fixed = dict(net) if digits else dict(net, seeds=seeds[:_TEACHER_SEEDS[quick]])
-        out[f"net_{name}"] = _net_metrics(sweep_grid(
+        out[f"net_{name}"] = net_metrics(sweep_grid(
             X, y, kind="network", grid=dict(width=widths, depth=cfg["depths"],
                                             eta_c=cfg["etas"]),
             fixed=fixed, probes=probes, variables=["loss", "probe_loss"], **run), K)
         modes = MODES if digits else cfg["teacher_modes"]
-        out[f"lim_{name}"] = _limit_metrics(sweep_grid(
+        out[f"lim_{name}"] = limit_metrics(sweep_grid(
             X, y, grid=dict(backward=modes, steps=cfg["lim_steps"], eta_c=cfg["etas"],
                             seed=lim_seeds),
             fixed=lim, probes=probes, variables=_LIMIT_VARS, **run), K)
     (X, y), probes = task_data("digits", K, cfg["n_probe"])
-    out["two"] = _net_metrics(sweep_grid(
+    out["two"] = net_metrics(sweep_grid(
         X, y, kind="network", grid=dict(first_layer_lr=list(LR_RULES),
                                         depth=cfg["two_depths"], eta_c=cfg["etas"]),
         fixed=dict(net, block="two-layer", width=cfg["two_width"]), probes=probes,
         variables=["loss", "probe_loss"], **run), K)
     out["two_lim"] = _two_limit(cfg, X, y, probes, lim, lim_seeds, run)
     out["two_check"] = _two_limit(cfg, X, y, probes, lim, lim_seeds, run, check=True)
-    out["T_net"] = _net_metrics(sweep_grid(
+    out["T_net"] = net_metrics(sweep_grid(
         X, y, kind="network", grid=dict(T=cfg["horizons"]),
         fixed=dict(net, eta_c=cfg["T_eta"], depth=cfg["T_depth"], width=cfg["T_width"]),
         probes=probes, variables=["loss", "probe_loss"], **run), K)
-    out["T_lim"] = _limit_metrics(sweep_grid(
+    out["T_lim"] = limit_metrics(sweep_grid(
         X, y, grid=dict(steps=cfg["T_lim_steps"], T=cfg["horizons"], seed=lim_seeds),
         fixed=dict(lim, eta_c=cfg["T_eta"]), probes=probes, variables=_LIMIT_VARS,
         **run), K)
     out.update(_optim_grids(cfg, X, y, probes, net, lim, lim_seeds, run))
-    out["check"] = _limit_metrics(sweep_grid(
+    out["check"] = limit_metrics(sweep_grid(
         X, y, grid=dict(particles=[cfg["particles"], cfg["check_particles"]],
                         seed=lim_seeds),
         fixed=dict({k: v for k, v in lim.items() if k != "particles"},
@@ -196,7 +197,7 @@ def _two_limit(cfg: dict, X, y, probes, lim: dict, lim_seeds: list[int], run: di
     if check:
         del grid["steps"]
         fixed.update(steps=cfg["check_steps"], particles=cfg["check_particles"])
-    return _limit_metrics(sweep_grid(X, y, grid=grid, fixed=fixed, probes=probes,
+    return limit_metrics(sweep_grid(X, y, grid=grid, fixed=fixed, probes=probes,
                                      variables=_LIMIT_VARS, **run), cfg["K"])
 
 
@@ -208,11 +209,11 @@ def _optim_grids(cfg: dict, X, y, probes, net: dict, lim: dict, lim_seeds: list[
     grids = {"mom": ("momentum", cfg["momenta"], cfg["mom_eta"]),
              "wd": ("weight_decay", weight_decays(cfg), cfg["wd_eta"])}
     for prefix, (dim, values, eta) in grids.items():
-        out[f"{prefix}_net"] = _net_metrics(sweep_grid(
+        out[f"{prefix}_net"] = net_metrics(sweep_grid(
             X, y, kind="network", grid={"depth": cfg["depths"], dim: values},
             fixed=dict(net, width=cfg["optim_width"], eta_c=eta), probes=probes,
             variables=["loss", "probe_loss"], **run), K)
-        out[f"{prefix}_lim"] = _limit_metrics(sweep_grid(
+        out[f"{prefix}_lim"] = limit_metrics(sweep_grid(
             X, y, grid={"steps": cfg["lim_steps"], dim: values, "seed": lim_seeds},
             fixed=dict(lim, backward="coupled", eta_c=eta), probes=probes,
             variables=_LIMIT_VARS, **run), K)
