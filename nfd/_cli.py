@@ -39,7 +39,7 @@ _MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_
                "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
                "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes",
                "block", "first_layer_lr", "record_collapse", "optimizer", "betas", "eps",
-               "hidden_lr"}
+               "hidden_lr", "branch_exponent", "trainable"}
 NPZ_ARRAYS = ("arrays X (m, d) and y (m,) or (m, C) (integer labels for "
               "loss = \"cross_entropy\"), optionally X_probe and y_probe")
 
@@ -87,6 +87,11 @@ optimizer = "sgd"
 # betas = [0.9, 0.999]
 # eps = 1e-8
 # hidden_lr = "depth-mup"   # or "block-only": W at eta_c*sqrt(T/n), the TP VI baseline
+# Depth parametrization: branch multiplier (T/L)^branch_exponent, 0.5 = depth-muP,
+# 1 = CompleteP (W's rate keeps each layer's update Theta(T/L)); trainable lists the
+# parameters that learn ("U", "W", "V"; must contain "W").
+# branch_exponent = 0.5
+# trainable = ["U", "W", "V"]
 # Residual blocks: "one-layer" (eq. 1) or "two-layer" (eq. 6), whose first layer learns
 # at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
 # records the first layer's learned change and the residual update per block.

@@ -13,17 +13,18 @@ __all__ = ["compare"]
 #: ``attrs`` that must agree for two Datasets to describe the same training run.
 #: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
 SAME_RUN = ("activation", "loss", "outputs", "optimizer", "betas", "eps", "hidden_lr",
-            "eta_c",
+            "branch_exponent", "trainable", "eta_c",
             "eta_c_schedule", "momentum", "weight_decay",
             "gamma0", "T", "depth", "batch_size", "sgd_steps", "input_dim", "style", "block",
             "first_layer_lr", "scaling", "regime", "X_sha256", "X_probe_sha256")
 
 
-#: The optimizer of a run written before these attrs existed (plain SGD at γ₀ = 1,
-#: Adam's hidden rate under depth-μP): a missing optimizer attr is read as this, not
-#: skipped.
+#: The optimizer and parametrization of a run written before these attrs existed
+#: (plain SGD at γ₀ = 1, Adam's hidden rate under depth-μP, branch exponent ½, every
+#: parameter trained): a missing attr of these is read as this, not skipped.
 _PLAIN_SGD = {"optimizer": "sgd", "eta_c_schedule": "constant", "momentum": 0.0,
-              "weight_decay": 0.0, "gamma0": 1.0, "hidden_lr": "depth-mup"}
+              "weight_decay": 0.0, "gamma0": 1.0, "hidden_lr": "depth-mup",
+              "branch_exponent": 0.5, "trainable": "U,W,V"}
 
 
 def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Dataset:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ._checks import check_int, check_positive_float
+from ._depth import Parametrization
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "HIDDEN_LRS", "SGD", "Adam", "check_sgd",
            "check_optimizer", "adam_step_", "scale_step", "warmup_cosine"]
@@ -279,23 +280,34 @@ class Adam:
         decay = 1.0 - self.eta_c * self.weight_decay
         return np.concatenate([[1.0], np.cumprod(decay)])
 
-    def hidden_mult(self, depth: int) -> float:
-        """m, the hidden rate's factor over the table's: 1 under depth-μP, √L for
-        ``hidden_lr="block-only"``."""
-        return math.sqrt(depth) if self.hidden_lr == "block-only" else 1.0
+    def hidden_mult(self, depth: int, branch_exponent: float = 0.5) -> float:
+        """m, the hidden rate's factor over the table's: 1 under depth-μP, L^{1−α}
+        (√L at the branch exponent α = ½) for ``hidden_lr="block-only"``."""
+        if self.hidden_lr != "block-only":
+            return 1.0
+        return math.sqrt(depth) if branch_exponent == 0.5 else depth ** (1 - branch_exponent)
 
-    def groups(self, width: int, depth: int, T: float) -> dict[str, dict[str, float]]:
+    def groups(self, width: int, depth: int, T: float,
+               param: Parametrization = Parametrization()) -> dict[str, dict[str, float]]:
         """The table above for a network of width n and depth L: per group
         (``"U"``, ``"W"``, ``"V"``) the multiplier of η_c(k) in ``lr``, torch's
         ``eps`` and torch's ``weight_decay`` (``lr_mult``, ``eps``, ``weight_decay``);
-        the hidden ``lr_mult`` is m·√(T/(Ln)) (:meth:`hidden_mult`)."""
+        the hidden ``lr_mult`` is m·√(T/(Ln)) (:meth:`hidden_mult`). A branch
+        exponent α (``param``, ``nfd._depth``): W at lr m·(T/L)^{1−α}/√n with eps
+        ε·(T/L)^α/n^{3/2}; frozen families (``param.trainable``) get no group."""
         n = float(width)
-        block = math.sqrt(T / (depth * n))  # √(T/(Ln)), the branch multiplier
-        rate = block * self.hidden_mult(depth)
+        alpha = param.branch_exponent
+        if alpha == 0.5:
+            block = math.sqrt(T / (depth * n))  # √(T/(Ln)), the branch multiplier
+            rate = block * self.hidden_mult(depth)
+            eps = self.eps * math.sqrt(T / depth) / n**1.5
+        else:
+            rate = param.adam_hidden_rate(T / depth) / math.sqrt(n) * self.hidden_mult(depth, alpha)
+            eps = self.eps * param.branch(T / depth) / n**1.5
         io = {"lr_mult": 1.0, "eps": self.eps / n, "weight_decay": self.weight_decay}
-        hidden = {"lr_mult": rate, "eps": self.eps * math.sqrt(T / depth) / n**1.5,
-                  "weight_decay": self.weight_decay / rate}
-        return {"U": dict(io), "W": hidden, "V": dict(io)}
+        hidden = {"lr_mult": rate, "eps": eps, "weight_decay": self.weight_decay / rate}
+        out = {"U": dict(io), "W": hidden, "V": dict(io)}
+        return {name: group for name, group in out.items() if param.trains(name)}
 
     def attrs(self) -> dict:
         """netCDF-safe attrs: ``optimizer``, ``eta_c`` (the constant, or the peak of a

@@ -45,6 +45,7 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
+from ._depth import Parametrization, check_parametrization
 from ._results import base_attrs, data_attrs
 from ._schema import variable_dims
 from ._training import check_block, check_stream
@@ -114,10 +115,13 @@ class _LinearSystem:
     Definition 1 with L steps, plus the response terms of paper 000 when coupled),
     under the optimizer's state (a_k, w) of :meth:`set_step`."""
 
-    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1) -> None:
+    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1,
+                 param: Parametrization = Parametrization()) -> None:
         N, d = X.shape
         self.X, self.L, self.d, self.coupled = X, L, d, coupled
         self.tau = T / L
+        self.noise = param.noise(self.tau)  # τ^α of the drivers and responses (√τ at ½)
+        self.train_u, self.train_v = param.trains("U"), param.trains("V")
         self.C = C
         dim = d + C + 2 * L * N  # u, v (C columns), forward and backward innovations
         self.fwd = _ExactDriver(L, N, dim, d + C)
@@ -149,17 +153,18 @@ class _LinearSystem:
 
     def readout(self) -> np.ndarray:
         """g_L = a v − Σ_i w_i h_L^{(i)}; for C ≥ 2 the columns (C, dim)
-        v_c(k) = a v_c − Σ_i r_{i,c} h_L^{(i)}."""
+        v_c(k) = a v_c − Σ_i r_{i,c} h_L^{(i)}. A frozen readout: v."""
+        if not self.train_v:
+            return self.v
         if self.C == 1:
             return self.a * self.v - self.w @ self.H[self.L, :self.n]
         return self.a * self.v - self.r.T @ self.H[self.L, :self.n]
 
     def forward(self, x: np.ndarray, commit: bool) -> np.ndarray:
         """h_0..h_L (L+1, B, dim) of a block of inputs."""
-        n, tau, rt = self.n, self.tau, np.sqrt(self.tau) * self.a
+        n, tau, rt = self.n, self.tau, self.noise * self.a
         h = np.zeros((self.L + 1, x.shape[0], self.H.shape[2]))
-        h[0, :, :self.d] = self.a * x / np.sqrt(self.d)
-        h[0] -= (self.w * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
+        self._embed(x, h[0])
         for l in range(1, self.L + 1):
             phi = h[l - 1]
             drift = -tau * (self.w * (phi @ self.H[l - 1, :n].T))  # (B, n)
@@ -168,9 +173,19 @@ class _LinearSystem:
             h[l] = phi + rt * self.fwd.draw(l - 1, phi, commit) + drift @ self.G[l, :n]
         return h
 
+    def _embed(self, x: np.ndarray, out: np.ndarray) -> None:
+        """h_0 = a u·x/√d − Σ_i w_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, dim); a
+        frozen U: u·x/√d."""
+        if not self.train_u:
+            out[:, :self.d] = x / np.sqrt(self.d)
+            return
+        n = self.n
+        out[:, :self.d] = self.a * x / np.sqrt(self.d)
+        out -= (self.w * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
+
     def backward(self, h: np.ndarray, gL: np.ndarray) -> np.ndarray:
         """g_0..g_L (L+1, B, dim) of the block just committed by :meth:`forward`."""
-        n, B, tau, rt = self.n, h.shape[1], self.tau, np.sqrt(self.tau) * self.a
+        n, B, tau, rt = self.n, h.shape[1], self.tau, self.noise * self.a
         g = np.zeros_like(h)
         g[self.L] = gL
         for l in range(self.L, 0, -1):
@@ -196,8 +211,9 @@ class _TwoLayerSystem(_LinearSystem):
     z¹ (rows h_{ℓ−1}), z² (rows x_ℓ), z̃² (rows g_ℓ), z̃¹ (rows a_ℓ). W_{ℓ,1} has its own
     optimizer coefficients (a¹_k, c¹_{k,s}): those of the recurrence at m·η_c."""
 
-    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1) -> None:
-        super().__init__(X, L, T, coupled, C)
+    def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1,
+                 param: Parametrization = Parametrization()) -> None:
+        super().__init__(X, L, T, coupled, C, param)
         N, d = X.shape
         dim = d + C + 4 * L * N
         base = d + C
@@ -231,8 +247,7 @@ class _TwoLayerSystem(_LinearSystem):
         xs = np.zeros((self.L,) + h.shape[1:])
         internal = np.zeros((self.L, x.shape[0]))
         residual = np.zeros((self.L, x.shape[0]))
-        h[0, :, :self.d] = self.a * x / np.sqrt(self.d)
-        h[0] -= (self.w * (x @ self.X[:n].T / self.d)) @ self.G[0, :n]
+        self._embed(x, h[0])
         for l in range(1, self.L + 1):
             p = h[l - 1]
             # x_ℓ = a¹ z¹ − Σ_i w¹_i C_{ℓ−1}[i,k] a_ℓ^{(i)} (+ a¹ Σ_s E[∂h_{ℓ−1}/∂z̃¹_s] a_ℓ^{(s)})
@@ -315,6 +330,8 @@ def linear_limit(
     block: str = "one-layer",
     first_layer_lr: str = "depth-mup",
     optimizer: str = "sgd",
+    branch_exponent: float = 0.5,
+    trainable: Sequence[str] = ("U", "W", "V"),
 ) -> xr.Dataset:
     """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
 
@@ -351,6 +368,12 @@ def linear_limit(
         one Adam step the linear network's features are no longer Gaussian
         (sign-like functions of the gradients), so there is no closed oracle. The
         exact references of Adam's limit are in tests/test_simulate_adam.py.
+    branch_exponent, trainable :
+        As for :func:`nfd.simulate`: the branch multiplier (T/L)^α, α ∈ [½, 1]
+        (one-layer blocks), which scales the drivers and response terms by
+        (T/L)^{α−½}; the trained parameters (a frozen U or v keeps its initial
+        value). ``trainable=("W",)`` is the setting of paper 000 eq. 7 and paper
+        001 §3–4.
 
     Returns
     -------
@@ -369,6 +392,7 @@ def linear_limit(
         loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
         weight_decay=weight_decay, gamma0=gamma0, classes=classes)
     check_block(block, first_layer_lr, False, None)
+    param = check_parametrization(branch_exponent, trainable, block)
     two = block == "two-layer"
     mult = np.sqrt(L) if two and first_layer_lr == "depth-aware" else 1.0
     N, d = Xn.shape
@@ -387,7 +411,8 @@ def linear_limit(
         yt = torch.as_tensor(target, dtype=torch.int64 if lossf.labels else torch.float64)
         return float(lossf.correct(torch.as_tensor(f), yt).mean())
 
-    sys_ = (_TwoLayerSystem if two else _LinearSystem)(Xn, L, T, backward == "coupled", C)
+    sys_ = (_TwoLayerSystem if two else _LinearSystem)(Xn, L, T, backward == "coupled", C,
+                                                        param)
     Q = len(yp)
     out = {name: np.full(shape, np.nan) for name, shape in {
         "f": (K, B) + vec, "loss": (K, B), "dloss": (K, B) + vec, "h2": (K, L + 1),
@@ -403,8 +428,26 @@ def linear_limit(
         _run(sys_, Xn, yn, Xp, yp, K, B, sgd, probe_steps, loss_and_grad, accuracy, out,
              first)
 
+    attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
+                       loss=lossf.name, **sgd.attrs(), T=T, steps=L, depth=L, particles="inf",
+                       batch_size=B, sgd_steps=K, input_dim=d,
+                       **({"outputs": C} if C > 1 else {}), style="pre", block=block,
+                       scaling="depth-mup", regime="feature",
+                       **({"first_layer_lr": first_layer_lr} if two else {}),
+                       **param.attrs(), **data_attrs(Xn, Xp if Q else None))
+    return _dataset(out, yn, yp, probe_steps, lossf, C, T, attrs)
+
+
+def _dataset(out: dict, yn: np.ndarray, yp: np.ndarray, probe_steps: list[int], lossf,
+             C: int, T: float, attrs: dict) -> xr.Dataset:
+    """The Dataset of :func:`linear_limit` from its record ``out``, the targets and the
+    probe targets, with the names and coordinates of :func:`nfd.simulate`."""
+    K, B = out["f"].shape[:2]
+    L = out["h2"].shape[1] - 1
+    two = attrs["block"] == "two-layer"
+    Q = len(yp)
     coords = {"step": np.arange(K), "sample": np.arange(B), "time": np.arange(L + 1) * T / L,
-              "probe": np.arange(len(yp)), "probe_step": np.asarray(probe_steps, int)}
+              "probe": np.arange(Q), "probe_step": np.asarray(probe_steps, int)}
     if C > 1:
         coords["output"] = np.arange(C)
     names = ["f", "loss", "dloss", "h2", "g2", "probe_f", "probe_loss"]
@@ -416,12 +459,6 @@ def linear_limit(
     data = {name: (variable_dims(name, C, lossf.labels), out[name]) for name in names}
     data["y"] = (variable_dims("y", C, lossf.labels), yn.reshape((K, B) + yn.shape[1:]))
     data["probe_y"] = (variable_dims("probe_y", C, lossf.labels), yp)
-    attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
-                       loss=lossf.name, **sgd.attrs(), T=T, steps=L, depth=L, particles="inf",
-                       batch_size=B, sgd_steps=K, input_dim=d,
-                       **({"outputs": C} if C > 1 else {}), style="pre", block=block, scaling="depth-mup", regime="feature",
-                       **({"first_layer_lr": first_layer_lr} if two else {}),
-                       **data_attrs(Xn, Xp if Q else None))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

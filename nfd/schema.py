@@ -34,6 +34,7 @@ from ._results import (
     package_version,
 )
 from ._training import BLOCKS, FIRST_LAYER_RATES
+from ._depth import PARAMETERS, Parametrization, check_parametrization
 from ._schema import (
     COORDS,
     DEFAULT_EIG_STEPS,
@@ -50,6 +51,9 @@ from ._schema import (
 )
 
 __all__ = [
+    "PARAMETERS",
+    "Parametrization",
+    "check_parametrization",
     "BLOCKS",
     "FIRST_LAYER_RATES",
     "VARIABLES",

@@ -66,10 +66,11 @@ class DenseAdam:
     for U and V their (P, d) and (P,) or (P, C) states (module docstring)."""
 
     def __init__(self, opt: Adam, L: int, P: int, d: int, C: int, T: float, device,
-                 dtype) -> None:
+                 dtype, branch_exponent: float = 0.5) -> None:
         kw = {"device": device, "dtype": dtype}
-        # τ·m: the learned block's drift, m = √L for hidden_lr="block-only"
-        self.opt, self.tau, self.P, self.d = opt, T / L * opt.hidden_mult(L), P, d
+        # τ·m: the learned block's drift, m = √L (L^{1−α}) for hidden_lr="block-only"
+        self.opt, self.P, self.d = opt, P, d
+        self.tau = T / L * opt.hidden_mult(L, branch_exponent)
         out = (P,) if C == 1 else (P, C)
         self.hidden = tuple(torch.zeros(L, P, P, **kw) for _ in range(3))  # A, m, v
         # a layer's gradient and √v: kept, since fresh P×P pages cost as much as a pass
@@ -123,11 +124,12 @@ class SignDescent:
     The reference for :class:`DenseAdam` (module docstring); same interface."""
 
     def __init__(self, opt: Adam, L: int, P: int, d: int, C: int, T: float, N: int,
-                 device, dtype) -> None:
+                 device, dtype, branch_exponent: float = 0.5) -> None:
         if C != 1:
             raise ValueError("SignDescent is the reference for scalar outputs")
         kw = {"device": device, "dtype": dtype}
-        self.opt, self.tau, self.P, self.d = opt, T / L * opt.hidden_mult(L), P, d
+        self.opt, self.P, self.d = opt, P, d
+        self.tau = T / L * opt.hidden_mult(L, branch_exponent)
         self.g_sign = torch.zeros(L + 1, N, P, **kw)  # sign(g_ℓ), ℓ = 0..L
         self.phi_sign = torch.zeros(L, N, P, **kw)  # sign(φ(h_{ℓ−1})), ℓ = 1..L
         self.x_sign = torch.zeros(N, d, **kw)
@@ -219,5 +221,5 @@ def adam_state(cfg) -> DenseAdam | SignDescent | None:
         if cfg.B != 1 or cfg.adam.betas != (0.0, 0.0) or cfg.adam.eps != 0:
             raise ValueError("the factored sign-descent path needs batch_size=1, "
                              "betas=(0, 0) and eps=0")
-        return SignDescent(*args, cfg.N, cfg.device, cfg.dtype)
-    return DenseAdam(*args, cfg.device, cfg.dtype)
+        return SignDescent(*args, cfg.N, cfg.device, cfg.dtype, cfg.param.branch_exponent)
+    return DenseAdam(*args, cfg.device, cfg.dtype, cfg.param.branch_exponent)

@@ -20,6 +20,7 @@ from .._checks import (
     check_steps,
     resolve_device_dtype,
 )
+from .._depth import Parametrization, check_parametrization
 from .._losses import Loss
 from .._optim import SGD, Adam
 from .._schema import DEFAULT_EIG_STEPS, default_steps
@@ -64,6 +65,8 @@ class Config:
     #: Adam's states: "dense" (P×P per layer) or "sign", the factored reference of
     #: sign descent at batch 1 (``nfd._simulation._adam``)
     adam_path: str = "dense"
+    #: the branch exponent α and the trained parameters (``nfd._depth``)
+    param: Parametrization = Parametrization()
 
     @property
     def N(self) -> int:
@@ -105,7 +108,8 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
                    rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
                    weight_decay=0.0, gamma0=1.0, classes=None, block="one-layer",
                    first_layer_lr="depth-mup", record_collapse=False, optimizer="sgd",
-                   betas=None, eps=None, hidden_lr="depth-mup") -> Config:
+                   betas=None, eps=None, hidden_lr="depth-mup", branch_exponent=0.5,
+                   trainable=("U", "W", "V")) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
@@ -141,9 +145,11 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     if adam is not None and block != "one-layer":
         raise ValueError(f"block={block!r} with optimizer={optimizer!r}: Adam's limit is "
                          "derived for one-layer blocks only; use block='one-layer'")
+    param = check_parametrization(branch_exponent, trainable, block)
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
-                  error_replicas, C, block, first_layer_lr, record_collapse, adam)
+                  error_replicas, C, block, first_layer_lr, record_collapse, adam,
+                  param=param)
 
 
 

@@ -50,15 +50,18 @@ def _attrs(cfg: Config) -> dict:
         # the network whose limit this is (eq. 1), as train_resnet records it
         style="pre", block=cfg.block, scaling="depth-mup", regime="feature",
         **({"first_layer_lr": cfg.first_layer_lr} if cfg.two_layer else {}),
-        **data_attrs(cfg.X, cfg.Xp),
+        **cfg.param.attrs(), **data_attrs(cfg.X, cfg.Xp),
     )
 
 
 def _learning_rate(cfg: Config) -> str:
-    """torch's lr of the matching network, in words."""
+    """torch's lr of the matching network, in words (``nfd._depth`` for α ≠ ½)."""
+    alpha = cfg.param.branch_exponent
     if cfg.adam is not None:
-        return "U, V: eta_c; W: eta_c*sqrt(T/(L*n))"
-    return "eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n"
+        return ("U, V: eta_c; W: eta_c*sqrt(T/(L*n))" if alpha == 0.5 else
+                f"U, V: eta_c; W: eta_c*(T/L)^{1 - alpha:g}/sqrt(n)")
+    base = "eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n"
+    return base if alpha == 0.5 else f"U, v: {base}; W: {base}*(T/L)^{1 - 2 * alpha:g}"
 
 
 def assemble(cfg: Config, rec: dict[str, torch.Tensor]) -> xr.Dataset:

@@ -3,11 +3,14 @@ allocates anything."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from sde import GrowingGaussianDriver
 
 from .._checks import check_choice, check_int, resolve_device_dtype
+from .._depth import check_parametrization
 from .._optim import SGD, check_optimizer
 from .._training import BACKWARD_LIMITS, BLOCKS
 from ._streams import history_rows
@@ -33,6 +36,8 @@ def memory_estimate(
     outputs: int = 1,
     block: str = "one-layer",
     optimizer: str = "sgd",
+    branch_exponent: float = 0.5,
+    trainable: Sequence[str] = ("U", "W", "V"),
 ) -> dict[str, int]:
     """Bytes :func:`nfd.simulate` allocates, by buffer.
 
@@ -84,6 +89,10 @@ def memory_estimate(
         a layer's update (its gradient and √v̂ + ε), and the (P, d) and (P, C)
         states of U and V. At L = 8 in float32 that is 1.6 GB at P = 4096 and
         6.7 GB at P = 8192.
+    branch_exponent, trainable :
+        As for :func:`nfd.simulate` (validated the same way); neither changes a
+        buffer: every α has the same drivers and history, and a frozen U or v keeps
+        its stored initial value.
 
     Returns
     -------
@@ -109,6 +118,7 @@ def memory_estimate(
     C = check_int("outputs", outputs, 1)
     check_choice("backward", backward, BACKWARD_LIMITS)
     check_choice("block", block, BLOCKS)
+    check_parametrization(branch_exponent, trainable, block)
     _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
     opt = check_optimizer(optimizer, 0.0 if eta_c is None else eta_c, max(N // B, 1),

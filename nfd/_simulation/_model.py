@@ -25,6 +25,7 @@ import torch
 from sde import GrowingGaussianDriver
 
 from .._activations import Activation
+from .._depth import Parametrization
 from ._streams import Pass, history_rows
 
 __all__ = ["History", "Model"]
@@ -99,14 +100,19 @@ class Model:
     """One ensemble of particles and its training history.
 
     ``probe_gen`` is the generator of the probes' fresh noise: a stream of its own,
-    so that evaluating probes never shifts a training draw.
+    so that evaluating probes never shifts a training draw. ``param``: the branch
+    exponent α, whose τ^α scales the drivers and response terms (``nfd._depth``),
+    and the trained parameters (a frozen U or v keeps its initial value).
     """
 
     def __init__(self, act: Activation, L: int, T: float, u, v, hist,
                  fwd: GrowingGaussianDriver, bwd: GrowingGaussianDriver,
-                 coupled: bool, probe_gen: torch.Generator) -> None:
+                 coupled: bool, probe_gen: torch.Generator,
+                 param: Parametrization = Parametrization()) -> None:
         self.act, self.L, self.tau = act, L, T / L
         self.sqrt_tau = math.sqrt(self.tau)
+        self.noise_unit = param.noise(self.tau)  # τ^α: √τ at depth-μP's α = ½
+        self.train_u, self.train_v = param.trains("U"), param.trains("V")
         self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
         self.coupled = coupled
         self.probe_gen = probe_gen
@@ -128,7 +134,7 @@ class Model:
         on the backward fields and ``out_coef`` (n, C) γ₀·c_{k,s}·χ_{i,c}/B on the
         readout columns)."""
         self.scale, self.coef, self.out_coef = scale, coef, out_coef
-        self._noise = self.sqrt_tau * scale
+        self._noise = self.noise_unit * scale
 
     def _weight_views(self, role: str, B: int, n: int, rows: int,
                       responses: int) -> tuple[torch.Tensor, ...]:
@@ -173,8 +179,11 @@ class Model:
     def readout(self) -> torch.Tensor:
         """g_L = a_k v − Σ_i w_i h_L^{(i)} (the readout after the recorded updates,
         w = :attr:`coef`); with C ≥ 2 outputs the (P, C) columns
-        v_c(k) = a_k v_c − Σ_i w_{i,c} h_L^{(i)}, w_{i,c} = :attr:`out_coef`."""
+        v_c(k) = a_k v_c − Σ_i w_{i,c} h_L^{(i)}, w_{i,c} = :attr:`out_coef`. A
+        frozen readout: v itself."""
         n = self.hist.n
+        if not self.train_v:
+            return self.v
         v = self.v if self.scale == 1 else self.v * self.scale
         if self.dense is not None:
             return self.dense.readout(v)
@@ -185,9 +194,12 @@ class Model:
         return v - self.coef @ self.hist.hL[:n]
 
     def _embed(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """h_0 = a_k u·x/√d − Σ_i w_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, P)."""
+        """h_0 = a_k u·x/√d − Σ_i w_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, P); a
+        frozen U: u·x/√d."""
         hist, n = self.hist, self.hist.n
         torch.mm(x, self.u.T, out=out).div_(math.sqrt(self.d))
+        if not self.train_u:
+            return out
         if self.scale != 1:
             out.mul_(self.scale)
         if self.dense is not None:

@@ -135,6 +135,8 @@ def simulate(
     betas: tuple[float, float] | None = None,
     eps: float | None = None,
     hidden_lr: str = "depth-mup",
+    branch_exponent: float = 0.5,
+    trainable: Sequence[str] = ("U", "W", "V"),
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -332,7 +334,24 @@ def simulate(
         ``"block-only"``, Tensor Programs VI's baseline that scales the branch but
         not the rate ((α, γ) = (½, 0), its Fig. 10): every W_ℓ at lr η_c(k)·√(T/n),
         √L times depth-μP's, so the learned block's drift is multiplied by √L (a
-        width limit at each L, no depth limit). Adam only.
+        width limit at each L, no depth limit). Adam only. With a branch exponent
+        α: lr η_c(k)·T^{1−α}/√n, L^{1−α} times the depth-μP rate.
+    branch_exponent : float
+        α ∈ [½, 1], the branch multiplier (T/L)^α of the matching network,
+        h_ℓ = h_{ℓ−1} + (T/L)^α W_ℓ φ(h_{ℓ−1})/√n: ½ is depth-μP (the default),
+        1 the ODE / CompleteP parametrization (paper 001 §5; paper 000 App. M).
+        The network's hidden rate keeps each layer's feature update Θ(T/L):
+        W_ℓ at lr η_c(k)·n·(T/L)^{1−2α} under SGD (U and v at η_c(k)·n), and at
+        η_c(k)·(T/L)^{1−α}/√n with eps ε·(T/L)^α/n^{3/2} under Adam; W's torch
+        ``weight_decay`` is divided by the same factor (lr·weight_decay = η_c·λ in
+        every group). In the limit every drift is that of α = ½, while the
+        initial weights' drivers and the coupled limit's response terms scale by
+        (T/L)^{α−½} (``nfd._depth``): for α > ½ they vanish as L → ∞ and the
+        limit becomes an ODE in depth time. One-layer blocks only.
+    trainable : sequence of {"U", "W", "V"}
+        The parameters that learn (default all three); must contain "W". A
+        frozen U or readout v keeps its initial value (no update, no decay): the
+        setting of paper 001 §3–4 and of paper 000's main text, ``("W",)``.
 
     Returns
     -------
@@ -391,7 +410,7 @@ def simulate(
         error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
         gamma0=gamma0, classes=classes, block=block, first_layer_lr=first_layer_lr,
         record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps,
-        hidden_lr=hidden_lr)
+        hidden_lr=hidden_lr, branch_exponent=branch_exponent, trainable=trainable)
     scale = check_input_scale("X", cfg.X)
     ds = _integrate(cfg, scale, progress)
     ds = (calibrate_errors(ds, *_replicas(cfg, scale)) if cfg.error_replicas

@@ -199,7 +199,7 @@ def _one_layer(cfg: Config, u, v, gens) -> tuple:
                                           storage=buf, responses=cfg.coupled, **kw)
                     for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
     model = Model(cfg.act, cfg.L, cfg.T, u, v, hist, *drivers,
-                  coupled=cfg.coupled, probe_gen=gens["probes"])
+                  coupled=cfg.coupled, probe_gen=gens["probes"], param=cfg.param)
     return model, hist, drivers
 
 
@@ -217,5 +217,6 @@ def _two_layer(cfg: Config, u, v, gens) -> tuple:
                                           responses=cfg.coupled, **kw)
                     for role in ("forward", "forward", "backward", "backward"))
     model = TwoLayerModel(cfg.act, cfg.L, cfg.T, u, v, hist, drivers, coupled=cfg.coupled,
-                          probe_gen=gens["probes"], record=cfg.record_collapse)
+                          probe_gen=gens["probes"], record=cfg.record_collapse,
+                          param=cfg.param)
     return model, hist, drivers

@@ -54,6 +54,7 @@ import torch
 from sde import GrowingGaussianDriver
 
 from .._activations import Activation
+from .._depth import Parametrization
 from ._model import Model
 
 __all__ = ["TwoLayerHistory", "TwoLayerModel"]
@@ -96,9 +97,10 @@ class TwoLayerModel(Model):
 
     def __init__(self, act: Activation, L: int, T: float, u, v, hist: TwoLayerHistory,
                  drivers: tuple[GrowingGaussianDriver, ...], coupled: bool,
-                 probe_gen: torch.Generator, record: bool = False) -> None:
+                 probe_gen: torch.Generator, record: bool = False,
+                 param: Parametrization = Parametrization()) -> None:
         self.z1, self.z2, self.zt2, self.zt1 = drivers
-        super().__init__(act, L, T, u, v, hist, self.z2, self.zt2, coupled, probe_gen)
+        super().__init__(act, L, T, u, v, hist, self.z2, self.zt2, coupled, probe_gen, param)
         self.set_first(1.0, hist.coef[:0])
         self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
         #: ``record``: :meth:`forward` fills the collapse observables of the module

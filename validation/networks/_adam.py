@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from nfd.schema import Adam
+from nfd.schema import Adam, Parametrization
 
 __all__ = ["ADAM_NETWORK", "check_adam_network", "torch_adam"]
 
@@ -46,16 +46,18 @@ def check_adam_network(optimizer: str, **arch: str) -> None:
 
 
 def torch_adam(params: dict[str, torch.Tensor], opt: Adam, *, width: int, depth: int,
-               T: float) -> torch.optim.Optimizer:
+               T: float, param: Parametrization = Parametrization()) -> torch.optim.Optimizer:
     """``torch.optim.Adam`` (or ``AdamW`` when ``opt.decoupled_decay``) on ``params``
     (``"U"``, ``"W"``, ``"V"``: the stored tensors, updated in place), one param group
     each with the ``eps``, ``weight_decay`` and ``lr_mult`` of
     :meth:`nfd.schema.Adam.groups` and its ``name``; ``betas`` of ``opt``,
     ``foreach=False`` (one tensor at a time: the memory of
     :func:`validation.network_memory_estimate`). Each parameter gets a zero dense
-    ``grad`` to fill before a step; set each group's ``lr`` to η_c(k)·``lr_mult``."""
+    ``grad`` to fill before a step; set each group's ``lr`` to η_c(k)·``lr_mult``.
+    ``param``: the branch exponent and the trained families (a frozen one gets no
+    group and no ``grad``)."""
     groups = []
-    for name, group in opt.groups(width, depth, T).items():
+    for name, group in opt.groups(width, depth, T, param).items():
         p = params[name]
         p.grad = torch.zeros_like(p)
         groups.append(dict(params=[p], name=name, **group))

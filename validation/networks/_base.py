@@ -28,14 +28,17 @@ import nfd
 from nfd.schema import (
     BLOCKS,
     FIRST_LAYER_RATES,
+    PARAMETERS,
     SGD,
     Adam,
+    Parametrization,
     check_choice,
     check_int,
     check_matrix,
     check_positive_float,
     check_outputs,
     check_optimizer,
+    check_parametrization,
     check_targets,
     resolve_device_dtype,
     scale_step,
@@ -105,6 +108,20 @@ def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, 
     if block == "two-layer" and scaling == "mlp":
         raise ValueError("scaling='mlp' is only available with block='one-layer'")
     return style, block, scaling
+
+
+def check_branch_network(param: Parametrization, *, style: str, scaling: str) -> None:
+    """Refuse a branch exponent α ≠ ½ on a network other than the pre-activation
+    depth-μP one it is derived for (``nfd._depth``; two-layer blocks are refused by
+    :func:`nfd.schema.check_parametrization`)."""
+    if param.branch_exponent == 0.5:
+        return
+    for name, value, want in (("style", style, "pre"), ("scaling", scaling, "depth-mup")):
+        if value != want:
+            raise ValueError(f"branch_exponent={param.branch_exponent!r} with {name}={value!r}: "
+                             "the branch exponent is defined for the pre-activation "
+                             f"depth-muP network of eq. 1; use {name}={want!r} or "
+                             "branch_exponent=0.5")
 
 
 class ResNetEnsemble(ABC):
@@ -177,6 +194,16 @@ class ResNetEnsemble(ABC):
     hidden_lr : {"depth-mup", "block-only"}
         Adam's hidden rate (:class:`nfd.schema.Adam`): depth-μP's table, or
         W_ℓ at √L times it (Tensor Programs VI's "block multiplier only"). Adam only.
+    branch_exponent : float
+        α ∈ [½, 1] (``nfd._depth``; pre-activation one-layer depth-μP networks):
+        branch s = (T/L)^α/√n, W_ℓ at lr η·(T/L)^{1−2α} under SGD (η·m for Adam's
+        table, eps and weight_decay per :meth:`nfd.schema.Adam.groups`) and torch
+        ``weight_decay`` divided by (T/L)^{1−2α}, so lr·weight_decay = η_c·λ as in
+        U and v. ½ (the default) is depth-μP, 1 CompleteP.
+    trainable : sequence of {"U", "W", "V"}
+        The parameters that learn (must contain "W"); U or v left out keeps its
+        initial value (``requires_grad=False`` in a torch reference: no update, no
+        weight decay, no Adam group).
     outputs : int
         C ≥ 1, the number of outputs: f = (α/√n)Vᵀh_L/γ₀ with a readout V of shape
         (n, C), drawn after U as n·C normals (row-major), for vector mse targets and
@@ -259,6 +286,8 @@ class ResNetEnsemble(ABC):
         betas: tuple[float, float] | None = None,
         eps: float | None = None,
         hidden_lr: str = "depth-mup",
+        branch_exponent: float = 0.5,
+        trainable: Sequence[str] = PARAMETERS,
         outputs: int = 1,
         first_layer_lr: str = "depth-mup",
         record_collapse: bool = False,
@@ -295,11 +324,14 @@ class ResNetEnsemble(ABC):
         self.first_layer_lr = check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS)
         check_adam_network(optimizer, style=self.style, block=self.block,
                            scaling=self.scaling, regime=self.regime)
+        self.param = check_parametrization(branch_exponent, trainable, self.block)
+        check_branch_network(self.param, style=self.style, scaling=self.scaling)
         self.record_collapse = bool(record_collapse) and self.block == "two-layer"
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         self.alpha = 1.0 / math.sqrt(self.n) if self.regime == "feature" else 1.0
         self.stream: Stream = make_stream(self.scaling, T=self.T, depth=self.L,
-                                          width=self.n, post_activation=self.style == "post")
+                                          width=self.n, post_activation=self.style == "post",
+                                          param=self.param)
         if check_memory:
             parts = network_memory_estimate(
                 self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
@@ -353,7 +385,7 @@ class ResNetEnsemble(ABC):
         self._momentum: dict[str, torch.Tensor] = {}
         self._adam = None if self.optimizer == "sgd" else torch_adam(
             {"U": self._U, "W": self._w["W"], "V": self._v}, opt, width=self.n,
-            depth=self.L, T=self.T)
+            depth=self.L, T=self.T, param=self.param)
         if self.momentum > 0:
             self._momentum = {"U": torch.zeros_like(self._U), "v": torch.zeros_like(self._v)}
             self._momentum.update({k: torch.zeros_like(w) for k, w in self._w.items()})
@@ -401,7 +433,16 @@ class ResNetEnsemble(ABC):
 
     def lr_mult(self, name: str) -> float:
         """The learning rate of weight family ``name`` over η (:attr:`lr_mult_first`
-        for W_{ℓ,1} of two-layer blocks, else 1)."""
+        for W_{ℓ,1} of two-layer blocks, (T/L)^{1−2α} for W at a branch exponent α,
+        else 1)."""
+        if name == "W":
+            return self.param.sgd_hidden_mult(self.tau)
+        return self.lr_mult_first if name == "W1" else 1.0
+
+    def decay_mult(self, name: str) -> float:
+        """lr·weight_decay of family ``name`` over η_c·λ: :meth:`lr_mult` for
+        W_{ℓ,1} (eq. 8 scales its whole step), 1 for every other family (W's torch
+        ``weight_decay`` is divided by its lr factor, ``nfd._depth``)."""
         return self.lr_mult_first if name == "W1" else 1.0
 
     @property
@@ -663,7 +704,7 @@ class ResNetEnsemble(ABC):
         else:
             self._adam_update(grads, eta_c)
         for name, (a, p) in self._decay.items():
-            self._decay[name] = scale_step(a, p, eta_c * self.lr_mult(name), self.momentum,
+            self._decay[name] = scale_step(a, p, eta_c * self.decay_mult(name), self.momentum,
                                            self.weight_decay)
 
     def _sgd_update(self, grads: Gradients, eta_c: float) -> None:
@@ -673,7 +714,10 @@ class ResNetEnsemble(ABC):
         for name, per_layer in grads.hidden.items():
             for l, term in enumerate(per_layer):
                 self._update(self._w[name][l], term, name, l, eta_c, eta, step)
-        self._update(self._U, grads.U, "U", None, eta_c, eta, step)
+        if self.param.trains("U"):
+            self._update(self._U, grads.U, "U", None, eta_c, eta, step)
+        if not self.param.trains("V"):
+            return
         if self.C > 1:
             self._update(self._v, grads.v, "v", None, eta_c, eta, step)
         elif self._momentum or self.weight_decay:
@@ -684,10 +728,12 @@ class ResNetEnsemble(ABC):
     def _adam_update(self, grads: Gradients, eta_c: float) -> None:
         """torch's Adam / AdamW step of every parameter at η_c (:meth:`apply_update`):
         each dense ``grad`` ← ∂ℒ̄/∂θ (one batched GEMM per matrix), each group's lr
-        ← η_c·``lr_mult``."""
-        grads.U.accumulate(self._U.grad, 0.0)
-        V = self._v.grad
-        grads.v.accumulate(V if self.C > 1 else V.unsqueeze(1), 0.0)  # as rows (S, C, n)
+        ← η_c·``lr_mult``; frozen families have no group and no ``grad``."""
+        if self.param.trains("U"):
+            grads.U.accumulate(self._U.grad, 0.0)
+        if self.param.trains("V"):
+            V = self._v.grad
+            grads.v.accumulate(V if self.C > 1 else V.unsqueeze(1), 0.0)  # as rows (S, C, n)
         W = self._w["W"].grad
         for l, term in enumerate(grads.hidden["W"]):
             term.accumulate(W[l], 0.0)
@@ -697,18 +743,21 @@ class ResNetEnsemble(ABC):
 
     def _update(self, theta: torch.Tensor, term: RankUpdate, name: str, l: int | None,
                 eta_c: float, eta: float, step: float) -> None:
-        """torch's SGD step of one (S, m, k) parameter (:meth:`apply_update`)."""
+        """torch's SGD step of one (S, m, k) parameter (:meth:`apply_update`); its
+        torch ``weight_decay`` is λα²/γ₀² times :meth:`decay_mult` over ``lr_mult``."""
+        decay = self.decay_mult(name)
         if self._momentum:
             buf = self._momentum[name]
             buf = (buf.unsqueeze(1) if name == "v" and self.C == 1 else buf if l is None
                    else buf[l])
             term.accumulate(buf, self.momentum)
             if self.weight_decay:
-                buf.add_(theta, alpha=self.torch_weight_decay)
+                wd = self.torch_weight_decay
+                buf.add_(theta, alpha=wd if decay == term.lr_mult else wd * decay / term.lr_mult)
             theta.sub_(buf, alpha=eta * term.lr_mult)
             return
         if self.weight_decay:
-            theta.mul_(1.0 - eta_c * term.lr_mult * self.weight_decay)
+            theta.mul_(1.0 - eta_c * decay * self.weight_decay)
         term.apply_to(theta, step * term.lr_mult * term.coef)
 
     def layer_inputs(self, fp: ForwardPass) -> torch.Tensor:

@@ -22,6 +22,7 @@ from nfd.schema import (
     check_positive_float,
     check_probes,
     check_optimizer,
+    check_parametrization,
     check_steps,
     default_steps,
     resolve_device_dtype,
@@ -29,7 +30,7 @@ from nfd.schema import (
 
 from ._adam import check_adam_network
 from ._models import BACKWARDS, FIRST_LAYER_LRS, REGIMES, resolve_seeds
-from ._base import check_architecture
+from ._base import check_architecture, check_branch_network
 
 __all__ = ["TrainRun", "check_train"]
 
@@ -109,7 +110,8 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
                 scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
                 probe_steps, eig_steps, record_collapse, device, dtype,
                 divergence, optimizer="sgd", momentum=0.0, weight_decay=0.0, gamma0=1.0,
-                betas=None, eps=None, hidden_lr="depth-mup", classes=None) -> TrainRun:
+                betas=None, eps=None, hidden_lr="depth-mup", classes=None,
+                branch_exponent=0.5, trainable=("U", "W", "V")) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
@@ -127,6 +129,8 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     opt = check_optimizer(optimizer, eta_c, K, momentum=momentum, weight_decay=weight_decay,
                           gamma0=gamma0, betas=betas, eps=eps, hidden_lr=hidden_lr)
     check_adam_network(optimizer, style=style, block=block, scaling=scaling, regime=regime)
+    param = check_parametrization(branch_exponent, trainable, block)
+    check_branch_network(param, style=style, scaling=scaling)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),
@@ -137,7 +141,8 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
         backward=check_choice("backward", backward, BACKWARDS), style=style, block=block,
         scaling=scaling, regime=regime,
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
-        record_collapse=bool(record_collapse) and block == "two-layer")
+        record_collapse=bool(record_collapse) and block == "two-layer",
+        branch_exponent=param.branch_exponent, trainable=param.trainable)
     probe_data = check_probes(probes, Xn.shape[1], lossf.name if C == 1 else lossf,
                               outputs=C)
     if probe_data is None and probe_steps is not None:

@@ -99,7 +99,7 @@ def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
         alpha="1/sqrt(n)" if feature else "1", alpha_value=net.alpha,
         **_torch_values(net), style=net.style, block=net.block, scaling=net.scaling,
         regime=net.regime, first_layer_lr=net.first_layer_lr, divergence=run.divergence,
-        **data_attrs(run.X, None if run.probes is None else run.probes[0]),
+        **net.param.attrs(), **data_attrs(run.X, None if run.probes is None else run.probes[0]),
     )
 
 
@@ -119,9 +119,13 @@ def _torch_values(net: ResNetEnsemble) -> dict:
         feature = net.regime == "feature"
         lr = ("eta_c*n" if feature else "eta_c") if net.gamma0 == 1 else \
             ("eta_c*gamma0^2*n" if feature else "eta_c*gamma0^2")
-        return {"optimizer": "sgd", "learning_rate": lr, "learning_rate_value": net.eta,
-                "learning_rate_first_layer_value": net.eta * net.lr_mult_first,
-                "weight_decay_value": net.torch_weight_decay}
+        out = {"optimizer": "sgd", "learning_rate": lr, "learning_rate_value": net.eta,
+               "learning_rate_first_layer_value": net.eta * net.lr_mult_first,
+               "weight_decay_value": net.torch_weight_decay}
+        if net.param.branch_exponent != 0.5:  # W's group (nfd._depth)
+            out["learning_rate_hidden_value"] = net.eta * net.lr_mult("W")
+            out["weight_decay_hidden_value"] = net.torch_weight_decay / net.lr_mult("W")
+        return out
     out = {"learning_rate": "eta_c*sqrt(T/(L*n))"}
     for group in net.torch_optimizer.param_groups:
         tag = "" if group["name"] == "W" else "_" + group["name"]

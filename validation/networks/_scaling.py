@@ -12,6 +12,9 @@ scalings differ only in τ, in s and in whether the skip connection exists:
 ``mup``         T           √(τ/n)                  √τ
 ``mlp``         —           1/√n (no skip)          1 (no skip)
 ==============  ==========  ======================  =====================
+
+A branch exponent α ≠ ½ (``nfd._depth``, pre-activation ``depth-mup`` only) makes
+s = τ^α/√n.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import torch
+
+from nfd.schema import Parametrization
 
 __all__ = ["SCALINGS", "Stream", "ResidualStream", "MLPStream", "make_stream"]
 
@@ -77,11 +82,14 @@ class MLPStream(Stream):
 
 
 def make_stream(scaling: str, *, T: float, depth: int, width: int,
-                post_activation: bool) -> Stream:
+                post_activation: bool, param: Parametrization = Parametrization()) -> Stream:
     """The stream of ``scaling`` (table above) for a network of the given depth L and
-    width n; ``post_activation`` selects the branch coefficient of eq. 9."""
+    width n; ``post_activation`` selects the branch coefficient of eq. 9, ``param``
+    the branch exponent α (s = τ^α/√n)."""
     if scaling == "mlp":
         return MLPStream(float("nan"), 1.0 if post_activation else 1.0 / math.sqrt(width), 0.0)
     tau = T / depth if scaling == "depth-mup" else T
+    if param.branch_exponent != 0.5:
+        return ResidualStream(tau, param.branch(tau) / math.sqrt(width), 1.0)
     s = math.sqrt(tau) if post_activation else math.sqrt(tau / width)
     return ResidualStream(tau, s, 1.0)

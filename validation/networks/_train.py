@@ -49,6 +49,8 @@ def train_resnet(
     betas: tuple[float, float] | None = None,
     eps: float | None = None,
     hidden_lr: str = "depth-mup",
+    branch_exponent: float = 0.5,
+    trainable: Sequence[str] = ("U", "W", "V"),
     classes: int | None = None,
     T: float = 1.0,
     backward: str = "coupled",
@@ -149,6 +151,13 @@ def train_resnet(
         Adam's hidden rate: the table's (default), or Tensor Programs VI's
         "block multiplier only" baseline, every W_ℓ at lr η_c(k)·√(T/n) (√L times
         the table's; :class:`nfd.schema.Adam`). Not for SGD.
+    branch_exponent : float
+        α ∈ [½, 1]: branch (T/L)^α/√n and the hidden rate that keeps each layer's
+        update Θ(T/L) (:class:`validation.ResNetEnsemble`); ½ is depth-μP, 1
+        CompleteP. Pre-activation depth-μP networks.
+    trainable : sequence of {"U", "W", "V"}
+        The parameters that learn (must contain "W"); the others keep their
+        initial values.
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"`` (default: the largest label + 1).
     T : float
@@ -252,7 +261,7 @@ def train_resnet(
         X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c,
         optimizer=optimizer, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0,
         betas=betas, eps=eps, hidden_lr=hidden_lr, T=T,
-        backward=backward, style=style, block=block, scaling=scaling, regime=regime,
+        branch_exponent=branch_exponent, trainable=trainable, backward=backward, style=style, block=block, scaling=scaling, regime=regime,
         first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
         n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
         record_collapse=record_collapse, device=device, dtype=dtype, divergence=divergence,

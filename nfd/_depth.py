@@ -1,0 +1,138 @@
+"""Depth parametrizations of the residual network and its limits: the branch exponent
+α and the trained parameters (issue 35).
+
+The one-layer block of paper 002 eq. 1 with branch multiplier (T/L)^α,
+
+    h_ℓ = h_{ℓ−1} + τ^α W_ℓ φ(h_{ℓ−1})/√n,   τ = T/L,   α ∈ [½, 1],
+
+is depth-μP at α = ½ (paper 002; Tensor Programs VI, paper 001, §4) and the "ODE"
+or CompleteP parametrization at α = 1 (paper 001 §5, Fig. 11; paper 000 App. M, the
+α ≥ ½ family). The hidden weights learn at the rate that keeps each layer's feature
+update Θ(τ):
+
+    SGD:   lr(W_ℓ) = η_c·n·τ^{1−2α}      (U, v at η_c·n, as at α = ½)
+    Adam:  lr(W_ℓ) = η_c·τ^{1−α}/√n,  eps ε·τ^α/n^{3/2}  (paper 001 Def. 6.1)
+
+and torch's ``weight_decay`` of W_ℓ is divided by the same rate factor, so that
+lr·weight_decay = η_c·λ in every group (the initial weights of U, W and v decay by
+the same a_k). The limit then keeps every drift of the α = ½ system (the learned
+part of a layer moves the features by τ times the same fields), while the initial
+weights enter
+through the drivers τ^α z (paper 002 Definition 1 has √τ z) and, coupled, through
+the response terms of paper 000 eq. 38, which carry the same factor: both scale by
+τ^{α−½} (:meth:`Parametrization.noise`). For α > ½ they vanish as L → ∞ and the
+limit becomes an ODE in depth time, whose only randomness is that of u and v
+(paper 000 App. M; paper 001 Claim 7.5 on feature diversity).
+
+``trainable`` names the parameters that learn; a frozen U or v keeps its initial
+value (no update, no weight decay), and its drivers are unchanged. Paper 001 §3–4
+and paper 000's main text train W alone.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+__all__ = ["PARAMETERS", "Parametrization", "check_parametrization"]
+
+#: The parameter families of the one-layer network: input weights U, hidden weights
+#: W (every W_ℓ) and readout V (v for a scalar output).
+PARAMETERS = ("U", "W", "V")
+
+
+def _power(tau: float, p: float) -> float:
+    """τ^p, with √τ at p = ½ and 1 at p = 0 exactly (the numbers of α = ½ runs)."""
+    if p == 0.5:
+        return math.sqrt(tau)
+    if p == 0:
+        return 1.0
+    return tau ** p
+
+
+@dataclass(frozen=True)
+class Parametrization:
+    """A validated depth parametrization (module docstring).
+
+    Attributes
+    ----------
+    branch_exponent : float
+        α ∈ [½, 1]: the branch multiplier (T/L)^α.
+    trainable : tuple of str
+        The trained families among :data:`PARAMETERS`, in that order; always has "W".
+    """
+
+    branch_exponent: float = 0.5
+    trainable: tuple[str, ...] = PARAMETERS
+
+    @property
+    def default(self) -> bool:
+        """Depth-μP with every parameter trained: the runs before these options."""
+        return self.branch_exponent == 0.5 and self.trainable == PARAMETERS
+
+    def trains(self, name: str) -> bool:
+        """Whether family ``name`` ("U", "W" or "V") learns."""
+        return name in self.trainable
+
+    def branch(self, tau: float) -> float:
+        """τ^α, the branch multiplier (√τ at α = ½)."""
+        return _power(tau, self.branch_exponent)
+
+    def noise(self, tau: float) -> float:
+        """τ^α, the factor of the initial weights' drivers and, coupled, of the
+        response terms in the limit's layer step (√τ at α = ½: Definition 1)."""
+        return self.branch(tau)
+
+    def sgd_hidden_mult(self, tau: float) -> float:
+        """τ^{1−2α}: SGD's lr of W_ℓ over that of U and v (1 at α = ½)."""
+        return _power(tau, 1.0 - 2.0 * self.branch_exponent)
+
+    def adam_hidden_rate(self, tau: float) -> float:
+        """τ^{1−α}: Adam's lr of W_ℓ is η_c times this over √n (√τ at α = ½)."""
+        return _power(tau, 1.0 - self.branch_exponent)
+
+    def attrs(self) -> dict:
+        """netCDF-safe attrs: ``branch_exponent`` and ``trainable`` ("U,W,V")."""
+        return {"branch_exponent": float(self.branch_exponent),
+                "trainable": ",".join(self.trainable)}
+
+
+def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
+                          block: str = "one-layer") -> Parametrization:
+    """``branch_exponent`` and ``trainable`` of :func:`nfd.simulate`,
+    :func:`nfd.linear_limit` and the finite networks, validated.
+
+    Raises
+    ------
+    TypeError
+        ``branch_exponent`` not a real number, ``trainable`` not a sequence of
+        strings.
+    ValueError
+        α outside [½, 1]; α ≠ ½ with two-layer blocks (derived for one-layer blocks
+        only); an unknown name in ``trainable``, a repeated one, or no "W".
+    """
+    if isinstance(branch_exponent, bool) or not isinstance(branch_exponent, numbers.Real):
+        raise TypeError(f"branch_exponent must be a number in [0.5, 1], got "
+                        f"{branch_exponent!r}")
+    alpha = float(branch_exponent)
+    if not 0.5 <= alpha <= 1.0:
+        raise ValueError(f"branch_exponent must lie in [0.5, 1] (0.5: depth-muP, 1: "
+                         f"CompleteP), got {branch_exponent!r}")
+    if alpha != 0.5 and block != "one-layer":
+        raise ValueError(f"branch_exponent={branch_exponent!r} with block={block!r}: the "
+                         "branch exponent is derived for one-layer blocks only; use "
+                         "block='one-layer' or branch_exponent=0.5")
+    if isinstance(trainable, str) or not hasattr(trainable, "__iter__"):
+        raise TypeError(f"trainable must be a sequence of names from {PARAMETERS}, e.g. "
+                        f"('W',), got {trainable!r}")
+    names = list(trainable)
+    for name in names:
+        if name not in PARAMETERS:
+            raise ValueError(f"trainable holds {name!r}; the parameters are {PARAMETERS}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"trainable names a parameter twice: {tuple(names)!r}")
+    if "W" not in names:
+        raise ValueError(f"trainable={tuple(names)!r} must contain 'W': the hidden weights "
+                         "carry the feature learning the limit describes")
+    return Parametrization(alpha, tuple(p for p in PARAMETERS if p in names))
