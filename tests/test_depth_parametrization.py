@@ -342,3 +342,51 @@ def test_sweep_grid_and_cli_take_the_parametrization(tmp_path):
                    'branch_exponent = 1.0\ntrainable = ["W", "V"]\n')
     model = load_config(cfg)["model"]
     assert model["branch_exponent"] == 1.0 and list(model["trainable"]) == ["W", "V"]
+
+
+# ------------------------------------------------------------ paper 000, eq. 7
+def one_step_kernel_change(tau: np.ndarray, eta: float, y: float, coupled: bool) -> np.ndarray:
+    """H_1(τ) − H_0(τ) of a deep linear ResNet (n, L → ∞, U and v frozen, T = 1,
+    |x|²/d = 1) after one SGD step on (x, y) from f = 0, mse ½(f − y)², γ₀ = 1.
+
+    Paper 000 App. G.2.2: ∂_τH = H + 2η²y² e^τ(τ + 1) G₀(τ) ∫₀^τ e^s(s + 1) ds
+    (eq. 96–97; coupled: C_h = A + H₀y with the response A(τ) = τe^τy, eq. 94;
+    decoupled: A = 0, so ∫₀^τ e^s ds) with G₀ from its own ODE ∂_τG₀ = −G₀,
+    G₀(1) = 1 (eq. 92), i.e. G₀(τ) = e^{1−τ}. Integrated:
+
+        coupled:    2η²y² e^{1+τ} (τ³/3 + τ²/2)
+        decoupled:  2η²y² e^{1+τ} (τ − 1 + e^{−τ})
+
+    Eq. 7/99 as printed writes G₀ = e^{−τ} + 1 − e^{−1} (which does not solve
+    ∂G₀ = −G₀) and (1 + e^{−1}) where its own integral gives (1 − e^{−1}).
+    """
+    scale = 2 * eta**2 * y**2 * np.exp(1 + tau)
+    return scale * ((tau**3 / 3 + tau**2 / 2) if coupled else (tau - 1 + np.exp(-tau)))
+
+
+def printed_eq7(tau: np.ndarray, eta: float, y: float) -> np.ndarray:
+    """Paper 000 eq. 7 (= eq. 99) as printed, H_1(τ) − e^τ H_1(0)."""
+    e = np.exp(tau)
+    return 2 * eta**2 * y**2 * e * (tau**3 / 3 + tau**2 / 2
+                                    + (1 + np.exp(-1)) * (tau**2 * e - tau * e + e - 1))
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_one_step_kernel_change_converges_to_its_closed_form(backward):
+    # linear_limit (exact at each L) with U and v frozen, one step on x then x again:
+    # h2 at step 1 minus step 0 is H_1 − H_0 at t_ℓ. Euler's error is O(1/L): measured
+    # max deviations 0.194, 0.050, 0.0126 (coupled) and 0.059, 0.015, 0.0038
+    # (decoupled) at L = 64, 256, 1024. Rule: from L = 256 to 1024 the deviation must
+    # fall by at least 3x (O(1/L) gives 4x) and be below 0.02; the printed eq. 7
+    # (coupled) stays 1.26 away and must be more than 0.5 away at L = 1024.
+    X, y, eta = np.array([[2.0, 0.0, 0.0, 0.0]] * 2), np.ones(2), 0.5
+    err = {}
+    for L in (256, 1024):
+        ds = nfd.linear_limit(X, y, eta_c=eta, steps=L, trainable=("W",), backward=backward)
+        tau, h2 = ds.time.values, ds.h2.values
+        np.testing.assert_allclose(h2[0], (1 + 1 / L) ** np.arange(L + 1), rtol=1e-12)
+        change = h2[1] - h2[0]
+        err[L] = np.abs(change - one_step_kernel_change(tau, eta, 1.0, backward == "coupled")).max()
+    assert err[1024] < 0.02 and err[1024] < err[256] / 3, err
+    if backward == "coupled":
+        assert np.abs(change - printed_eq7(tau, eta, 1.0)).max() > 0.5

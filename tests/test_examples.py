@@ -108,3 +108,18 @@ def test_debiased_mse_interval_covers_the_truth(S):
     assert hits / trials >= 0.90, hits / trials
     if S == 4:
         assert old_hits / trials < 0.90, old_hits / trials
+
+
+def test_linear_frozen_quick_writes_its_figure_and_numbers(tmp_path, capsys):
+    """``examples/linear_frozen.py --quick`` (about 5 s): the figure, and the printed
+    numbers: the limit converges to paper 000's one-step kernel with G₀ = e^{1−τ}
+    (within 0.06 at L = 256, its O(1/L) error) and not to eq. 7 as printed."""
+    pytest.importorskip("matplotlib")
+    example = _example("linear_frozen")
+    out = tmp_path / "linear_frozen.png"
+    example.main(["--quick", "--out", str(out)])
+    assert out.stat().st_size > 10_000
+    text = capsys.readouterr().out
+    summary = json.loads(text[text.index("{"):text.rindex("}") + 1])
+    assert summary["eq7_limit_max_dev_corrected"] < 0.06
+    assert summary["eq7_limit_max_dev_printed"] > 0.5
