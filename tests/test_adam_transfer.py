@@ -17,7 +17,8 @@ import xarray as xr
 
 from conftest import needs
 from validation import STUDIES
-from validation.studies.transfer._adam_report import adam_drift, adam_optima
+from validation.studies.transfer._adam_report import adam_optima
+from validation.studies.transfer._optima import depth_drift
 
 DEPTHS = [4, 8, 16, 32, 64]
 ETAS = (0.02 * 2.0 ** (np.arange(1, 9) / 2))
@@ -58,7 +59,7 @@ def test_drift_of_a_known_optimum(synthetic, rule, slope, width):
     opts = adam_optima(synthetic, rule, "train", width)
     for L, opt in opts.items():
         assert math.exp(opt.estimate) == pytest.approx(_optimum(rule, L), rel=0.05)
-    d = adam_drift(opts)
+    d = depth_drift(opts)
     lo, hi = d.ci()
     assert lo < slope < hi and abs(d.estimate - slope) < 0.03, (d.estimate, lo, hi)
 

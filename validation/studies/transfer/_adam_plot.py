@@ -15,8 +15,8 @@ import numpy as np
 import xarray as xr
 
 from .._plotting import figure, log_x_at, save
-from ._adam_report import RULES, adam_drift, adam_optima
-from ._optima import present, seed_matrix
+from ._adam_report import RULES, adam_optima
+from ._optima import depth_drift, present, seed_matrix
 from ._plot import legend, limit_band, log_y, optimum_bars, seed_band
 
 __all__ = ["plot_adam_transfer"]
@@ -58,7 +58,7 @@ def _optimum_panel(ax, ds: xr.Dataset, metric: str) -> None:
     bounds = (float(ds["eta_c"].min()), float(ds["eta_c"].max()))
     for r, rule in enumerate(RULES):
         lim = adam_optima(ds, rule, metric)
-        d = adam_drift(lim) if len(lim) > 1 else None
+        d = depth_drift(lim) if len(lim) > 1 else None
         resolved = d is not None and all(math.isfinite(x) for x in d.ci())
         slope = (f", drift {d.estimate:+.2f}/doubling" if resolved
                  else ", drift not resolved" if d is not None else "")

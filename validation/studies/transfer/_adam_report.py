@@ -18,12 +18,11 @@ import numpy as np
 import xarray as xr
 
 from .._report import Finding
-from ._fit import Optimum, compare_optima, drift, seed_optimum
-from ._optima import log_eta, present, seed_matrix
+from ._fit import Optimum, compare_optima
+from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._report import boot_min, exp_finding, fmt_optimum, signed_finding
 
-__all__ = ["summarize_adam_transfer", "conclude_adam_transfer", "adam_optima",
-           "adam_drift", "RULES"]
+__all__ = ["summarize_adam_transfer", "conclude_adam_transfer", "adam_optima", "RULES"]
 
 #: The rules of the hidden rate and how the report names them.
 RULES = {"depth-mup": "depth-μP Adam (W at lr η_c·√(T/(Ln)))",
@@ -38,31 +37,12 @@ _DRIFT_WORDS = ("η* grows with depth", "η* falls with depth",
                 "consistent with 0: η* transfers across depth")
 
 
-def _source(ds: xr.Dataset, rule: str, metric: str, width: int | None) -> tuple:
-    """(values over depth, eta_c and seeds, seed dimension) of the limit (``width``
-    None) or of the networks at ``width``."""
-    if width is None:
-        return ds[f"lim_{metric}"].sel(hidden_lr=rule), "lim_seed"
-    return ds[f"net_{metric}"].sel(hidden_lr=rule, width=width), "seed"
-
-
 def adam_optima(ds: xr.Dataset, rule: str, metric: str,
                 width: int | None = None) -> dict[int, Optimum]:
     """{L: optimum of log η_c} of the limit (``width`` None) or of the networks at
-    ``width``, bootstrapped over their seeds (depths not run are left out)."""
-    da, dim = _source(ds, rule, metric, width)
-    out = {}
-    for L in ds["depth"].values.tolist():
-        cell = da.sel(depth=L)
-        if present(cell):
-            out[L] = seed_optimum(log_eta(ds), seed_matrix(cell, dim))
-    return out
-
-
-def adam_drift(opts: dict[int, Optimum]) -> Optimum:
-    """The least-squares slope of log₂ η* against log₂ L (:func:`._fit.drift`)."""
-    Ls = sorted(opts)
-    return drift(np.log2(np.array(Ls, float)), [opts[L] for L in Ls])
+    ``width`` under hidden-rate ``rule``, bootstrapped over their seeds
+    (:func:`._optima.rule_optima`)."""
+    return rule_optima(ds, metric, width, hidden_lr=rule)
 
 
 def _where(rule: str, metric: str, width: int | None) -> str:
@@ -99,7 +79,7 @@ def _drift_rows(ds: xr.Dataset, rule: str, metric: str) -> list[Finding]:
         rows.append(signed_finding(
             _where(rule, metric, width),
             f"drift of log₂ η* per doubling of L (L = {Ls[0]}…{Ls[-1]})",
-            adam_drift(opts), _CLAIM[rule], _DRIFT_WORDS))
+            depth_drift(opts), _CLAIM[rule], _DRIFT_WORDS))
     return rows
 
 
@@ -108,7 +88,7 @@ def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
     drifts = {rule: adam_optima(ds, rule, metric) for rule in RULES}
     if any(len(o) < 2 for o in drifts.values()):
         return []
-    diff = compare_optima(adam_drift(drifts["block-only"]), adam_drift(drifts["depth-mup"]))
+    diff = compare_optima(depth_drift(drifts["block-only"]), depth_drift(drifts["depth-mup"]))
     return [signed_finding(
         f"ten-class digits, limit (n = ∞ at each L), {_METRICS[metric]}",
         "drift, block multiplier only − depth-μP", diff,
@@ -187,10 +167,10 @@ def conclude_adam_transfer(ds: xr.Dataset) -> str:
         L0, L1 = min(lim), max(lim)
         shifts[rule] = math.exp(lim[L1].estimate - lim[L0].estimate)
         nets = adam_optima(ds, rule, "train", n)
-        net_drift = fmt_optimum(adam_drift(nets), value=float) if len(nets) > 1 else "—"
+        net_drift = fmt_optimum(depth_drift(nets), value=float) if len(nets) > 1 else "—"
         parts.append(f"under {RULES[rule]} the limit has η* = {fmt_optimum(lim[L0])} at "
                      f"L = {L0} and {fmt_optimum(lim[L1])} at L = {L1}, a drift of "
-                     f"{fmt_optimum(adam_drift(lim), value=float)} in log₂ η* per doubling "
+                     f"{fmt_optimum(depth_drift(lim), value=float)} in log₂ η* per doubling "
                      f"of L (networks at n = {n}: {net_drift})")
     eta = ds["eta_c"].values
     step = float(eta[1] / eta[0])

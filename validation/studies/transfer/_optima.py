@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from ._fit import Optimum, seed_crossing, seed_intercepts, seed_optimum
+from ._fit import Optimum, drift, seed_crossing, seed_intercepts, seed_optimum
 
-__all__ = ["log_eta", "present", "net_optima", "limit_at", "limit_inf", "two_optima",
+__all__ = ["log_eta", "present", "net_optima", "rule_optima", "depth_drift", "limit_at", "limit_inf", "two_optima",
            "two_limit_optima", "two_limit_inf", "two_check_optimum",
            "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
            "param_grid", "param_curves", "param_optima", "param_limit_inf",
@@ -42,6 +42,30 @@ def seed_matrix(da: xr.DataArray, dim: str = "seed") -> np.ndarray:
 def present(da: xr.DataArray) -> bool:
     """Whether a cell was run (some entry finite)."""
     return bool(np.isfinite(da.values).any())
+
+
+def rule_optima(ds: xr.Dataset, metric: str, width: int | None = None,
+                **select) -> dict[int, Optimum]:
+    """{L: optimum of log η_c} of a rule's cell ``select`` (e.g. ``hidden_lr=rule``)
+    over ``depth``: of the limit (``width`` None: ``lim_<metric>`` over its seeds
+    ``lim_seed``) or of the networks at ``width`` (``net_<metric>`` over ``seed``);
+    depths not run are left out (studies 10 and 11)."""
+    if width is None:
+        da, dim = ds[f"lim_{metric}"].sel(**select), "lim_seed"
+    else:
+        da, dim = ds[f"net_{metric}"].sel(width=width, **select), "seed"
+    out = {}
+    for L in ds["depth"].values.tolist():
+        cell = da.sel(depth=L)
+        if present(cell):
+            out[L] = seed_optimum(log_eta(ds), seed_matrix(cell, dim))
+    return out
+
+
+def depth_drift(opts: dict[int, Optimum]) -> Optimum:
+    """The least-squares slope of log₂ η* against log₂ L (:func:`._fit.drift`)."""
+    Ls = sorted(opts)
+    return drift(np.log2(np.array(Ls, float)), [opts[L] for L in Ls])
 
 
 def net_optima(ds: xr.Dataset, dataset: str, metric: str, width: int) -> dict[int, Optimum]:

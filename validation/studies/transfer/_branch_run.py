@@ -1,0 +1,196 @@
+"""Study 11: the branch exponent across depth on ten-class digits — depth-μP (α = ½)
+against CompleteP / the ODE parametrization (α = 1), with the μP ResNet without depth
+scaling as the control that should not transfer (issue 35; paper 000 App. M,
+Tensor Programs VI §5 and §7, ``nfd._depth``).
+
+Every run trains eq. 1 of paper 002 with branch (T/L)^α W_ℓ φ(h_{ℓ−1})/√n by
+``torch.optim.SGD``: U and v at lr η_c·n, every W_ℓ at η_c·n·(T/L)^{1−2α}, so that
+each layer's feature update is Θ(T/L) under both α. Task: softmax cross-entropy over
+the ten digit classes (scikit-learn's 8×8 images, standardised with the training
+images only, |x|² = d), relu, batch B, K steps at a constant η_c, ordinary backprop:
+
+* networks (``validation.train_resnet(branch_exponent=α)``) at depths 4…64, two
+  widths, a log-spaced η_c grid, several seeds (the same seeds at every point);
+* the limit (``nfd.simulate(branch_exponent=α, steps=L)``, coupled): the n → ∞
+  network of each depth L, on the same grid with a few seeds of its own (the same at
+  every point, so differences along the grid are paired);
+* the control: networks of the μP ResNet without depth scaling
+  (``scaling="mup"``: branch √(T/n), constant rate, paper 002 Fig. 4b) at the
+  larger width, on the same grid (it has no depth limit);
+* feature diversity (TP VI Def. 7.6): the limit's particle paths h_t at depths
+  ``kappa_depths`` and one η_c (``kappa_eta``), at initialization (step 0) and after
+  training (step K − 1), D(ε) = E|h_{t+ε} − h_t|² averaged over t, particles and the
+  step's inputs, for ε = m·T/L (m = 1, 2, 4, …).
+
+Observables per run: the running-mean train loss (online loss of the last K/4 steps,
+each batch seen once, before its update) and the test loss after K steps. Optima,
+drifts, the lowest loss against depth and the diversity exponent κ with intervals:
+:mod:`._branch_report`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+import nfd
+from nfd.schema import base_attrs
+
+from ..._grid import sweep_grid
+from ..._sweep import study_args
+from ...data import load_digits
+from ._run import limit_metrics, net_metrics
+
+__all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "diversity"]
+
+#: The branch exponents compared: depth-μP and CompleteP (the ODE parametrization).
+BRANCH_EXPONENTS = (0.5, 1.0)
+_TASK = dict(activation="relu", loss="cross_entropy")
+_VERSION = 1  # of the study's definition (in the Dataset's attrs)
+#: η_c from 0.125 to 1 in steps of √2: on this task (K = 48 of batch 4) the limit's
+#: train loss is lowest near 0.35–0.5 under both α at L = 8 and 64, and η_c ≥ 1
+#: diverges at L = 8 (measured 2026-11-26, P = 2048).
+_ETAS = (0.125 * 2.0 ** (np.arange(7) / 2)).tolist()
+BRANCH_CONFIG = {
+    True: dict(K=8, B=4, n_probe=32, etas=_ETAS[1:6:2], depths=[4, 8], widths=[16, 32],
+               seeds=2, particles=256, lim_seeds=2, kappa_depths=[8], kappa_eta=0.35,
+               kappa_particles=256),
+    False: dict(K=48, B=4, n_probe=128, etas=_ETAS, depths=[4, 8, 16, 32, 64],
+                widths=[128, 512], seeds=4, particles=2048, lim_seeds=3,
+                kappa_depths=[16, 64], kappa_eta=0.35, kappa_particles=2048),
+}
+
+
+def _data(cfg: dict):
+    """The training stream (K·B images, B per step) and the held-out test images of
+    ten-class digits, with integer labels."""
+    n_train = cfg["K"] * cfg["B"]
+    X, y = load_digits(None, target="label", n_samples=n_train + cfg["n_probe"],
+                       fit_samples=n_train)
+    return (X[:n_train], y[:n_train]), (X[n_train:], y[n_train:])
+
+
+def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
+    """The networks', the control's and the limit's grids over (α, depth, η_c),
+    reduced to their metrics."""
+    (X, y), probes = _data(cfg)
+    run = dict(store=store, study="branch", scheduler=scheduler, progress=progress,
+               probes=probes, variables=["loss", "probe_loss"])
+    common = dict(_TASK, batch_size=cfg["B"], probe_steps=[cfg["K"]],
+                  **({} if dev is None else {"device": dev}))
+    seeds = [seed + s for s in range(cfg["seeds"])]
+    nets = sweep_grid(
+        X, y, kind="network",
+        grid=dict(branch_exponent=list(BRANCH_EXPONENTS), width=cfg["widths"],
+                  depth=cfg["depths"], eta_c=cfg["etas"]),
+        fixed=dict(common, seeds=seeds), **run)
+    control = sweep_grid(
+        X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg["etas"]),
+        fixed=dict(common, seeds=seeds, width=max(cfg["widths"]), scaling="mup"), **run)
+    # the limit's errors come from its seeds: no error replicas
+    lim = sweep_grid(
+        X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), steps=cfg["depths"],
+                        eta_c=cfg["etas"],
+                        seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
+        fixed=dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0),
+        **run)
+    return (net_metrics(nets, cfg["K"]), net_metrics(control, cfg["K"]),
+            limit_metrics(lim, cfg["K"]))
+
+
+def diversity(h_path: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """D(ε) = E|h_{t+ε} − h_t|² for ε = m/L, m = 1, 2, 4, … ≤ L/2, from paths
+    (particle, time) or (particle, sample, time) over the L + 1 times: returns
+    (m, D), D averaged over every start t, particle and sample (TP VI Def. 7.6:
+    D ∝ ε^{2(1−κ)})."""
+    ms = 2 ** np.arange(int(np.log2(L)))
+    D = np.array([np.mean((h_path[..., m:] - h_path[..., :-m]) ** 2) for m in ms])
+    return ms, D
+
+
+def _kappa_runs(cfg: dict, seed: int, dev) -> xr.Dataset:
+    """The limit's D(ε) at init and after training, per α, depth and seed."""
+    (X, y), probes = _data(cfg)
+    K = cfg["K"]
+    rows = {}
+    for a in BRANCH_EXPONENTS:
+        for L in cfg["kappa_depths"]:
+            for s in range(cfg["lim_seeds"]):
+                ds = nfd.simulate(X, y, eta_c=cfg["kappa_eta"], steps=L, batch_size=cfg["B"],
+                                  particles=cfg["kappa_particles"],
+                                  paths=cfg["kappa_particles"], branch_exponent=a,
+                                  seed=seed + 2_000_003 + s, error_replicas=0, eig_steps=[],
+                                  progress=False, **_TASK, **({} if dev is None else
+                                                               {"device": dev}))
+                h = ds.h_path.transpose("particle", "step", "sample", "time").values
+                for phase, k in (("init", 0), ("trained", K - 1)):
+                    ms, D = diversity(h[:, k], L)
+                    rows[(a, L, s, phase)] = (ms / L, D)
+    return _kappa_dataset(rows, cfg)
+
+
+def _kappa_dataset(rows: dict, cfg: dict) -> xr.Dataset:
+    """``kappa_D`` (branch_exponent, kappa_depth, lim_seed, phase, eps_index) and the
+    ε of each index per depth, ``kappa_eps`` (kappa_depth, eps_index)."""
+    depths, n_seeds = cfg["kappa_depths"], cfg["lim_seeds"]
+    n_eps = max(len(v[0]) for v in rows.values())
+    D = np.full((len(BRANCH_EXPONENTS), len(depths), n_seeds, 2, n_eps), np.nan)
+    eps = np.full((len(depths), n_eps), np.nan)
+    for (a, L, s, phase), (e, d) in rows.items():
+        i, j, p = BRANCH_EXPONENTS.index(a), depths.index(L), ("init", "trained").index(phase)
+        D[i, j, s, p, :len(d)] = d
+        eps[j, :len(e)] = e
+    dims = ("branch_exponent", "kappa_depth", "lim_seed", "phase", "eps_index")
+    return xr.Dataset(
+        {"kappa_D": (dims, D), "kappa_eps": (("kappa_depth", "eps_index"), eps)},
+        coords={"branch_exponent": list(BRANCH_EXPONENTS), "kappa_depth": depths,
+                "phase": ["init", "trained"]})
+
+
+def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | None = None,
+                        progress: bool = False, device=None, seed: int = 0) -> xr.Dataset:
+    """Study 11: η* across depth under α = ½ and α = 1, the lowest loss against depth,
+    the μP-without-depth control and the feature diversity exponent (module docstring).
+
+    Parameters
+    ----------
+    quick : bool
+        K = 8 steps, depths 4 and 8, widths 16 and 32, 2 seeds, 3 values of η_c, the
+        limit with 2 seeds of 256 particles, instead of K = 48 steps, depths 4–64,
+        widths 128 and 512, 4 seeds, 7 values of η_c (0.125–1, ratio √2), the limit
+        with 3 seeds of 2048 particles; both batch 4 (:data:`BRANCH_CONFIG`).
+    store, scheduler, progress
+        See :func:`validation.run_jobs`.
+    device
+        Torch device.
+    seed : int
+        First network seed; the limit's seeds start at seed + 1 000 003, those of the
+        diversity runs at seed + 2 000 003.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``net_train``, ``net_probe``, ``net_diverged`` (branch_exponent, width, depth,
+        eta_c, seed); ``mup_train``, ``mup_probe``, ``mup_diverged`` (depth, eta_c,
+        seed: the control at the larger width); ``lim_train``, ``lim_probe``,
+        ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); ``kappa_D``,
+        ``kappa_eps`` (:func:`diversity` per α, depth, seed and phase). NaN where a
+        run diverged.
+    """
+    quick, seed, dev = study_args(quick, seed, device)
+    cfg = BRANCH_CONFIG[quick]
+    nets, control, lim = _sweeps(cfg, seed, dev, store, scheduler, progress)
+    lim = lim.rename(steps="depth")
+    control = control.drop_vars("width", errors="ignore")
+    parts = [nets.rename({k: f"net_{k}" for k in nets.data_vars}),
+             control.rename({k: f"mup_{k}" for k in control.data_vars}),
+             lim.rename({k: f"lim_{k}" for k in lim.data_vars}),
+             _kappa_runs(cfg, seed, dev)]
+    ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
+    for name in ("net_diverged", "mup_diverged", "lim_diverged"):
+        ds[name] = ds[name].fillna(False).astype(bool)
+    ds = ds.drop_vars("probe_step", errors="ignore")
+    ds.attrs = base_attrs(study="branch", quick=quick, seed=seed, version=_VERSION,
+                          window=max(1, cfg["K"] // 4), digits_classes=10, T=1.0,
+                          optimizer="sgd", **_TASK, **cfg)
+    return ds
