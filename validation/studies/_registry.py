@@ -31,9 +31,11 @@ from ._init import plot_init, run_init, summarize_init
 from ._kernel import plot_kernel, run_kernel, summarize_kernel
 from ._postact import plot_postact, run_postact, summarize_postact
 from ._training import plot_training, run_training, summarize_training
-from .transfer import (conclude_adam_transfer, conclude_transfer, plot_adam_transfer,
-                       plot_transfer, run_adam_transfer, run_transfer,
-                       summarize_adam_transfer, summarize_transfer)
+from .transfer import (conclude_adam_transfer, conclude_branch_transfer, conclude_transfer,
+                       plot_adam_transfer, plot_branch_transfer, plot_transfer,
+                       run_adam_transfer, run_branch_transfer, run_transfer,
+                       summarize_adam_transfer, summarize_branch_transfer,
+                       summarize_transfer)
 
 __all__ = ["Study", "STUDIES", "run_validation", "write_report"]
 
@@ -174,6 +176,27 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "shifts under the block multiplier only.",
           run_adam_transfer, summarize_adam_transfer, plot_adam_transfer,
           conclude_adam_transfer),
+    Study("branch", 11, "The branch exponent across depth: depth-μP (α = ½) against "
+          "CompleteP (α = 1), with μP without depth scaling as the control",
+          "Ten-class digits (softmax cross-entropy, relu, batch B, K SGD steps at a "
+          "constant η_c, ordinary backprop): ResNets with branch (T/L)^α W_ℓ φ/√n "
+          "(branch_exponent = α), U and v at lr η_c·n and every W_ℓ at η_c·n·(T/L)^{1−2α}, "
+          "so that each layer's update is Θ(T/L) under both α (nfd._depth). Networks at "
+          "two widths over depths × a log-spaced η_c grid × seeds, beside their n → ∞ "
+          "limit at each depth, nfd.simulate(branch_exponent=α, steps=L), a few seeds of "
+          "its own (the same at every grid point); the control, networks of the μP "
+          "ResNet without depth scaling (branch √(T/n), constant rate) at the larger "
+          "width on the same grid. Observables: the running-mean train loss (last K/4 "
+          "steps) and the test loss after K steps; optimal η_c and its drift per "
+          "doubling of L as in study 10; the lowest loss against depth; the feature "
+          "diversity exponent κ = 1 − s/2, s the slope of log E|h_{t+ε} − h_t|² against "
+          "log ε over ε = 1/16…1/2 from the limit's particle paths at init and after "
+          "training (TP VI Def. 7.6). Claims: both exponents transfer η* (paper 000 "
+          "App. M), the control does not (paper 002 Fig. 4b; TP VI Fig. 10), and "
+          "depth-μP alone keeps κ = ½ after training while α = 1's tends to 0 with L "
+          "(TP VI Claims 7.4–7.5, Figs. 17–18).",
+          run_branch_transfer, summarize_branch_transfer, plot_branch_transfer,
+          conclude_branch_transfer),
 )}
 
 

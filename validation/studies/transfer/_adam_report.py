@@ -22,7 +22,8 @@ from ._fit import Optimum, compare_optima
 from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._report import boot_min, exp_finding, fmt_optimum, signed_finding
 
-__all__ = ["summarize_adam_transfer", "conclude_adam_transfer", "adam_optima", "RULES"]
+__all__ = ["summarize_adam_transfer", "conclude_adam_transfer", "adam_optima",
+           "rule_drift_rows", "RULES", "DRIFT_WORDS"]
 
 #: The rules of the hidden rate and how the report names them.
 RULES = {"depth-mup": "depth-μP Adam (W at lr η_c·√(T/(Ln)))",
@@ -33,8 +34,9 @@ _CLAIM = {"depth-mup": "one η* at every depth: drift 0 (TP VI: Fig. 2 for pre-n
                        "blocks as here, Fig. 10 top for post-nonlinearity)",
           "block-only": "η* shifts with depth (TP VI, Fig. 10 middle: post-nonlinearity "
                         "blocks)"}
-_DRIFT_WORDS = ("η* grows with depth", "η* falls with depth",
-                "consistent with 0: η* transfers across depth")
+#: The verdicts of a drift of η* (above 0, below 0, interval containing 0).
+DRIFT_WORDS = ("η* grows with depth", "η* falls with depth",
+               "consistent with 0: η* transfers across depth")
 
 
 def adam_optima(ds: xr.Dataset, rule: str, metric: str,
@@ -68,18 +70,20 @@ def _depth_rows(ds: xr.Dataset, rule: str, metric: str) -> list[Finding]:
     return rows
 
 
-def _drift_rows(ds: xr.Dataset, rule: str, metric: str) -> list[Finding]:
-    """The drift of η* per doubling of L, of the limit and of the networks per width."""
+def rule_drift_rows(ds: xr.Dataset, metric: str, where, claim: str,
+                    **select) -> list[Finding]:
+    """The drift of η* per doubling of L of a rule's cell ``select``, of the limit
+    and of the networks per width (``where(width)`` names each source, width None
+    for the limit; studies 10 and 11)."""
     rows = []
     for width in [None] + ds["width"].values.tolist():
-        opts = adam_optima(ds, rule, metric, width)
+        opts = rule_optima(ds, metric, width, **select)
         if len(opts) < 2:
             continue
         Ls = sorted(opts)
         rows.append(signed_finding(
-            _where(rule, metric, width),
-            f"drift of log₂ η* per doubling of L (L = {Ls[0]}…{Ls[-1]})",
-            depth_drift(opts), _CLAIM[rule], _DRIFT_WORDS))
+            where(width), f"drift of log₂ η* per doubling of L (L = {Ls[0]}…{Ls[-1]})",
+            depth_drift(opts), claim, DRIFT_WORDS))
     return rows
 
 
@@ -146,7 +150,8 @@ def summarize_adam_transfer(ds: xr.Dataset) -> list[Finding]:
         out += _depth_rows(ds, rule, "train")
     for metric in _METRICS:
         for rule in RULES:
-            out += _drift_rows(ds, rule, metric)
+            out += rule_drift_rows(ds, metric, lambda w, r=rule: _where(r, metric, w),
+                                   _CLAIM[rule], hidden_lr=rule)
         out += _contrast(ds, metric)
     for metric in _METRICS:
         rows = [_best_loss(ds, rule, metric) for rule in RULES]

@@ -38,7 +38,7 @@ from ..._sweep import study_args
 from ...data import load_digits
 from ._run import limit_metrics, net_metrics
 
-__all__ = ["run_adam_transfer", "ADAM_CONFIG"]
+__all__ = ["run_adam_transfer", "ADAM_CONFIG", "ten_digits"]
 
 _TASK = dict(activation="relu", loss="cross_entropy", optimizer="adam")
 _VERSION = 1  # of the study's definition (in the Dataset's attrs)
@@ -58,9 +58,10 @@ ADAM_CONFIG = {
 }
 
 
-def _data(cfg: dict):
+def ten_digits(cfg: dict):
     """The training stream (K·B images, B per step) and the held-out test images of
-    ten-class digits, with integer labels."""
+    ten-class digits, with integer labels (``cfg``: K, B and n_probe; studies 10 and
+    11)."""
     n_train = cfg["K"] * cfg["B"]
     X, y = load_digits(None, target="label", n_samples=n_train + cfg["n_probe"],
                        fit_samples=n_train)
@@ -70,7 +71,7 @@ def _data(cfg: dict):
 def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
     """The networks' and the limit's grids over (hidden_lr, depth, η_c), reduced to
     their metrics."""
-    (X, y), probes = _data(cfg)
+    (X, y), probes = ten_digits(cfg)
     run = dict(store=store, study="adam", scheduler=scheduler, progress=progress,
                probes=probes, variables=["loss", "probe_loss"])
     common = dict(_TASK, batch_size=cfg["B"], probe_steps=[cfg["K"]],

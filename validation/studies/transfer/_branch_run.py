@@ -38,7 +38,7 @@ from nfd.schema import base_attrs
 
 from ..._grid import sweep_grid
 from ..._sweep import study_args
-from ...data import load_digits
+from ._adam_run import ten_digits
 from ._run import limit_metrics, net_metrics
 
 __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "diversity"]
@@ -61,19 +61,10 @@ BRANCH_CONFIG = {
 }
 
 
-def _data(cfg: dict):
-    """The training stream (K·B images, B per step) and the held-out test images of
-    ten-class digits, with integer labels."""
-    n_train = cfg["K"] * cfg["B"]
-    X, y = load_digits(None, target="label", n_samples=n_train + cfg["n_probe"],
-                       fit_samples=n_train)
-    return (X[:n_train], y[:n_train]), (X[n_train:], y[n_train:])
-
-
 def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
     """The networks', the control's and the limit's grids over (α, depth, η_c),
     reduced to their metrics."""
-    (X, y), probes = _data(cfg)
+    (X, y), probes = ten_digits(cfg)
     run = dict(store=store, study="branch", scheduler=scheduler, progress=progress,
                probes=probes, variables=["loss", "probe_loss"])
     common = dict(_TASK, batch_size=cfg["B"], probe_steps=[cfg["K"]],
@@ -110,7 +101,7 @@ def diversity(h_path: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _kappa_runs(cfg: dict, seed: int, dev) -> xr.Dataset:
     """The limit's D(ε) at init and after training, per α, depth and seed."""
-    (X, y), probes = _data(cfg)
+    (X, y), probes = ten_digits(cfg)
     K = cfg["K"]
     rows = {}
     for a in BRANCH_EXPONENTS:

@@ -1,0 +1,83 @@
+"""The figure of study 11 (:mod:`._branch_run`): the loss against η_c per depth under
+α = ½ and α = 1 (the limit drawn as lines, the widest networks as markers), the
+optimal η_c against depth (limit, networks and the μP-without-depth control), the
+lowest loss against depth, and the feature diversity D(ε) = E|h_{t+ε} − h_t|².
+
+Error bars on losses are ±2 s.e. over seeds (the networks' seeds; the limit's own
+seeds, whose spread is its Monte Carlo error); error bars on optima are 95%
+studentised bootstrap intervals over the same seeds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .._plotting import figure, save
+from ._branch_report import KAPPA_EPS, RULES, control_optima, kappa
+from ._plot import legend, optimum_bars
+from ._rule_plot import best_panel, loss_panel, optimum_panel
+
+__all__ = ["plot_branch_transfer"]
+
+_LOSS = "running-mean train loss, cross-entropy\n(last K/4 SGD steps)"
+_RULE = {f"α = {a:g}": {"branch_exponent": a} for a in RULES}
+_TITLE = {0.5: "depth-μP, α = ½: branch (T/L)^½, W at lr η_c·n",
+          1.0: "CompleteP, α = 1: branch T/L, W at lr η_c·n·L/T"}
+
+
+def _control(metric: str, ds: xr.Dataset):
+    """The μP-without-depth control's optima, drawn into the optimum panel."""
+    n = max(ds["width"].values.tolist())
+
+    def draw(ax, depths, bounds) -> None:
+        optimum_bars(ax, depths, control_optima(ds, metric), 1.08, bounds, fmt="D:",
+                     color="C3", label=f"control: μP without depth scaling, n = {n}")
+    return draw
+
+
+def _diversity_panel(ax, ds: xr.Dataset) -> None:
+    """D(ε) after training at every κ depth and both α (seed means), with the ε and
+    ε² guides (κ = ½ and κ = 0) and the fitted κ in the legend."""
+    from matplotlib.ticker import NullFormatter
+
+    for r, alpha in enumerate(RULES):
+        for j, L in enumerate(ds["kappa_depth"].values.tolist()):
+            eps = ds["kappa_eps"].sel(kappa_depth=L).values
+            D = ds["kappa_D"].sel(branch_exponent=alpha, kappa_depth=L, phase="trained")
+            k = kappa(ds, alpha, L, "trained")
+            lo, hi = k.ci()
+            ax.loglog(eps, D.mean("lim_seed").values, ("s-", "o--")[j % 2], color=f"C{r}",
+                      ms=3, label=f"α = {alpha:g}, L = {L}: κ = {k.estimate:.2f} "
+                      f"[{lo:.2f}, {hi:.2f}]")
+    e = np.array(KAPPA_EPS)
+    top = float(ds["kappa_D"].sel(phase="trained").max())
+    for power, name in ((1, "ε (κ = ½)"), (2, "ε² (κ = 0)")):
+        ax.loglog(e, top * (e / e[-1]) ** power, "k:" if power == 1 else "k-.", lw=1,
+                  label=name)
+    ax.axvspan(*KAPPA_EPS, color="0.9", zorder=0)
+    ax.set_xlabel("ε (depth time between the compared layers)")
+    ax.set_ylabel("E|h(t+ε) − h(t)|², after K steps (limit)")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_title("feature diversity (TP VI Def. 7.6): κ = 1 − slope/2, fit over the "
+                 f"shaded ε\n(η_c = {ds.attrs['kappa_eta']:g}; 95% intervals over the "
+                 "limit's seeds)", fontsize=8)
+    legend(ax)
+
+
+def plot_branch_transfer(ds: xr.Dataset, path) -> None:
+    """Six panels: train loss against η_c under each α; optimal η_c against depth
+    (train, test loss); the lowest train loss against depth; D(ε) and κ."""
+    fig, axes = figure(3, 2, size=5.6, aspect=0.6)
+    for ax, alpha in zip(axes[0], RULES):
+        loss_panel(ax, ds, {"branch_exponent": alpha}, "train", title=_TITLE[alpha],
+                   xlabel="learning-rate constant η_c (U, v at lr η_c·n)", ylabel=_LOSS)
+    low = min(ax.get_ylim()[0] for ax in axes[0])
+    high = max(ax.get_ylim()[1] for ax in axes[0])
+    for ax in axes[0]:  # one scale, so that the exponents compare by eye
+        ax.set_ylim(low, high)
+    optimum_panel(axes[1, 0], ds, "train", _RULE, _control("train", ds))
+    optimum_panel(axes[1, 1], ds, "probe", _RULE, _control("probe", ds))
+    best_panel(axes[2, 0], ds, "train", _RULE)
+    _diversity_panel(axes[2, 1], ds)
+    save(fig, path)

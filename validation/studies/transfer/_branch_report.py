@@ -1,0 +1,201 @@
+"""Findings and conclusion of study 11 (:mod:`._branch_run`): the optimal η_c per depth
+under α = ½ and α = 1, its drift per doubling of L in the limit and in the networks,
+the control (μP without depth scaling), the lowest loss against depth, and the
+feature diversity exponent κ.
+
+Optima are vertices of the local parabola in log η_c (:mod:`._fit`), with 95%
+studentised bootstrap intervals over seeds: the limit's own seeds (the same at every
+grid point, α and depth, so that every difference below is paired) or the networks'
+seeds. κ = 1 − s/2 with s the least-squares slope of log D(ε) against log ε over
+ε ∈ [1/16, 1/2] (TP VI Def. 7.6: (1/√n)‖h_{t+ε} − h_t‖ = Ω(ε^{1−κ})), per limit seed,
+with a studentised bootstrap interval over those seeds. Every verdict is computed from
+the interval, whichever way it comes out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from ..._fit import bootstrap_replicates
+from .._report import Finding
+from ._fit import Optimum, compare_optima, seed_optimum
+from ._optima import depth_drift, log_eta, present, rule_optima, seed_matrix
+from ._adam_report import DRIFT_WORDS, rule_drift_rows
+from ._report import boot_min, fmt_optimum, signed_finding
+
+__all__ = ["summarize_branch_transfer", "conclude_branch_transfer", "branch_optima",
+           "control_optima", "kappa", "RULES", "KAPPA_EPS"]
+
+#: The branch exponents and how the report names them.
+RULES = {0.5: "depth-μP (α = ½)", 1.0: "CompleteP (α = 1)"}
+#: The ε range of κ's fit (in units of T).
+KAPPA_EPS = (1 / 16, 1 / 2)
+_METRICS = {"train": "running-mean train loss (last K/4 steps)",
+            "probe": "test loss after K steps"}
+_CLAIM = {0.5: "one η* at every depth: drift 0 (paper 002 Fig. 2; TP VI Fig. 2)",
+          1.0: "one η* at every depth: drift 0 (the rate keeps each layer's update "
+               "Θ(T/L); paper 000 App. M)"}
+_KAPPA_CLAIM = {0.5: "κ = ½ (TP VI Claim 7.5, Fig. 17 left)",
+                1.0: "κ → 0 as L → ∞ after training (TP VI Claim 7.4, Fig. 17 right)"}
+
+
+def branch_optima(ds: xr.Dataset, alpha: float, metric: str,
+                  width: int | None = None) -> dict[int, Optimum]:
+    """{L: optimum of log η_c} of the limit (``width`` None) or of the networks at
+    ``width`` under branch exponent ``alpha`` (:func:`._optima.rule_optima`)."""
+    return rule_optima(ds, metric, width, branch_exponent=alpha)
+
+
+def control_optima(ds: xr.Dataset, metric: str) -> dict[int, Optimum]:
+    """{L: optimum of log η_c} of the control networks (μP without depth scaling)."""
+    out = {}
+    for L in ds["depth"].values.tolist():
+        cell = ds[f"mup_{metric}"].sel(depth=L)
+        if present(cell):
+            out[L] = seed_optimum(log_eta(ds), seed_matrix(cell, "seed"))
+    return out
+
+
+def _where(alpha: float | None, metric: str, width: int | None) -> str:
+    who = "limit (n = ∞ at each L)" if width is None else f"networks, n = {width}"
+    rule = "μP without depth scaling (control)" if alpha is None else RULES[alpha]
+    return f"ten-class digits, SGD, {rule}, {who}, {_METRICS[metric]}"
+
+
+def _control_row(ds: xr.Dataset, metric: str) -> list[Finding]:
+    """The control's drift of η*: the baseline that should not transfer."""
+    opts = control_optima(ds, metric)
+    if len(opts) < 2:
+        return []
+    Ls = sorted(opts)
+    n = max(ds["width"].values.tolist())
+    return [signed_finding(
+        _where(None, metric, n), f"drift of log₂ η* per doubling of L (L = {Ls[0]}…{Ls[-1]})",
+        depth_drift(opts), "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) "
+        "(paper 002 Fig. 4b; TP VI Fig. 10 bottom)", DRIFT_WORDS)]
+
+
+def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
+    """The limit's drift under α = 1 minus under α = ½ (the same seeds)."""
+    drifts = {a: branch_optima(ds, a, metric) for a in RULES}
+    if any(len(o) < 2 for o in drifts.values()):
+        return []
+    diff = compare_optima(depth_drift(drifts[1.0]), depth_drift(drifts[0.5]))
+    return [signed_finding(
+        f"ten-class digits, SGD, limit (n = ∞ at each L), {_METRICS[metric]}",
+        "drift, α = 1 − α = ½", diff, "both transfer: no difference",
+        ("α = 1's η* rises faster", "α = 1's η* falls faster with depth",
+         "no difference between the exponents resolved"))]
+
+
+def _best(ds: xr.Dataset, alpha: float, metric: str, L: int) -> Optimum | None:
+    """The limit's lowest loss over η_c at depth L (bootstrap over its seeds, the
+    same bootstrap draws for every cell: paired)."""
+    cell = ds[f"lim_{metric}"].sel(branch_exponent=alpha, depth=L)
+    return boot_min(seed_matrix(cell, "lim_seed"), 0) if present(cell) else None
+
+
+def _depth_gain(ds: xr.Dataset, metric: str) -> list[Finding]:
+    """Lowest loss at the deepest minus the shallowest L per α, and the difference of
+    those gains between the exponents (which gains more from depth)."""
+    Ls = ds["depth"].values.tolist()
+    L0, L1 = min(Ls), max(Ls)
+    gains, rows = {}, []
+    for alpha in RULES:
+        ends = [_best(ds, alpha, metric, L) for L in (L0, L1)]
+        if None in ends:
+            return rows
+        gains[alpha] = compare_optima(ends[1], ends[0])
+        rows.append(signed_finding(
+            _where(alpha, metric, None), f"lowest loss over η_c: L = {L1} − L = {L0}",
+            gains[alpha], "no claim on this task (TP VI: depth-μP's loss falls with "
+            "depth on CIFAR-10, Fig. 10 top)",
+            ("deeper is worse at its best η_c", "deeper is better at its best η_c",
+             "no change with depth resolved")))
+    rows.append(signed_finding(
+        f"ten-class digits, SGD, limit (n = ∞), {_METRICS[metric]}",
+        f"depth gain (L = {L1} − L = {L0}), α = 1 − α = ½",
+        compare_optima(gains[1.0], gains[0.5]),
+        "depth-μP uses depth best: maximal feature diversity (TP VI Claim 7.5)",
+        ("α = 1 gains less from depth", "α = 1 gains more from depth",
+         "no difference in the gain from depth resolved")))
+    best = [_best(ds, a, metric, L1) for a in (1.0, 0.5)]
+    rows.append(signed_finding(
+        f"ten-class digits, SGD, limit (n = ∞), L = {L1}, {_METRICS[metric]}",
+        "lowest loss over η_c: α = 1 − α = ½", compare_optima(*best),
+        "no claim (TP VI compares the exponents by feature diversity, §7)",
+        ("α = 1 is worse at its best η_c", "α = 1 reaches a lower loss",
+         "no difference resolved")))
+    return rows
+
+
+def kappa(ds: xr.Dataset, alpha: float, L: int, phase: str) -> Optimum:
+    """κ = 1 − s/2 per limit seed (module docstring), its seed mean and bootstrap."""
+    eps = ds["kappa_eps"].sel(kappa_depth=L).values
+    keep = (eps >= KAPPA_EPS[0] * (1 - 1e-9)) & (eps <= KAPPA_EPS[1] * (1 + 1e-9))
+    D = ds["kappa_D"].sel(branch_exponent=alpha, kappa_depth=L, phase=phase).values
+    per_seed = np.array([1 - np.polyfit(np.log(eps[keep]), np.log(d[keep]), 1)[0] / 2
+                         for d in D if np.all(np.isfinite(d[keep]))])
+    reps = bootstrap_replicates(per_seed, np.mean, 1000, axis=0, seed=0)
+    return Optimum(float(per_seed.mean()), reps, len(per_seed) - 1)
+
+
+def _kappa_rows(ds: xr.Dataset) -> list[Finding]:
+    """κ per α, depth and phase (init, after training)."""
+    rows = []
+    for alpha in RULES:
+        for L in ds["kappa_depth"].values.tolist():
+            for phase in ("init", "trained"):
+                k = kappa(ds, alpha, L, phase)
+                lo, hi = k.ci()
+                verdict = ("consistent with ½" if lo <= 0.5 <= hi else
+                           "below ½: less diverse than depth-μP's Brownian layers"
+                           if hi < 0.5 else "above ½")
+                when = "at initialization" if phase == "init" else "after K steps"
+                rows.append(Finding(
+                    f"ten-class digits, SGD, limit (n = ∞), L = {L}, {RULES[alpha]}, "
+                    f"η_c = {ds.attrs['kappa_eta']:g}, {when}",
+                    "feature diversity exponent κ (slope of log E|h_{t+ε} − h_t|², "
+                    "ε = 1/16…1/2)", k.estimate, (lo, hi), _KAPPA_CLAIM[alpha], verdict))
+    return rows
+
+
+def summarize_branch_transfer(ds: xr.Dataset) -> list[Finding]:
+    """Study 11's findings: drifts of η* under both exponents (limit and networks,
+    train and test loss), their contrast, the control's drift, the lowest loss
+    against depth and between the exponents, and κ."""
+    out = []
+    for metric in _METRICS:
+        for alpha in RULES:
+            out += rule_drift_rows(ds, metric, lambda w, a=alpha: _where(a, metric, w),
+                                   _CLAIM[alpha], branch_exponent=alpha)
+        out += _contrast(ds, metric)
+        out += _control_row(ds, metric)
+    for metric in _METRICS:
+        out += _depth_gain(ds, metric)
+    return out + _kappa_rows(ds)
+
+
+def conclude_branch_transfer(ds: xr.Dataset) -> str:
+    """The answer in numbers: the limit's drift under each α, the control's, the
+    depth gains and κ after training at the deepest κ depth."""
+    parts = []
+    for alpha, name in RULES.items():
+        lim = branch_optima(ds, alpha, "train")
+        if len(lim) < 2:
+            return "Not enough data for a conclusion."
+        parts.append(f"{name}: drift {fmt_optimum(depth_drift(lim), value=float)}")
+    ctrl = control_optima(ds, "train")
+    control = (fmt_optimum(depth_drift(ctrl), value=float) if len(ctrl) > 1 else "—")
+    L = max(ds["kappa_depth"].values.tolist())
+    kap = "; ".join(f"{RULES[a]} {fmt_optimum(kappa(ds, a, L, 'trained'), value=float)}"
+                    for a in RULES)
+    return ("On ten-class digits (SGD, running-mean train loss), the limit's optimal η_c "
+            "per doubling of L has " + "; ".join(parts) + f" in log₂ η*, and the control "
+            f"(μP without depth scaling, networks) {control} (95% intervals). After "
+            f"training, at L = {L}, the feature diversity exponent is {kap}. The table "
+            "gives the networks, the test loss, the lowest loss against depth and "
+            "between the exponents, and κ at initialization.")
