@@ -53,7 +53,8 @@ def synthetic():
                                  _parabolas(star[:, None], (2, 2, 5, 7, 4), rng))
         data[f"lim_{metric}"] = (("branch_exponent", "depth", "eta_c", "lim_seed"),
                                  _parabolas(star, (2, 5, 7, 3), rng))
-        data[f"mup_{metric}"] = (("depth", "eta_c", "seed"), _parabolas(ctrl, (5, 7, 4), rng))
+        data[f"mup_{metric}"] = (("depth", "control_eta_c", "seed"),
+                                 _parabolas(ctrl, (5, 7, 4), rng))
     # κ: α = ½ Brownian at init and after training, α = 1 straight after training
     L, D = 64, np.zeros((2, 1, 3, 2, 6))
     for i, a in enumerate(ALPHAS):
@@ -64,7 +65,8 @@ def synthetic():
     data["kappa_D"] = (("branch_exponent", "kappa_depth", "lim_seed", "phase", "eps_index"), D)
     data["kappa_eps"] = (("kappa_depth", "eps_index"), (eps / L)[None])
     return xr.Dataset(data, coords=dict(branch_exponent=ALPHAS, width=[128, 512],
-                                        depth=DEPTHS, eta_c=ETAS, seed=np.arange(4),
+                                        depth=DEPTHS, eta_c=ETAS, control_eta_c=ETAS,
+                                        seed=np.arange(4),
                                         lim_seed=np.arange(3), kappa_depth=[L],
                                         phase=["init", "trained"]),
                       attrs=dict(quick=0, wall_time_s=1.0, kappa_eta=0.35))

@@ -30,9 +30,12 @@ def _control(metric: str, ds: xr.Dataset):
     """The μP-without-depth control's optima, drawn into the optimum panel."""
     n = max(ds["width"].values.tolist())
 
+    grid = ds["control_eta_c"].values
+
     def draw(ax, depths, bounds) -> None:
-        optimum_bars(ax, depths, control_optima(ds, metric), 1.08, bounds, fmt="D:",
-                     color="C3", label=f"control: μP without depth scaling, n = {n}")
+        optimum_bars(ax, depths, control_optima(ds, metric), 1.08,
+                     (float(grid.min()), float(grid.max())), fmt="D:", color="C3",
+                     label=f"control: μP without depth scaling, n = {n} (own grid)")
     return draw
 
 

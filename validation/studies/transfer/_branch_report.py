@@ -22,7 +22,7 @@ import xarray as xr
 from ..._fit import bootstrap_replicates
 from .._report import Finding
 from ._fit import Optimum, compare_optima, seed_optimum
-from ._optima import depth_drift, log_eta, present, rule_optima, seed_matrix
+from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._adam_report import DRIFT_WORDS, rule_drift_rows
 from ._report import boot_min, fmt_optimum, signed_finding
 
@@ -50,12 +50,14 @@ def branch_optima(ds: xr.Dataset, alpha: float, metric: str,
 
 
 def control_optima(ds: xr.Dataset, metric: str) -> dict[int, Optimum]:
-    """{L: optimum of log η_c} of the control networks (μP without depth scaling)."""
+    """{L: optimum of log η_c} of the control networks (μP without depth scaling) on
+    their own grid ``control_eta_c``."""
+    x = np.log(ds["control_eta_c"].values)
     out = {}
     for L in ds["depth"].values.tolist():
         cell = ds[f"mup_{metric}"].sel(depth=L)
         if present(cell):
-            out[L] = seed_optimum(log_eta(ds), seed_matrix(cell, "seed"))
+            out[L] = seed_optimum(x, seed_matrix(cell, "seed"))
     return out
 
 

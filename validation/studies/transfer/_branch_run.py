@@ -47,17 +47,26 @@ __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "diversit
 BRANCH_EXPONENTS = (0.5, 1.0)
 _TASK = dict(activation="relu", loss="cross_entropy")
 _VERSION = 1  # of the study's definition (in the Dataset's attrs)
-#: η_c from 0.125 to 1 in steps of √2: on this task (K = 48 of batch 4) the limit's
-#: train loss is lowest near 0.35–0.5 under both α at L = 8 and 64, and η_c ≥ 1
-#: diverges at L = 8 (measured 2026-11-26, P = 2048).
+#: η_c from 0.125 to 1 in steps of √2: on ten-class digits (K = 48 of batch 4) the
+#: limit's train loss is lowest near 0.35–0.5 under both α at L = 8 and 64, and
+#: η_c ≥ 1 diverges at L = 8 (measured 2026-11-26, P = 2048).
 _ETAS = (0.125 * 2.0 ** (np.arange(7) / 2)).tolist()
+#: The control's grid, 0.25 down to 0.0039 in steps of √2: without the 1/√L its η*
+#: falls with depth (measured: 0.18 at L = 4; every η_c ≥ 0.125 diverged at L ≥ 16).
+_CONTROL_ETAS = (0.25 * 2.0 ** (-np.arange(13) / 2)).tolist()[::-1]
+#: The limit's P is 64 times the history K·B, the coupled limit's own advice
+#: (``nfd._simulation._state``): at P = 2048 and K·B = 192 (P/(K·B) = 11) the α = ½
+#: limit diverged in 24 of 105 runs, all at η_c ≥ 0.35, and one run that did not
+#: reached a train loss of 11.0 (L = 8, η_c = 0.35) where the width-512 networks
+#: trained stably (0.70); α = 1, whose response terms are (T/L)^{α−½} smaller,
+#: diverged in 8 (measured 2026-11-26).
 BRANCH_CONFIG = {
-    True: dict(K=8, B=4, n_probe=32, etas=_ETAS[1:6:2], depths=[4, 8], widths=[16, 32],
-               seeds=2, particles=256, lim_seeds=2, kappa_depths=[8], kappa_eta=0.35,
-               kappa_particles=256),
-    False: dict(K=48, B=4, n_probe=128, etas=_ETAS, depths=[4, 8, 16, 32, 64],
-                widths=[128, 512], seeds=4, particles=2048, lim_seeds=3,
-                kappa_depths=[16, 64], kappa_eta=0.35, kappa_particles=2048),
+    True: dict(K=8, B=2, n_probe=32, etas=_ETAS[1:6:2], control_etas=_CONTROL_ETAS[6::3],
+               depths=[4, 8], widths=[16, 32], seeds=2, particles=1024, lim_seeds=2,
+               kappa_depths=[8], kappa_eta=0.35, kappa_particles=1024),
+    False: dict(K=32, B=2, n_probe=128, etas=_ETAS, control_etas=_CONTROL_ETAS,
+                depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=4, particles=4096,
+                lim_seeds=3, kappa_depths=[16, 64], kappa_eta=0.35, kappa_particles=4096),
 }
 
 
@@ -76,7 +85,7 @@ def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
                   depth=cfg["depths"], eta_c=cfg["etas"]),
         fixed=dict(common, seeds=seeds), **run)
     control = sweep_grid(
-        X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg["etas"]),
+        X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg["control_etas"]),
         fixed=dict(common, seeds=seeds, width=max(cfg["widths"]), scaling="mup"), **run)
     # the limit's errors come from its seeds: no error replicas
     lim = sweep_grid(
@@ -147,9 +156,10 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     ----------
     quick : bool
         K = 8 steps, depths 4 and 8, widths 16 and 32, 2 seeds, 3 values of η_c, the
-        limit with 2 seeds of 256 particles, instead of K = 48 steps, depths 4–64,
-        widths 128 and 512, 4 seeds, 7 values of η_c (0.125–1, ratio √2), the limit
-        with 3 seeds of 2048 particles; both batch 4 (:data:`BRANCH_CONFIG`).
+        limit with 2 seeds of 1024 particles, instead of K = 32 steps, depths 4–64,
+        widths 128 and 512, 4 seeds, 7 values of η_c (0.125–1, ratio √2; the control
+        13 from 0.0039 to 0.25), the limit with 3 seeds of 4096 particles; both batch
+        2, the stream of study 10 (:data:`BRANCH_CONFIG`).
     store, scheduler, progress
         See :func:`validation.run_jobs`.
     device
@@ -162,8 +172,8 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     -------
     xarray.Dataset
         ``net_train``, ``net_probe``, ``net_diverged`` (branch_exponent, width, depth,
-        eta_c, seed); ``mup_train``, ``mup_probe``, ``mup_diverged`` (depth, eta_c,
-        seed: the control at the larger width); ``lim_train``, ``lim_probe``,
+        eta_c, seed); ``mup_train``, ``mup_probe``, ``mup_diverged`` (depth,
+        control_eta_c, seed: the control at the larger width on its own grid); ``lim_train``, ``lim_probe``,
         ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); ``kappa_D``,
         ``kappa_eps`` (:func:`diversity` per α, depth, seed and phase). NaN where a
         run diverged.
@@ -172,7 +182,7 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     cfg = BRANCH_CONFIG[quick]
     nets, control, lim = _sweeps(cfg, seed, dev, store, scheduler, progress)
     lim = lim.rename(steps="depth")
-    control = control.drop_vars("width", errors="ignore")
+    control = control.drop_vars("width", errors="ignore").rename(eta_c="control_eta_c")
     parts = [nets.rename({k: f"net_{k}" for k in nets.data_vars}),
              control.rename({k: f"mup_{k}" for k in control.data_vars}),
              lim.rename({k: f"lim_{k}" for k in lim.data_vars}),
