@@ -186,7 +186,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "limit at each depth, nfd.simulate(branch_exponent=α, steps=L), a few seeds of "
           "its own (the same at every grid point); the control, networks of the μP "
           "ResNet without depth scaling (branch √(T/n), constant rate) at the larger "
-          "width on the same grid. Observables: the running-mean train loss (last K/4 "
+          "width on a grid of its own, lower η_c. Observables: the running-mean train loss (last K/4 "
           "steps) and the test loss after K steps; optimal η_c and its drift per "
           "doubling of L as in study 10; the lowest loss against depth; the feature "
           "diversity exponent κ = 1 − s/2, s the slope of log E|h_{t+ε} − h_t|² against "

@@ -154,8 +154,7 @@ def _kappa_rows(ds: xr.Dataset) -> list[Finding]:
                 k = kappa(ds, alpha, L, phase)
                 lo, hi = k.ci()
                 verdict = ("consistent with ½" if lo <= 0.5 <= hi else
-                           "below ½: less diverse than depth-μP's Brownian layers"
-                           if hi < 0.5 else "above ½")
+                           "below ½" if hi < 0.5 else "above ½")
                 when = "at initialization" if phase == "init" else "after K steps"
                 rows.append(Finding(
                     f"ten-class digits, SGD, limit (n = ∞), L = {L}, {RULES[alpha]}, "
@@ -192,12 +191,19 @@ def conclude_branch_transfer(ds: xr.Dataset) -> str:
         parts.append(f"{name}: drift {fmt_optimum(depth_drift(lim), value=float)}")
     ctrl = control_optima(ds, "train")
     control = (fmt_optimum(depth_drift(ctrl), value=float) if len(ctrl) > 1 else "—")
+    if len(ctrl) > 1:
+        control += f" over L = {min(ctrl)}…{max(ctrl)}"
+    lost = [L for L in ds["depth"].values.tolist() if not present(ds["mup_train"].sel(depth=L))]
+    if lost:
+        control += (f"; at L = {', '.join(map(str, lost))} it diverged at every η_c of "
+                    "its grid (without the 1/√L its features grow geometrically with depth "
+                    "at initialization)")
     L = max(ds["kappa_depth"].values.tolist())
     kap = "; ".join(f"{RULES[a]} {fmt_optimum(kappa(ds, a, L, 'trained'), value=float)}"
                     for a in RULES)
     return ("On ten-class digits (SGD, running-mean train loss), the limit's optimal η_c "
-            "per doubling of L has " + "; ".join(parts) + f" in log₂ η*, and the control "
-            f"(μP without depth scaling, networks) {control} (95% intervals). After "
+            "per doubling of L has " + "; ".join(parts) + " in log₂ η* (95% intervals), and "
+            f"the control (μP without depth scaling, networks) {control}. After "
             f"training, at L = {L}, the feature diversity exponent is {kap}. The table "
             "gives the networks, the test loss, the lowest loss against depth and "
             "between the exponents, and κ at initialization.")
