@@ -112,6 +112,7 @@ def test_diversity_exponent_of_exact_paths(synthetic):
 
 
 @needs("matplotlib")
+@pytest.mark.slow  # 3.4 s; study 10's figure test draws the same shared panels
 def test_figure_is_written(synthetic, tmp_path):
     STUDIES["branch"].plot(synthetic, tmp_path / "branch.png")
     assert (tmp_path / "branch.png").stat().st_size > 10_000

@@ -153,7 +153,8 @@ def first_step_change(x0, xp, y0, eta, L, T, coupled, hidden_mult=1.0, alpha=0.5
                                                        ("decoupled", "block-only", 0.5),
                                                        pytest.param("coupled", "depth-mup", 1.0,
                                                                     marks=pytest.mark.slow),
-                                                       ("decoupled", "block-only", 0.75)])
+                                                       pytest.param("decoupled", "block-only", 0.75,
+                                                                    marks=pytest.mark.slow)])
 def test_first_step_closed_form(backward, hidden_lr, alpha):
     # outputs after one step on the training input of step 1 and on 3 probes; seed
     # means over S = 12 runs of P = 2048 against the closed form (module rule), which
