@@ -390,3 +390,21 @@ def test_one_step_kernel_change_converges_to_its_closed_form(backward):
     assert err[1024] < 0.02 and err[1024] < err[256] / 3, err
     if backward == "coupled":
         assert np.abs(change - printed_eq7(tau, eta, 1.0)).max() > 0.5
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_two_layer_blocks_with_a_frozen_readout_match_linear_limit(backward):
+    # two-layer blocks share the embedding and the readout of one-layer blocks: with v
+    # frozen, f, h2, g2 of 8 seeds at P = 4096 (identity, L = 4, K = 8, η_c = 0.3)
+    # against linear_limit (module rule); the all-trained oracle is rejected
+    X, y = _X[:8], _Y[:8]
+    kw = dict(eta_c=0.3, steps=4, backward=backward, block="two-layer", trainable=("U", "W"))
+    fields = ("f", "h2", "g2")
+    runs = np.stack([flat(nfd.simulate(X, y, activation="identity", particles=4096, seed=s,
+                                       dtype="float64", progress=False, error_replicas=0,
+                                       **kw), fields) for s in range(8)])
+    t = t_stats(runs - flat(nfd.linear_limit(X, y, **kw), fields))
+    assert np.abs(t).max() < t_bound(8, t.size), float(np.abs(t).max())
+    trained = flat(nfd.linear_limit(X, y, **dict(kw, trainable=("U", "W", "V"))), ("f",))
+    t_off = t_stats(runs[:, :trained.size] - trained)
+    assert np.abs(t_off).max() > t_bound(8, trained.size)
