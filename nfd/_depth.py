@@ -15,14 +15,16 @@ update Θ(τ):
 
 and torch's ``weight_decay`` of W_ℓ is divided by the same rate factor, so that
 lr·weight_decay = η_c·λ in every group (the initial weights of U, W and v decay by
-the same a_k). The limit then keeps every drift of the α = ½ system (the learned
-part of a layer moves the features by τ times the same fields), while the initial
-weights enter
-through the drivers τ^α z (paper 002 Definition 1 has √τ z) and, coupled, through
-the response terms of paper 000 eq. 38, which carry the same factor: both scale by
-τ^{α−½} (:meth:`Parametrization.noise`). For α > ½ they vanish as L → ∞ and the
-limit becomes an ODE in depth time, whose only randomness is that of u and v
-(paper 000 App. M; paper 001 Claim 7.5 on feature diversity).
+the same a_k). The limit then keeps every drift of the α = ½ system: the learned
+part of a layer moves the features by τ^α·(lr factor)·τ^α = τ times the same fields.
+The initial weights enter through the drivers τ^α z (paper 002 Definition 1 has
+√τ z) and, coupled, through the response terms of paper 000 eq. 38, which carry the
+same factor: the forward field τ^α W₀φ/√n responds to the backward source
+z̃ = W₀ᵀg/√n, which itself enters the dynamics as τ^α z̃, and Stein's lemma is taken
+with respect to z̃. Both therefore scale by τ^{α−½} against α = ½
+(:meth:`Parametrization.noise`). For α > ½ they vanish as L → ∞ and the limit
+becomes an ODE in depth time, whose only randomness is that of u and v (paper 000
+App. M; paper 001 Claim 7.4: the trained features then lose their diversity).
 
 ``trainable`` names the parameters that learn; a frozen U or v keeps its initial
 value (no update, no weight decay), and its drivers are unchanged. Paper 001 §3–4

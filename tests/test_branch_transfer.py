@@ -72,6 +72,12 @@ def synthetic():
                       attrs=dict(quick=0, wall_time_s=1.0, kappa_eta=0.35))
 
 
+@pytest.fixture(scope="module")
+def findings(synthetic):
+    """Study 11's findings on the synthetic data (computed once: ~3 s of bootstraps)."""
+    return STUDIES["branch"].summarize(synthetic)
+
+
 @pytest.mark.parametrize("width", [None, 128, 512])
 @pytest.mark.parametrize("alpha", ALPHAS)
 def test_drift_of_a_known_optimum(synthetic, alpha, width):
@@ -83,11 +89,10 @@ def test_drift_of_a_known_optimum(synthetic, alpha, width):
     assert lo < 0 < hi and abs(d.estimate) < 0.03, (d.estimate, lo, hi)
 
 
-def test_control_drift_and_verdicts(synthetic):
+def test_control_drift_and_verdicts(synthetic, findings):
     d = depth_drift(control_optima(synthetic, "train"))
     lo, hi = d.ci()
     assert lo < -0.5 < hi and abs(d.estimate + 0.5) < 0.03
-    findings = STUDIES["branch"].summarize(synthetic)
     drifts = [f for f in findings if f.quantity.startswith("drift of")]
     assert len(drifts) == 2 * (2 * 3 + 1)  # metrics × (exponents × sources + control)
     for f in drifts:
@@ -97,7 +102,7 @@ def test_control_drift_and_verdicts(synthetic):
     assert "drift" in STUDIES["branch"].conclude(synthetic)
 
 
-def test_diversity_exponent_of_exact_paths(synthetic):
+def test_diversity_exponent_of_exact_paths(synthetic, findings):
     # Brownian paths: κ = ½ within the interval over 3 seeds of 4000 particles (and
     # within 0.02); straight paths: D = ε² exactly, κ = 0 to rounding
     for phase in ("init", "trained"):
@@ -105,9 +110,8 @@ def test_diversity_exponent_of_exact_paths(synthetic):
         lo, hi = k.ci()
         assert lo < 0.5 < hi and abs(k.estimate - 0.5) < 0.02, (k.estimate, lo, hi)
     assert kappa(synthetic, 1.0, 64, "trained").estimate == pytest.approx(0.0, abs=1e-9)
-    verdicts = {f.observable.split(", ")[-1]: f.verdict for f in
-                STUDIES["branch"].summarize(synthetic) if "diversity" in f.quantity
-                and "α = 1" in f.observable}
+    verdicts = {f.observable.split(", ")[-1]: f.verdict for f in findings
+                if "diversity" in f.quantity and "α = 1" in f.observable}
     assert verdicts["after K steps"].startswith("below ½")
 
 
