@@ -21,10 +21,13 @@ The initial weights enter through the drivers τ^α z (paper 002 Definition 1 ha
 √τ z) and, coupled, through the response terms of paper 000 eq. 38, which carry the
 same factor: the forward field τ^α W₀φ/√n responds to the backward source
 z̃ = W₀ᵀg/√n, which itself enters the dynamics as τ^α z̃, and Stein's lemma is taken
-with respect to z̃. Both therefore scale by τ^{α−½} against α = ½
-(:meth:`Parametrization.noise`). For α > ½ they vanish as L → ∞ and the limit
-becomes an ODE in depth time, whose only randomness is that of u and v (paper 000
-App. M; paper 001 Claim 7.4: the trained features then lose their diversity).
+with respect to z̃. So the coefficient of both becomes τ^α, τ^{α−½} times depth-μP's
+(:meth:`Parametrization.noise`); the response itself, E[∂φ/∂z̃], picks up a further
+τ^{α−½} through the dynamics, so a response term is τ^{2α−1} times its α = ½ size.
+For α > ½ both vanish as L → ∞ and the limit becomes an ODE in depth time, whose only
+randomness is that of u and v (paper 001 §5, the ODE parametrization; paper 000
+App. M proposes the rate η ∝ L^{2α−1} and leaves this limit open; paper 001 Claim
+7.4: the trained features then lose their diversity).
 
 ``trainable`` names the parameters that learn; a frozen U or v keeps its initial
 value (no update, no weight decay), and its drivers are unchanged. Paper 001 §3–4
@@ -94,6 +97,34 @@ class Parametrization:
         """τ^{1−α}: Adam's lr of W_ℓ is η_c times this over √n (√τ at α = ½)."""
         return _power(tau, 1.0 - self.branch_exponent)
 
+    def adam_hidden_words(self, hidden_lr: str = "depth-mup") -> str:
+        """Adam's lr of W in words: η_c·(T/L)^{1−α}/√n, times L^{1−α} under
+        ``hidden_lr="block-only"`` (at α = ½ the strings of before these options)."""
+        a = self.branch_exponent
+        if a == 0.5:
+            return "eta_c*sqrt(T/n)" if hidden_lr == "block-only" else "eta_c*sqrt(T/(L*n))"
+        if a == 1:
+            return "eta_c/sqrt(n)"
+        scale = "T" if hidden_lr == "block-only" else "(T/L)"
+        return f"eta_c*{scale}^{1 - a:g}/sqrt(n)"
+
+    def rate_words(self, optimizer: str, base: str = "eta_c*n",
+                   hidden_lr: str = "depth-mup") -> str:
+        """torch's lr of every trained family in words (``base``: SGD's lr of U and v,
+        e.g. "eta_c*gamma0^2*n"); plain depth-μP SGD with everything trained is
+        ``base`` alone, as before these options."""
+        if optimizer == "sgd":
+            if self.default:
+                return base
+            hidden = base if self.branch_exponent == 0.5 else \
+                f"{base}*(T/L)^{1 - 2 * self.branch_exponent:g}"
+            rates = {"U": base, "W": hidden, "V": base}
+        else:
+            rates = {"U": "eta_c", "W": self.adam_hidden_words(hidden_lr), "V": "eta_c"}
+        io = [name for name in ("U", "V") if self.trains(name)]
+        return "; ".join(([f"{', '.join(io)}: {rates[io[0]]}"] if io else [])
+                         + [f"W: {rates['W']}"])
+
     def attrs(self) -> dict:
         """netCDF-safe attrs: ``branch_exponent`` and ``trainable`` ("U,W,V")."""
         return {"branch_exponent": float(self.branch_exponent),
@@ -108,11 +139,12 @@ def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
     Raises
     ------
     TypeError
-        ``branch_exponent`` not a real number, ``trainable`` not a sequence of
-        strings.
+        ``branch_exponent`` not a real number; ``trainable`` a single string or not
+        iterable.
     ValueError
         α outside [½, 1]; α ≠ ½ with two-layer blocks (derived for one-layer blocks
-        only); an unknown name in ``trainable``, a repeated one, or no "W".
+        only); a name in ``trainable`` other than "U", "W", "V" (the readout is "V",
+        also for a scalar output), a repeated one, or no "W".
     """
     if isinstance(branch_exponent, bool) or not isinstance(branch_exponent, numbers.Real):
         raise TypeError(f"branch_exponent must be a number in [0.5, 1], got "
@@ -131,7 +163,9 @@ def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
     names = list(trainable)
     for name in names:
         if name not in PARAMETERS:
-            raise ValueError(f"trainable holds {name!r}; the parameters are {PARAMETERS}")
+            hint = (f" (write {name.upper()!r}: the readout is 'V' also for a scalar output)"
+                    if isinstance(name, str) and name.upper() in PARAMETERS else "")
+            raise ValueError(f"trainable holds {name!r}; the parameters are {PARAMETERS}{hint}")
     if len(set(names)) != len(names):
         raise ValueError(f"trainable names a parameter twice: {tuple(names)!r}")
     if "W" not in names:

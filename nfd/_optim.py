@@ -232,6 +232,11 @@ class Adam:
     block's drift times m), but it has no depth limit, and the optimal η_c should
     fall like L^{−1/2}.
 
+    A branch exponent α ≠ ½ (``branch_exponent``, ``nfd._depth``; branch
+    (T/L)^α W φ/√n) changes W's row only: lr η_c(k)·(T/L)^{1−α}/√n (times L^{1−α}
+    under ``hidden_lr="block-only"``), eps ε·(T/L)^α/n^{3/2}, weight_decay λ over W's
+    lr factor (:meth:`groups` with its ``param``); frozen families get no group.
+
     Attributes
     ----------
     eta_c : numpy.ndarray, shape (K,)

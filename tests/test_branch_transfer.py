@@ -112,7 +112,7 @@ def test_diversity_exponent_of_exact_paths(synthetic, findings):
     assert kappa(synthetic, 1.0, 64, "trained").estimate == pytest.approx(0.0, abs=1e-9)
     verdicts = {f.observable.split(", ")[-1]: f.verdict for f in findings
                 if "diversity" in f.quantity and "α = 1" in f.observable}
-    assert verdicts["after K steps"].startswith("below ½")
+    assert verdicts["after K − 1 steps"] == "below ½"
 
 
 @needs("matplotlib")

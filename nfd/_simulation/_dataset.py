@@ -55,13 +55,11 @@ def _attrs(cfg: Config) -> dict:
 
 
 def _learning_rate(cfg: Config) -> str:
-    """torch's lr of the matching network, in words (``nfd._depth`` for α ≠ ½)."""
-    alpha = cfg.param.branch_exponent
+    """torch's lr of the matching network, in words (``nfd._depth``)."""
     if cfg.adam is not None:
-        return ("U, V: eta_c; W: eta_c*sqrt(T/(L*n))" if alpha == 0.5 else
-                f"U, V: eta_c; W: eta_c*(T/L)^{1 - alpha:g}/sqrt(n)")
+        return cfg.param.rate_words(cfg.adam.name, hidden_lr=cfg.adam.hidden_lr)
     base = "eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n"
-    return base if alpha == 0.5 else f"U, v: {base}; W: {base}*(T/L)^{1 - 2 * alpha:g}"
+    return cfg.param.rate_words("sgd", base)
 
 
 def assemble(cfg: Config, rec: dict[str, torch.Tensor]) -> xr.Dataset:

@@ -119,14 +119,15 @@ def _torch_values(net: ResNetEnsemble) -> dict:
         feature = net.regime == "feature"
         lr = ("eta_c*n" if feature else "eta_c") if net.gamma0 == 1 else \
             ("eta_c*gamma0^2*n" if feature else "eta_c*gamma0^2")
-        out = {"optimizer": "sgd", "learning_rate": lr, "learning_rate_value": net.eta,
+        out = {"optimizer": "sgd", "learning_rate": net.param.rate_words("sgd", lr),
+               "learning_rate_value": net.eta,
                "learning_rate_first_layer_value": net.eta * net.lr_mult_first,
                "weight_decay_value": net.torch_weight_decay}
         if net.param.branch_exponent != 0.5:  # W's group (nfd._depth)
             out["learning_rate_hidden_value"] = net.eta * net.lr_mult("W")
             out["weight_decay_hidden_value"] = net.torch_weight_decay / net.lr_mult("W")
         return out
-    out = {"learning_rate": "eta_c*sqrt(T/(L*n))"}
+    out = {"learning_rate": net.param.adam_hidden_words(net.hidden_lr)}
     for group in net.torch_optimizer.param_groups:
         tag = "" if group["name"] == "W" else "_" + group["name"]
         out[f"learning_rate{tag}_value"] = net.eta_c * group["lr_mult"]

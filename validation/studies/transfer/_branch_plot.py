@@ -40,8 +40,8 @@ def _control(metric: str, ds: xr.Dataset):
 
 
 def _diversity_panel(ax, ds: xr.Dataset) -> None:
-    """D(ε) after training at every κ depth and both α (seed means), with the ε and
-    ε² guides (κ = ½ and κ = 0) and the fitted κ in the legend."""
+    """D(ε) after training (K − 1 steps) at every κ depth and both α (seed means),
+    with the ε and ε² guides (κ = ½ and κ = 0) and the fitted κ in the legend."""
     from matplotlib.ticker import NullFormatter
 
     for r, alpha in enumerate(RULES):
@@ -60,7 +60,7 @@ def _diversity_panel(ax, ds: xr.Dataset) -> None:
                   label=name)
     ax.axvspan(*KAPPA_EPS, color="0.9", zorder=0)
     ax.set_xlabel("ε (depth time between the compared layers)")
-    ax.set_ylabel("E|h(t+ε) − h(t)|², after K steps (limit)")
+    ax.set_ylabel("E|h(t+ε) − h(t)|², after K − 1 steps (limit)")
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_title("feature diversity (TP VI Def. 7.6): κ = 1 − slope/2, fit over the "
                  f"shaded ε\n(η_c = {ds.attrs['kappa_eta']:g}; 95% intervals over the "

@@ -19,8 +19,8 @@ images only, |x|² = d), relu, batch B, K steps at a constant η_c, ordinary bac
   larger width, on the same grid (it has no depth limit);
 * feature diversity (TP VI Def. 7.6): the limit's particle paths h_t at depths
   ``kappa_depths`` and one η_c (``kappa_eta``), at initialization (step 0) and after
-  training (step K − 1), D(ε) = E|h_{t+ε} − h_t|² averaged over t, particles and the
-  step's inputs, for ε = m·T/L (m = 1, 2, 4, …).
+  training (the pass of step K − 1, after K − 1 updates), D(ε) = E|h_{t+ε} − h_t|²
+  averaged over t, particles and the step's inputs, for ε = m·T/L (m = 1, 2, 4, …).
 
 Observables per run: the running-mean train loss (online loss of the last K/4 steps,
 each batch seen once, before its update) and the test loss after K steps. Optima,
@@ -47,9 +47,9 @@ __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "diversit
 BRANCH_EXPONENTS = (0.5, 1.0)
 _TASK = dict(activation="relu", loss="cross_entropy")
 _VERSION = 1  # of the study's definition (in the Dataset's attrs)
-#: η_c from 0.125 to 1 in steps of √2: on ten-class digits (K = 48 of batch 4) the
-#: limit's train loss is lowest near 0.35–0.5 under both α at L = 8 and 64, and
-#: η_c ≥ 1 diverges at L = 8 (measured 2026-11-26, P = 2048).
+#: η_c from 0.125 to 1 in steps of √2: on this task the limit's and the networks' train
+#: loss is lowest near 0.35–0.5 under both α at every L, and η_c = 1 diverges under
+#: α = ½ (measured 2026-11-26: docs/validation/branch.nc).
 _ETAS = (0.125 * 2.0 ** (np.arange(7) / 2)).tolist()
 #: The control's grid, 0.25 down to 0.0039 in steps of √2: without the 1/√L its η*
 #: falls with depth (measured: 0.18 at L = 4; every η_c ≥ 0.125 diverged at L ≥ 16).
