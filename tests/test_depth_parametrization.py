@@ -408,3 +408,16 @@ def test_two_layer_blocks_with_a_frozen_readout_match_linear_limit(backward):
     trained = flat(nfd.linear_limit(X, y, **dict(kw, trainable=("U", "W", "V"))), ("f",))
     t_off = t_stats(runs[:, :trained.size] - trained)
     assert np.abs(t_off).max() > t_bound(8, trained.size)
+
+
+def test_learning_rate_attrs_name_the_trained_rates():
+    # found in review: the networks' Adam string was depth-muP's at every alpha
+    kw = dict(progress=False)
+    sgd = nfd.simulate(X, Y, eta_c=0.1, steps=2, particles=64, error_replicas=0,
+                       branch_exponent=1.0, trainable=("W",), **kw)
+    assert sgd.attrs["learning_rate"] == "W: eta_c*n*(T/L)^-1"
+    adam = train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer="adam", batch_size=2,
+                        branch_exponent=0.75, hidden_lr="block-only", **kw)
+    assert adam.attrs["learning_rate"] == "eta_c*T^0.25/sqrt(n)"
+    assert train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer="adam", batch_size=2,
+                        **kw).attrs["learning_rate"] == "eta_c*sqrt(T/(L*n))"
