@@ -148,15 +148,18 @@ def first_step_change(x0, xp, y0, eta, L, T, coupled, hidden_mult=1.0, alpha=0.5
 
 
 @pytest.mark.parametrize("backward, hidden_lr, alpha", [("coupled", "depth-mup", 0.5),
-                                                       ("decoupled", "depth-mup", 0.5),
-                                                       ("coupled", "block-only", 0.5),
+                                                       pytest.param("decoupled", "depth-mup", 0.5,
+                                                                    marks=pytest.mark.slow),
+                                                       pytest.param("coupled", "block-only", 0.5,
+                                                                    marks=pytest.mark.slow),
                                                        ("decoupled", "block-only", 0.5),
                                                        pytest.param("coupled", "depth-mup", 1.0,
                                                                     marks=pytest.mark.slow),
                                                        pytest.param("decoupled", "block-only", 0.75,
                                                                     marks=pytest.mark.slow)])
 def test_first_step_closed_form(backward, hidden_lr, alpha):
-    # outputs after one step on the training input of step 1 and on 3 probes; seed
+    # (6-7 s each: the fast suite keeps one case per mode and per rule, the others are
+    # slow.) Outputs after one step on the training input of step 1 and on 3 probes; seed
     # means over S = 12 runs of P = 2048 against the closed form (module rule), which
     # must also reject the other mode's closed form and the other hidden rate's (the
     # test can tell them apart). At a branch exponent α ≠ ½ (issue 35) the closed form
