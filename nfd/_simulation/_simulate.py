@@ -179,8 +179,10 @@ def simulate(
         P ≥ 64·K·B where it matters. Measured (ten-class digits, relu, K·B = 192,
         P = 2048, i.e. P/(K·B) = 11, depth-μP, η_c ≥ 0.35): 24 of 105 runs diverged,
         and one that did not reached a train loss of 11.0 where width-512 networks
-        trained at 0.70, with nothing to warn of it (no error replicas); at
-        P = 64·K·B every run agreed with the networks (``nfd-validate branch``).
+        trained at 0.70, with nothing to warn of it (no error replicas). At
+        P = 64·K·B (K·B = 64) it diverged where the networks did (η_c = 1) and in 1
+        of 15 runs at η_c = 0.71, and agreed with them elsewhere (``nfd-validate
+        branch``).
     batch_size : int
         B; each SGD step averages the gradient over B samples, each with its own
         trajectory in the history.
