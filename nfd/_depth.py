@@ -22,7 +22,7 @@ The initial weights enter through the drivers τ^α z (paper 002 Definition 1 ha
 same factor: the forward field τ^α W₀φ/√n responds to the backward source
 z̃ = W₀ᵀg/√n, which itself enters the dynamics as τ^α z̃, and Stein's lemma is taken
 with respect to z̃. So the coefficient of both becomes τ^α, τ^{α−½} times depth-μP's
-(:meth:`Parametrization.noise`); the response itself, E[∂φ/∂z̃], picks up a further
+(:meth:`Parametrization.branch`); the response itself, E[∂φ/∂z̃], picks up a further
 τ^{α−½} through the dynamics, so a response term is τ^{2α−1} times its α = ½ size.
 For α > ½ both vanish as L → ∞ and the limit becomes an ODE in depth time, whose only
 randomness is that of u and v (paper 001 §5, the ODE parametrization; paper 000
@@ -40,20 +40,20 @@ import math
 import numbers
 from dataclasses import dataclass
 
-__all__ = ["PARAMETERS", "Parametrization", "check_parametrization"]
+__all__ = ["PARAMETERS", "Parametrization", "check_parametrization", "power"]
 
 #: The parameter families of the one-layer network: input weights U, hidden weights
 #: W (every W_ℓ) and readout V (v for a scalar output).
 PARAMETERS = ("U", "W", "V")
 
 
-def _power(tau: float, p: float) -> float:
-    """τ^p, with √τ at p = ½ and 1 at p = 0 exactly (the numbers of α = ½ runs)."""
+def power(x: float, p: float) -> float:
+    """x^p, with √x at p = ½ and 1 at p = 0 exactly (the numbers of α = ½ runs)."""
     if p == 0.5:
-        return math.sqrt(tau)
+        return math.sqrt(x)
     if p == 0:
         return 1.0
-    return tau ** p
+    return x ** p
 
 
 @dataclass(frozen=True)
@@ -81,21 +81,18 @@ class Parametrization:
         return name in self.trainable
 
     def branch(self, tau: float) -> float:
-        """τ^α, the branch multiplier (√τ at α = ½)."""
-        return _power(tau, self.branch_exponent)
-
-    def noise(self, tau: float) -> float:
-        """τ^α, the factor of the initial weights' drivers and, coupled, of the
-        response terms in the limit's layer step (√τ at α = ½: Definition 1)."""
-        return self.branch(tau)
+        """τ^α, the branch multiplier (√τ at α = ½); in the limit the factor of the
+        initial weights' drivers and, coupled, of the response terms (module
+        docstring; √τ in paper 002's Definition 1)."""
+        return power(tau, self.branch_exponent)
 
     def sgd_hidden_mult(self, tau: float) -> float:
         """τ^{1−2α}: SGD's lr of W_ℓ over that of U and v (1 at α = ½)."""
-        return _power(tau, 1.0 - 2.0 * self.branch_exponent)
+        return power(tau, 1.0 - 2.0 * self.branch_exponent)
 
     def adam_hidden_rate(self, tau: float) -> float:
         """τ^{1−α}: Adam's lr of W_ℓ is η_c times this over √n (√τ at α = ½)."""
-        return _power(tau, 1.0 - self.branch_exponent)
+        return power(tau, 1.0 - self.branch_exponent)
 
     def adam_hidden_words(self, hidden_lr: str = "depth-mup") -> str:
         """Adam's lr of W in words: η_c·(T/L)^{1−α}/√n, times L^{1−α} under

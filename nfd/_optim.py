@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ._checks import check_int, check_positive_float
-from ._depth import Parametrization
+from ._depth import Parametrization, power
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "HIDDEN_LRS", "SGD", "Adam", "check_sgd",
            "check_optimizer", "adam_step_", "scale_step", "warmup_cosine"]
@@ -288,9 +288,7 @@ class Adam:
     def hidden_mult(self, depth: int, branch_exponent: float = 0.5) -> float:
         """m, the hidden rate's factor over the table's: 1 under depth-μP, L^{1−α}
         (√L at the branch exponent α = ½) for ``hidden_lr="block-only"``."""
-        if self.hidden_lr != "block-only":
-            return 1.0
-        return math.sqrt(depth) if branch_exponent == 0.5 else depth ** (1 - branch_exponent)
+        return power(depth, 1.0 - branch_exponent) if self.hidden_lr == "block-only" else 1.0
 
     def groups(self, width: int, depth: int, T: float,
                param: Parametrization = Parametrization()) -> dict[str, dict[str, float]]:

@@ -120,7 +120,7 @@ class _LinearSystem:
         N, d = X.shape
         self.X, self.L, self.d, self.coupled = X, L, d, coupled
         self.tau = T / L
-        self.noise = param.noise(self.tau)  # τ^α of the drivers and responses (√τ at ½)
+        self.noise = param.branch(self.tau)  # τ^α of the drivers and responses (√τ at ½)
         self.train_u, self.train_v = param.trains("U"), param.trains("V")
         self.C = C
         dim = d + C + 2 * L * N  # u, v (C columns), forward and backward innovations

@@ -111,7 +111,7 @@ class Model:
                  param: Parametrization = Parametrization()) -> None:
         self.act, self.L, self.tau = act, L, T / L
         self.sqrt_tau = math.sqrt(self.tau)
-        self.noise_unit = param.noise(self.tau)  # τ^α: √τ at depth-μP's α = ½
+        self.noise_unit = param.branch(self.tau)  # τ^α: √τ at depth-μP's α = ½
         self.train_u, self.train_v = param.trains("U"), param.trains("V")
         self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
         self.coupled = coupled

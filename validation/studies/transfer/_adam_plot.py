@@ -14,7 +14,7 @@ import xarray as xr
 
 from .._plotting import figure, save
 from ._adam_report import RULES
-from ._rule_plot import best_panel, loss_panel, optimum_panel
+from ._rule_plot import best_panel, loss_row, optimum_panel
 
 __all__ = ["plot_adam_transfer"]
 
@@ -29,13 +29,8 @@ def plot_adam_transfer(ds: xr.Dataset, path) -> None:
     """Six panels: train loss against η_c under each rule; optimal η_c against depth
     (train, test loss); the lowest loss against depth (train, test)."""
     fig, axes = figure(3, 2, size=5.6, aspect=0.6)
-    for ax, rule in zip(axes[0], RULES):
-        loss_panel(ax, ds, {"hidden_lr": rule}, "train", title=_TITLE[rule],
-                   xlabel="learning-rate constant η_c (U, V at lr η_c)", ylabel=_LOSS)
-    low = min(ax.get_ylim()[0] for ax in axes[0])
-    high = max(ax.get_ylim()[1] for ax in axes[0])
-    for ax in axes[0]:  # one scale, so that the rules compare by eye
-        ax.set_ylim(low, high)
+    loss_row(axes[0], ds, [{"hidden_lr": r} for r in RULES], [_TITLE[r] for r in RULES],
+             xlabel="learning-rate constant η_c (U, V at lr η_c)", ylabel=_LOSS)
     optimum_panel(axes[1, 0], ds, "train", _RULE)
     optimum_panel(axes[1, 1], ds, "probe", _RULE)
     best_panel(axes[2, 0], ds, "train", _RULE)

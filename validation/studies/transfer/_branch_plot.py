@@ -16,7 +16,7 @@ import xarray as xr
 from .._plotting import figure, save
 from ._branch_report import KAPPA_EPS, RULES, control_optima, kappa
 from ._plot import legend, optimum_bars
-from ._rule_plot import best_panel, loss_panel, optimum_panel
+from ._rule_plot import best_panel, loss_row, optimum_panel
 
 __all__ = ["plot_branch_transfer"]
 
@@ -72,13 +72,9 @@ def plot_branch_transfer(ds: xr.Dataset, path) -> None:
     """Six panels: train loss against η_c under each α; optimal η_c against depth
     (train, test loss); the lowest train loss against depth; D(ε) and κ."""
     fig, axes = figure(3, 2, size=5.6, aspect=0.6)
-    for ax, alpha in zip(axes[0], RULES):
-        loss_panel(ax, ds, {"branch_exponent": alpha}, "train", title=_TITLE[alpha],
-                   xlabel="learning-rate constant η_c (U, v at lr η_c·n)", ylabel=_LOSS)
-    low = min(ax.get_ylim()[0] for ax in axes[0])
-    high = max(ax.get_ylim()[1] for ax in axes[0])
-    for ax in axes[0]:  # one scale, so that the exponents compare by eye
-        ax.set_ylim(low, high)
+    loss_row(axes[0], ds, [{"branch_exponent": a} for a in RULES],
+             [_TITLE[a] for a in RULES],
+             xlabel="learning-rate constant η_c (U, v at lr η_c·n)", ylabel=_LOSS)
     optimum_panel(axes[1, 0], ds, "train", _RULE, _control("train", ds))
     optimum_panel(axes[1, 1], ds, "probe", _RULE, _control("probe", ds))
     best_panel(axes[2, 0], ds, "train", _RULE)

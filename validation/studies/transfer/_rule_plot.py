@@ -20,7 +20,7 @@ from .._plotting import log_x_at
 from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._plot import legend, limit_band, log_y, optimum_bars, seed_band
 
-__all__ = ["loss_panel", "optimum_panel", "best_panel", "NAMES"]
+__all__ = ["loss_panel", "loss_row", "optimum_panel", "best_panel", "NAMES"]
 
 #: How the panels name the two metrics.
 NAMES = {"train": "running-mean train loss", "probe": "test loss"}
@@ -47,6 +47,18 @@ def loss_panel(ax, ds: xr.Dataset, select: dict, metric: str, *, title: str, xla
     ax.set_title(f"{title}\n(limit: lines, band ±2 s.e. over its seeds; "
                  "networks: bars ±2 s.e.)", fontsize=8)
     legend(ax)
+
+
+def loss_row(axes, ds: xr.Dataset, selects: list[dict], titles: list[str], *,
+             xlabel: str, ylabel: str) -> None:
+    """One :func:`loss_panel` of the train loss per rule (``selects``, ``titles``) on
+    ``axes``, all on one y scale, so that the rules compare by eye."""
+    for ax, select, title in zip(axes, selects, titles):
+        loss_panel(ax, ds, select, "train", title=title, xlabel=xlabel, ylabel=ylabel)
+    low = min(ax.get_ylim()[0] for ax in axes)
+    high = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(low, high)
 
 
 def optimum_panel(ax, ds: xr.Dataset, metric: str, rules: dict[str, dict],
