@@ -110,6 +110,16 @@ def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, 
     return style, block, scaling
 
 
+def check_standard_network(scaling: str, regime: str) -> None:
+    """The standard parametrization reads out f = vᵀh_L/√n, the kernel regime's
+    α = 1: refuse it in the feature regime rather than build a hybrid."""
+    if scaling == "standard" and regime != "kernel":
+        raise ValueError(f"scaling='standard' with regime={regime!r}: the standard "
+                         "parametrization reads out f = v^T h_L/sqrt(n) (alpha = 1); pass "
+                         "regime='kernel' (eta_c is then torch's lr of the standard "
+                         "network, whose weights are N(0, 1/fan-in))")
+
+
 def check_branch_network(param: Parametrization, *, style: str, scaling: str) -> None:
     """Refuse a branch exponent α ≠ ½ on a network other than the pre-activation
     depth-μP one it is derived for (``nfd._depth``; two-layer blocks are refused by
@@ -155,8 +165,14 @@ class ResNetEnsemble(ABC):
         stream; an architecture class defaults to its own.
     block : {"one-layer", "two-layer"}
         Eq. 1 (the default) or the two-layer residual block of eq. 6 (pre style only).
-    scaling : {"depth-mup", "mup", "mlp"}
-        Branch scale √(T/L) (depth-μP), √T (μP ResNet), or an MLP without skips.
+    scaling : {"depth-mup", "mup", "mlp", "standard"}
+        Branch scale √(T/L) (depth-μP), √T (μP ResNet), an MLP without skips, or
+        the standard parametrization (``"standard"``, with ``regime="kernel"``):
+        branch √T, f = vᵀh_L/√n, and one torch lr η_c on weights stored as
+        N(0, 1/fan-in) (here N(0, 1) weights, each family at lr η_c·fan-in, weight
+        decay λ/fan-in: :meth:`lr_mult`), with no width or depth scaling. It is
+        the control that should not transfer across width or depth (Tensor
+        Programs VI, Fig. 10 bottom).
     regime : {"feature", "kernel"}
         α = 1/√n with η = η_c n, or α = 1 with η = η_c (footnote 2).
     eta_c : float
@@ -321,6 +337,7 @@ class ResNetEnsemble(ABC):
         self.backward = check_choice("backward", backward, BACKWARDS)
         self.scaling = check_architecture(style, block, scaling)[2]
         self.regime = check_choice("regime", regime, REGIMES)
+        check_standard_network(self.scaling, self.regime)
         self.first_layer_lr = check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS)
         check_adam_network(optimizer, style=self.style, block=self.block,
                            scaling=self.scaling, regime=self.regime)
@@ -432,12 +449,19 @@ class ResNetEnsemble(ABC):
         return self._adam
 
     def lr_mult(self, name: str) -> float:
-        """The learning rate of weight family ``name`` over η (:attr:`lr_mult_first`
-        for W_{ℓ,1} of two-layer blocks, (T/L)^{1−2α} for W at a branch exponent α,
-        else 1)."""
+        """The learning rate of weight family ``name`` (``"U"``, ``"W"``, ``"W1"``,
+        ``"W2"``, ``"V"``) over η: :attr:`lr_mult_first` for W_{ℓ,1} of two-layer
+        blocks, (T/L)^{1−2α} for W at a branch exponent α, else 1; times the family's
+        fan-in (d for U, n for the others) under ``scaling="standard"``, where one
+        torch lr η on weights stored as N(0, 1/fan-in) is lr η·fan-in on the N(0, 1)
+        weights kept here (θ = √fan-in·θ_sp, ∂/∂θ = ∂/∂θ_sp/√fan-in)."""
         if name == "W":
-            return self.param.sgd_hidden_mult(self.tau)
-        return self.lr_mult_first if name == "W1" else 1.0
+            mult = self.param.sgd_hidden_mult(self.tau)
+        else:
+            mult = self.lr_mult_first if name == "W1" else 1.0
+        if self.scaling != "standard":
+            return mult
+        return mult * (self.d if name == "U" else self.n)
 
     def decay_mult(self, name: str) -> float:
         """lr·weight_decay of family ``name`` over η_c·λ: :meth:`lr_mult` for
@@ -659,8 +683,9 @@ class ResNetEnsemble(ABC):
         inv_sqrt_d, inv_sqrt_n = 1.0 / math.sqrt(self.d), 1.0 / math.sqrt(self.n)
         Xe = fp.X.unsqueeze(0).expand(S, B, self.d)
         U = RankUpdate(w * g0, Xe, inv_sqrt_d * self.alpha * inv_sqrt_n / self.gamma0,
-                       inv_sqrt_d)
-        v = RankUpdate(readout, fp.h[L], self.alpha * inv_sqrt_n / self.gamma0, 1.0)
+                       inv_sqrt_d, self.lr_mult("U"))
+        v = RankUpdate(readout, fp.h[L], self.alpha * inv_sqrt_n / self.gamma0, 1.0,
+                       self.lr_mult("V"))
         return Gradients(g=G, U=U, v=v, hidden=hidden)
 
     @torch.no_grad()
@@ -723,7 +748,8 @@ class ResNetEnsemble(ABC):
         elif self._momentum or self.weight_decay:
             self._update(self._v.unsqueeze(1), grads.v, "v", None, eta_c, eta, step)
         else:
-            self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1), alpha=-step)
+            self._v.sub_(torch.bmm(grads.v.left.mT, grads.v.right).squeeze(1),
+                         alpha=-step * grads.v.lr_mult)
 
     def _adam_update(self, grads: Gradients, eta_c: float) -> None:
         """torch's Adam / AdamW step of every parameter at η_c (:meth:`apply_update`):

@@ -109,7 +109,9 @@ def _torch_values(net: ResNetEnsemble) -> dict:
     SGD: ``optimizer="sgd"``, ``learning_rate`` (its formula) and
     ``learning_rate_value`` = η_c·γ₀²/α², torch's lr of every parameter but
     W_{ℓ,1}, whose lr is ``learning_rate_first_layer_value`` (×√L under
-    ``first_layer_lr="depth-aware"``), ``weight_decay_value`` = λα²/γ₀². Adam: per param group of
+    ``first_layer_lr="depth-aware"``), ``weight_decay_value`` = λα²/γ₀²; under
+    ``scaling="standard"`` also ``learning_rate_U_value`` etc., the lr of the N(0, 1)
+    weights kept (η_c times the fan-in). Adam: per param group of
     :attr:`ResNetEnsemble.torch_optimizer`, ``learning_rate_value``, ``eps_value``
     and ``weight_decay_value`` of W (η_c·√(T/(Ln)), ε·√(T/L)/n^{3/2}, λ/√(T/(Ln)))
     and the same keys with ``_U`` / ``_V`` before ``_value`` for U and V (η_c, ε/n,
@@ -126,6 +128,10 @@ def _torch_values(net: ResNetEnsemble) -> dict:
         if net.param.branch_exponent != 0.5:  # W's group (nfd._depth)
             out["learning_rate_hidden_value"] = net.eta * net.lr_mult("W")
             out["weight_decay_hidden_value"] = net.torch_weight_decay / net.lr_mult("W")
+        if net.scaling == "standard":  # one torch lr on the N(0, 1/fan-in) weights
+            out["learning_rate"] = "eta_c (torch's lr of the standard network)"
+            out.update({f"learning_rate_{k}_value": net.eta * net.lr_mult(k)
+                        for k in ("U", "W", "V")})
         return out
     out = {"learning_rate": net.param.adam_hidden_words(net.hidden_lr)}
     for group in net.torch_optimizer.param_groups:

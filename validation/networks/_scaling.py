@@ -1,6 +1,7 @@
 """Residual streams of the finite networks: depth-μP (eq. 1 of paper 002), the μP
-ResNet and the μP MLP (the Figure 4 baselines), i.e. how a block's branch is added
-to h_{ℓ−1} and how the backward pass adds its branch to g_ℓ.
+ResNet and the μP MLP (the Figure 4 baselines) and the standard parametrization,
+i.e. how a block's branch is added to h_{ℓ−1} and how the backward pass adds its
+branch to g_ℓ.
 
 Every architecture writes its block as h_ℓ = skip·h_{ℓ−1} + s·branch_ℓ. The
 scalings differ only in τ, in s and in whether the skip connection exists:
@@ -10,8 +11,13 @@ scalings differ only in τ, in s and in whether the skip connection exists:
 ==============  ==========  ======================  =====================
 ``depth-mup``   T/L         √(τ/n)                  √τ
 ``mup``         T           √(τ/n)                  √τ
+``standard``    T           √(τ/n)                  √τ
 ``mlp``         —           1/√n (no skip)          1 (no skip)
 ==============  ==========  ======================  =====================
+
+``standard`` shares the μP ResNet's stream (branch multiplier 1 at T = 1: every
+weight acts as N(0, 1/fan-in)); it differs in its readout and learning rates
+(:class:`validation.networks._base.ResNetEnsemble`, :meth:`lr_mult`).
 
 A branch exponent α ≠ ½ (``nfd._depth``, pre-activation ``depth-mup`` only) makes
 s = τ^α/√n.
@@ -29,7 +35,7 @@ from nfd.schema import Parametrization
 
 __all__ = ["SCALINGS", "Stream", "ResidualStream", "MLPStream", "make_stream"]
 
-SCALINGS = ("depth-mup", "mup", "mlp")
+SCALINGS = ("depth-mup", "mup", "mlp", "standard")
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def make_stream(scaling: str, *, T: float, depth: int, width: int,
     the branch exponent α (s = τ^α/√n)."""
     if scaling == "mlp":
         return MLPStream(float("nan"), 1.0 if post_activation else 1.0 / math.sqrt(width), 0.0)
-    tau = T / depth if scaling == "depth-mup" else T
+    tau = T / depth if scaling == "depth-mup" else T  # "mup", "standard": no depth scaling
     if param.branch_exponent != 0.5:
         return ResidualStream(tau, param.branch(tau) / math.sqrt(width), 1.0)
     s = math.sqrt(tau) if post_activation else math.sqrt(tau / width)

@@ -63,7 +63,8 @@ class RankUpdate:
     ``coef`` is the architecture's factor c of the gradient,
     ``grad_scale`` = c·α/(γ₀√n), so that plain SGD at learning rate η·``lr_mult``
     moves θ by −(κ/γ₀)·``lr_mult``·c·leftᵀ right with κ = ηα/√n (appendix E;
-    ``lr_mult`` = √L for W_{ℓ,1} under ``first_layer_lr="depth-aware"``, else 1).
+    ``lr_mult``: :meth:`ResNetEnsemble.lr_mult`, e.g. √L for W_{ℓ,1} under
+    ``first_layer_lr="depth-aware"``, the fan-in under ``scaling="standard"``).
     The step itself is taken by :meth:`ResNetEnsemble.apply_update`.
     """
 

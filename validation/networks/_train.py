@@ -77,7 +77,9 @@ def train_resnet(
 
     The network is eq. 1 (``style="pre"``), eq. 9 (``"post"``) or the two-layer
     block of eq. 6 (``block="two-layer"``); the μP ResNet (``scaling="mup"``) and
-    μP MLP (``"mlp"``) are the Figure 4 baselines. Backprop is eq. 3 / 24, by hand,
+    μP MLP (``"mlp"``) are the Figure 4 baselines, and ``scaling="standard"`` (with
+    ``regime="kernel"``) the standard parametrization, one torch lr η_c for every
+    weight stored as N(0, 1/fan-in) (:class:`validation.ResNetEnsemble`). Backprop is eq. 3 / 24, by hand,
     with the forward weights (``backward="coupled"``) or an independent copy W̃
     that receives the same updates (``"decoupled"``, Corollary 1) — the network
     whose n → ∞ limit at depth L is ``nfd.simulate(..., steps=L)``. Updates are
