@@ -1,6 +1,6 @@
 """The figure of study 11 (:mod:`._branch_run`): the loss against η_c per depth under
 α = ½ and α = 1 (the limit drawn as lines, the widest networks as markers), the
-optimal η_c against depth (limit, networks and the μP-without-depth control), the
+optimal η_c against depth (limit, networks and the two controls), the
 lowest loss against depth, and the feature diversity D(ε) = E|h_{t+ε} − h_t|².
 
 Error bars on losses are ±2 s.e. over seeds (the networks' seeds; the limit's own
@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from .._plotting import figure, save
-from ._branch_report import KAPPA_EPS, RULES, control_optima, kappa
+from ._branch_report import CONTROL_NAMES, KAPPA_EPS, RULES, control_optima, kappa
 from ._plot import legend, optimum_bars
 from ._rule_plot import best_panel, loss_row, optimum_panel
 
@@ -26,16 +26,19 @@ _TITLE = {0.5: "depth-μP, α = ½: branch (T/L)^½, W at lr η_c·n",
           1.0: "CompleteP, α = 1: branch T/L, W at lr η_c·n·L/T"}
 
 
-def _control(metric: str, ds: xr.Dataset):
-    """The μP-without-depth control's optima, drawn into the optimum panel."""
+def _controls(metric: str, ds: xr.Dataset):
+    """The controls' optima (interior ones), drawn into the optimum panel, each at
+    the bounds of its own grid."""
     n = max(ds["width"].values.tolist())
 
-    grid = ds["control_eta_c"].values
-
     def draw(ax, depths, bounds) -> None:
-        optimum_bars(ax, depths, control_optima(ds, metric), 1.08,
-                     (float(grid.min()), float(grid.max())), fmt="D:", color="C3",
-                     label=f"control: μP without depth scaling, n = {n} (own grid)")
+        for (control, name), (fmt, color, shift) in zip(
+                CONTROL_NAMES.items(), (("D:", "C3", 1.08), ("v:", "C4", 1.16))):
+            grid = ds[f"{control}_eta_c"].values
+            optimum_bars(ax, depths, control_optima(ds, metric, control), shift,
+                         (float(grid.min()), float(grid.max())), fmt=fmt, color=color,
+                         label=f"{name.removesuffix(' (control)')}, n = {n} (control, "
+                               + ("its torch lr)" if control == "sp" else "own grid)"))
     return draw
 
 
@@ -75,8 +78,8 @@ def plot_branch_transfer(ds: xr.Dataset, path) -> None:
     loss_row(axes[0], ds, [{"branch_exponent": a} for a in RULES],
              [_TITLE[a] for a in RULES],
              xlabel="learning-rate constant η_c (U, v at lr η_c·n)", ylabel=_LOSS)
-    optimum_panel(axes[1, 0], ds, "train", _RULE, _control("train", ds))
-    optimum_panel(axes[1, 1], ds, "probe", _RULE, _control("probe", ds))
+    optimum_panel(axes[1, 0], ds, "train", _RULE, _controls("train", ds))
+    optimum_panel(axes[1, 1], ds, "probe", _RULE, _controls("probe", ds))
     best_panel(axes[2, 0], ds, "train", _RULE)
     _diversity_panel(axes[2, 1], ds)
     save(fig, path)

@@ -1,6 +1,7 @@
 """Findings and conclusion of study 11 (:mod:`._branch_run`): the optimal η_c per depth
 under α = ½ and α = 1, its drift per doubling of L in the limit and in the networks,
-the control (μP without depth scaling), the lowest loss against depth, and the
+the controls (μP without depth scaling, the standard parametrization), the lowest
+loss against depth, and the
 feature diversity exponent κ.
 
 Optima are vertices of the local parabola in log η_c (:mod:`._fit`), with 95%
@@ -27,10 +28,18 @@ from ._adam_report import DRIFT_WORDS, rule_drift_rows
 from ._report import boot_min, fmt_optimum, signed_finding
 
 __all__ = ["summarize_branch_transfer", "conclude_branch_transfer", "branch_optima",
-           "control_optima", "kappa", "RULES", "KAPPA_EPS"]
+           "control_optima", "control_summary", "kappa", "RULES", "CONTROL_NAMES",
+           "KAPPA_EPS"]
 
 #: The branch exponents and how the report names them.
 RULES = {0.5: "depth-μP (α = ½)", 1.0: "CompleteP (α = 1)"}
+#: The controls (:data:`._branch_run.CONTROLS`) and how the report names them.
+CONTROL_NAMES = {"mup": "μP without depth scaling (control)",
+                 "sp": "standard parametrization (control)"}
+_CONTROL_CLAIM = {
+    "mup": "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) (paper 002 "
+           "Fig. 4b; TP VI Fig. 10 bottom)",
+    "sp": "η* shifts with depth, and the loss degrades (TP VI §10.2, Fig. 10 bottom)"}
 #: The ε range of κ's fit (in units of T).
 KAPPA_EPS = (1 / 16, 1 / 2)
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
@@ -49,35 +58,55 @@ def branch_optima(ds: xr.Dataset, alpha: float, metric: str,
     return rule_optima(ds, metric, width, branch_exponent=alpha)
 
 
-def control_optima(ds: xr.Dataset, metric: str) -> dict[int, Optimum]:
-    """{L: optimum of log η_c} of the control networks (μP without depth scaling) on
-    their own grid ``control_eta_c``."""
-    x = np.log(ds["control_eta_c"].values)
+def control_optima(ds: xr.Dataset, metric: str, control: str) -> dict[int, Optimum]:
+    """{L: optimum of log η_c} of the ``control`` networks (a key of
+    :data:`._branch_run.CONTROLS`) on their own grid ``<control>_eta_c``, at the
+    depths where it lies inside the grid (not pinned at divergence or a grid end)."""
+    x = np.log(ds[f"{control}_eta_c"].values)
     out = {}
     for L in ds["depth"].values.tolist():
-        cell = ds[f"mup_{metric}"].sel(depth=L)
+        cell = ds[f"{control}_{metric}"].sel(depth=L)
         if present(cell):
-            out[L] = seed_optimum(x, seed_matrix(cell, "seed"))
+            opt = seed_optimum(x, seed_matrix(cell, "seed"))
+            if np.isfinite(opt.estimate):
+                out[L] = opt
     return out
 
 
-def _where(alpha: float | None, metric: str, width: int | None) -> str:
+def _where(rule: float | str, metric: str, width: int | None) -> str:
     who = "limit (n = ∞ at each L)" if width is None else f"networks, n = {width}"
-    rule = "μP without depth scaling (control)" if alpha is None else RULES[alpha]
-    return f"ten-class digits, SGD, {rule}, {who}, {_METRICS[metric]}"
+    name = CONTROL_NAMES[rule] if isinstance(rule, str) else RULES[rule]
+    return f"ten-class digits, SGD, {name}, {who}, {_METRICS[metric]}"
 
 
-def _control_row(ds: xr.Dataset, metric: str) -> list[Finding]:
-    """The control's drift of η*: the baseline that should not transfer."""
-    opts = control_optima(ds, metric)
+def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
+    """A control's drift of η*: a baseline that should not transfer."""
+    opts = control_optima(ds, metric, control)
     if len(opts) < 2:
         return []
     Ls = sorted(opts)
     n = max(ds["width"].values.tolist())
     return [signed_finding(
-        _where(None, metric, n), f"drift of log₂ η* per doubling of L (L = {Ls[0]}…{Ls[-1]})",
-        depth_drift(opts), "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) "
-        "(paper 002 Fig. 4b; TP VI Fig. 10 bottom)", DRIFT_WORDS)]
+        _where(control, metric, n), f"drift of log₂ η* per doubling of L "
+        f"(L = {', '.join(map(str, Ls))}: interior optima)", depth_drift(opts),
+        _CONTROL_CLAIM[control], DRIFT_WORDS)]
+
+
+def control_summary(ds: xr.Dataset, control: str) -> str:
+    """A control's drift of η* (train loss) in words, with the depths where its
+    optimum left the grid or every run diverged."""
+    ctrl = control_optima(ds, "train", control)
+    out = (fmt_optimum(depth_drift(ctrl), value=float) + f" over L = "
+           f"{', '.join(map(str, sorted(ctrl)))}" if len(ctrl) > 1 else "no drift measurable")
+    Ls = ds["depth"].values.tolist()
+    lost = [L for L in Ls if not present(ds[f"{control}_train"].sel(depth=L))]
+    pinned = [L for L in Ls if L not in ctrl and L not in lost]
+    if pinned:
+        out += (f"; at L = {', '.join(map(str, pinned))} its lowest loss sat beside a "
+                "diverged η_c (the optimum is the edge of stability)")
+    if lost:
+        out += f"; at L = {', '.join(map(str, lost))} it diverged at every η_c of its grid"
+    return out
 
 
 def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
@@ -166,7 +195,7 @@ def _kappa_rows(ds: xr.Dataset) -> list[Finding]:
 
 def summarize_branch_transfer(ds: xr.Dataset) -> list[Finding]:
     """Study 11's findings: drifts of η* under both exponents (limit and networks,
-    train and test loss), their contrast, the control's drift, the lowest loss
+    train and test loss), their contrast, the controls' drifts, the lowest loss
     against depth and between the exponents, and κ."""
     out = []
     for metric in _METRICS:
@@ -174,14 +203,15 @@ def summarize_branch_transfer(ds: xr.Dataset) -> list[Finding]:
             out += rule_drift_rows(ds, metric, lambda w, a=alpha: _where(a, metric, w),
                                    _CLAIM[alpha], branch_exponent=alpha)
         out += _contrast(ds, metric)
-        out += _control_row(ds, metric)
+        for control in CONTROL_NAMES:
+            out += _control_row(ds, metric, control)
     for metric in _METRICS:
         out += _depth_gain(ds, metric)
     return out + _kappa_rows(ds)
 
 
 def conclude_branch_transfer(ds: xr.Dataset) -> str:
-    """The answer in numbers: the limit's drift under each α, the control's, the
+    """The answer in numbers: the limit's drift under each α, the controls', the
     depth gains and κ after training at the deepest κ depth."""
     parts = []
     for alpha, name in RULES.items():
@@ -189,15 +219,8 @@ def conclude_branch_transfer(ds: xr.Dataset) -> str:
         if len(lim) < 2:
             return "Not enough data for a conclusion."
         parts.append(f"{name}: drift {fmt_optimum(depth_drift(lim), value=float)}")
-    ctrl = control_optima(ds, "train")
-    control = (fmt_optimum(depth_drift(ctrl), value=float) if len(ctrl) > 1 else "—")
-    if len(ctrl) > 1:
-        control += f" over L = {min(ctrl)}…{max(ctrl)}"
-    lost = [L for L in ds["depth"].values.tolist() if not present(ds["mup_train"].sel(depth=L))]
-    if lost:
-        control += (f"; at L = {', '.join(map(str, lost))} it diverged at every η_c of "
-                    "its grid (without the 1/√L its features grow geometrically with depth "
-                    "at initialization)")
+    controls = "; ".join(f"{CONTROL_NAMES[c].removesuffix(' (control)')}: "
+                         f"{control_summary(ds, c)}" for c in CONTROL_NAMES)
     L = max(ds["kappa_depth"].values.tolist())
     kap = "; ".join(f"{RULES[a]} {fmt_optimum(kappa(ds, a, L, 'trained'), value=float)}"
                     for a in RULES)
@@ -207,7 +230,8 @@ def conclude_branch_transfer(ds: xr.Dataset) -> str:
                     .mean("lim_seed")[half]) for a in RULES}
     return ("On ten-class digits (SGD, running-mean train loss), the limit's optimal η_c "
             "per doubling of L has " + "; ".join(parts) + " in log₂ η* (95% intervals), and "
-            f"the control (μP without depth scaling, networks) {control}. After "
+            f"the controls (networks; without the 1/√L their relu features grow "
+            f"geometrically with depth at initialization) drift: {controls}. After "
             f"training (K − 1 steps), at L = {L}, the feature diversity exponent is {kap}. "
             "At initialization both slopes give κ = ½, but under α = 1 the Brownian "
             f"layers' amplitude falls like 1/L (D(ε = ½) = {amp[1.0]:.3g} against "

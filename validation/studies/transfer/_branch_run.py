@@ -1,7 +1,7 @@
 """Study 11: the branch exponent across depth on ten-class digits — depth-μP (α = ½)
 against CompleteP / the ODE parametrization (α = 1), with the μP ResNet without depth
-scaling as the control that should not transfer (issue 35; paper 000 App. M,
-Tensor Programs VI §5 and §7, ``nfd._depth``).
+scaling and the standard parametrization as the controls that should not transfer
+(issue 35; paper 000 App. M, Tensor Programs VI §5, §7 and §10, ``nfd._depth``).
 
 Every run trains eq. 1 of paper 002 with branch (T/L)^α W_ℓ φ(h_{ℓ−1})/√n by
 ``torch.optim.SGD``: U and v at lr η_c·n, every W_ℓ at η_c·n·(T/L)^{1−2α}, so that
@@ -14,9 +14,11 @@ images only, |x|² = d), relu, batch B, K steps at a constant η_c, ordinary bac
 * the limit (``nfd.simulate(branch_exponent=α, steps=L)``, coupled): the n → ∞
   network of each depth L, on the same grid with a few seeds of its own (the same at
   every point, so differences along the grid are paired);
-* the control: networks of the μP ResNet without depth scaling
-  (``scaling="mup"``: branch √(T/n), constant rate, paper 002 Fig. 4b) at the
-  larger width, on the same grid (it has no depth limit);
+* the controls, networks at the larger width on grids of their own (they have no
+  depth limit): the μP ResNet without depth scaling (``scaling="mup"``: branch
+  √(T/n), constant rate, paper 002 Fig. 4b) and the standard parametrization
+  (``scaling="standard"``: weights N(0, 1/fan-in), f = vᵀh_L, one torch lr η_c for
+  every weight; TP VI Fig. 10 bottom);
 * feature diversity (TP VI Def. 7.6): the limit's particle paths h_t at depths
   ``kappa_depths`` and one η_c (``kappa_eta``), at initialization (step 0) and after
   training (the pass of step K − 1, after K − 1 updates), D(ε) = E|h_{t+ε} − h_t|²
@@ -41,19 +43,28 @@ from ..._sweep import study_args
 from ._adam_run import ten_digits
 from ._run import limit_metrics, net_metrics
 
-__all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "diversity"]
+__all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "CONTROLS",
+           "diversity"]
 
 #: The branch exponents compared: depth-μP and CompleteP (the ODE parametrization).
 BRANCH_EXPONENTS = (0.5, 1.0)
 _TASK = dict(activation="relu", loss="cross_entropy")
-_VERSION = 1  # of the study's definition (in the Dataset's attrs)
+_VERSION = 2  # of the study's definition (in the Dataset's attrs): 2 adds the SP control
 #: η_c from 0.125 to 1 in steps of √2: on this task the limit's and the networks' train
 #: loss is lowest near 0.35–0.5 under both α at every L, and η_c = 1 diverges under
 #: α = ½ (measured 2026-11-26: docs/validation/branch.nc).
 _ETAS = (0.125 * 2.0 ** (np.arange(7) / 2)).tolist()
-#: The control's grid, 0.25 down to 0.0039 in steps of √2: without the 1/√L its η*
-#: falls with depth (measured: 0.18 at L = 4; every η_c ≥ 0.125 diverged at L ≥ 16).
-_CONTROL_ETAS = (0.25 * 2.0 ** (-np.arange(13) / 2)).tolist()[::-1]
+#: The μP control's grid, 0.25 down to 0.0039 in steps of √2: without the 1/√L its
+#: η* falls with depth (measured: 0.18 at L = 4; every η_c ≥ 0.125 diverged at L ≥ 16).
+_MUP_ETAS = (0.25 * 2.0 ** (-np.arange(13) / 2)).tolist()[::-1]
+#: The standard parametrization's grid (torch's lr), 2^-5 down to 2^-20 in steps of
+#: √2: its readout vᵀh_L and relu features that grow like 1.5^L put η* near 2^-10 at
+#: L = 4 and 8, and every lr ≥ 2^-24 diverged at L = 64 (measured 2026-11-27, n = 512,
+#: one seed).
+_SP_ETAS = (2.0 ** (-5 - np.arange(31) / 2)).tolist()[::-1]
+#: The controls: their network options and their grids of η_c.
+CONTROLS = {"mup": (dict(scaling="mup"), "mup_etas"),
+            "sp": (dict(scaling="standard", regime="kernel"), "sp_etas")}
 #: The limit's P is 64 times the history K·B, the coupled limit's own advice
 #: (``nfd._simulation._state``): at P = 2048 and K·B = 192 (P/(K·B) = 11) the α = ½
 #: limit diverged in 24 of 105 runs, all at η_c ≥ 0.35, and one run that did not
@@ -61,18 +72,19 @@ _CONTROL_ETAS = (0.25 * 2.0 ** (-np.arange(13) / 2)).tolist()[::-1]
 #: trained stably (0.70); α = 1, whose response terms are (T/L)^{α−½} smaller,
 #: diverged in 8 (measured 2026-11-26).
 BRANCH_CONFIG = {
-    True: dict(K=8, B=2, n_probe=32, etas=_ETAS[1:6:2], control_etas=_CONTROL_ETAS[6::3],
+    True: dict(K=8, B=2, n_probe=32, etas=_ETAS[1:6:2], mup_etas=_MUP_ETAS[6::3],
+               sp_etas=_SP_ETAS[14:25:5],
                depths=[4, 8], widths=[16, 32], seeds=2, particles=1024, lim_seeds=2,
                kappa_depths=[8], kappa_eta=0.35, kappa_particles=1024),
-    False: dict(K=32, B=2, n_probe=128, etas=_ETAS, control_etas=_CONTROL_ETAS,
+    False: dict(K=32, B=2, n_probe=128, etas=_ETAS, mup_etas=_MUP_ETAS, sp_etas=_SP_ETAS,
                 depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=4, particles=4096,
                 lim_seeds=3, kappa_depths=[16, 64], kappa_eta=0.35, kappa_particles=4096),
 }
 
 
 def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
-    """The networks', the control's and the limit's grids over (α, depth, η_c),
-    reduced to their metrics."""
+    """The networks' and the limit's grids over (α, depth, η_c), and each control's
+    over (depth, η_c), reduced to their metrics."""
     (X, y), probes = ten_digits(cfg)
     run = dict(store=store, study="branch", scheduler=scheduler, progress=progress,
                probes=probes, variables=["loss", "probe_loss"])
@@ -84,9 +96,10 @@ def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
         grid=dict(branch_exponent=list(BRANCH_EXPONENTS), width=cfg["widths"],
                   depth=cfg["depths"], eta_c=cfg["etas"]),
         fixed=dict(common, seeds=seeds), **run)
-    control = sweep_grid(
-        X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg["control_etas"]),
-        fixed=dict(common, seeds=seeds, width=max(cfg["widths"]), scaling="mup"), **run)
+    controls = {name: net_metrics(sweep_grid(
+        X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg[grid]),
+        fixed=dict(common, **options, seeds=seeds, width=max(cfg["widths"])), **run), cfg["K"])
+        for name, (options, grid) in CONTROLS.items()}
     # the limit's errors come from its seeds: no error replicas
     lim = sweep_grid(
         X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), steps=cfg["depths"],
@@ -94,8 +107,7 @@ def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
                         seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
         fixed=dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0),
         **run)
-    return (net_metrics(nets, cfg["K"]), net_metrics(control, cfg["K"]),
-            limit_metrics(lim, cfg["K"]))
+    return net_metrics(nets, cfg["K"]), controls, limit_metrics(lim, cfg["K"])
 
 
 def diversity(h_path: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
@@ -150,16 +162,17 @@ def _kappa_dataset(rows: dict, cfg: dict) -> xr.Dataset:
 def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | None = None,
                         progress: bool = False, device=None, seed: int = 0) -> xr.Dataset:
     """Study 11: η* across depth under α = ½ and α = 1, the lowest loss against depth,
-    the μP-without-depth control and the feature diversity exponent (module docstring).
+    the controls and the feature diversity exponent (module docstring).
 
     Parameters
     ----------
     quick : bool
         K = 8 steps, depths 4 and 8, widths 16 and 32, 2 seeds, 3 values of η_c, the
         limit with 2 seeds of 1024 particles, instead of K = 32 steps, depths 4–64,
-        widths 128 and 512, 4 seeds, 7 values of η_c (0.125–1, ratio √2; the control
-        13 from 0.0039 to 0.25), the limit with 3 seeds of 4096 particles; both batch
-        2, the stream of study 10 (:data:`BRANCH_CONFIG`).
+        widths 128 and 512, 4 seeds, 7 values of η_c (0.125–1, ratio √2; the μP
+        control 13 from 0.0039 to 0.25, the standard one 31 from 2^-20 to 2^-5), the
+        limit with 3 seeds of 4096 particles; both batch 2, the stream of study 10
+        (:data:`BRANCH_CONFIG`).
     store, scheduler, progress
         See :func:`validation.run_jobs`.
     device
@@ -173,23 +186,26 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     xarray.Dataset
         ``net_train``, ``net_probe``, ``net_diverged`` (branch_exponent, width, depth,
         eta_c, seed); ``mup_train``, ``mup_probe``, ``mup_diverged`` (depth,
-        control_eta_c, seed: the control at the larger width on its own grid); ``lim_train``, ``lim_probe``,
+        mup_eta_c, seed) and ``sp_…`` (depth, sp_eta_c, seed): the controls of
+        :data:`CONTROLS` at the larger width on their own grids; ``lim_train``, ``lim_probe``,
         ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); ``kappa_D``,
         ``kappa_eps`` (:func:`diversity` per α, depth, seed and phase). NaN where a
         run diverged.
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = BRANCH_CONFIG[quick]
-    nets, control, lim = _sweeps(cfg, seed, dev, store, scheduler, progress)
+    nets, controls, lim = _sweeps(cfg, seed, dev, store, scheduler, progress)
     lim = lim.rename(steps="depth")
-    control = control.drop_vars("width", errors="ignore").rename(eta_c="control_eta_c")
     parts = [nets.rename({k: f"net_{k}" for k in nets.data_vars}),
-             control.rename({k: f"mup_{k}" for k in control.data_vars}),
              lim.rename({k: f"lim_{k}" for k in lim.data_vars}),
              _kappa_runs(cfg, seed, dev)]
+    for name, control in controls.items():
+        control = control.drop_vars(["width", "scaling", "regime"], errors="ignore")
+        parts.append(control.rename({"eta_c": f"{name}_eta_c",
+                                     **{k: f"{name}_{k}" for k in control.data_vars}}))
     ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
-    for name in ("net_diverged", "mup_diverged", "lim_diverged"):
-        ds[name] = ds[name].fillna(False).astype(bool)
+    for var in [f"{k}_diverged" for k in ("net", "lim", *CONTROLS)]:
+        ds[var] = ds[var].fillna(False).astype(bool)
     ds = ds.drop_vars("probe_step", errors="ignore")
     ds.attrs = base_attrs(study="branch", quick=quick, seed=seed, version=_VERSION,
                           window=max(1, cfg["K"] // 4), digits_classes=10, T=1.0,
