@@ -23,10 +23,10 @@ import xarray as xr
 
 from conftest import needs
 from validation import STUDIES
-from validation.studies.transfer._branch_report import (branch_optima, control_optima,
-                                                         control_summary, kappa)
+from validation.studies.transfer._branch_report import branch_optima, kappa
 from validation.studies.transfer._branch_run import diversity
-from validation.studies.transfer._optima import depth_drift
+from validation.studies.transfer._optima import depth_drift, own_grid_optima
+from validation.studies.transfer._report import own_grid_words
 
 DEPTHS = [4, 8, 16, 32, 64]
 ETAS = 0.125 * 2.0 ** (np.arange(7) / 2)
@@ -104,12 +104,12 @@ def test_drift_of_a_known_optimum(synthetic, alpha, width):
 
 def test_control_drift_and_verdicts(synthetic, findings):
     for control, want, depths in (("mup", -0.5, DEPTHS), ("sp", -1.0, [4, 8, 16])):
-        opts = control_optima(synthetic, "train", control)
+        opts = own_grid_optima(synthetic, control, "train")
         assert sorted(opts) == depths, control
         d = depth_drift(opts)
         lo, hi = d.ci()
         assert lo < want < hi and abs(d.estimate - want) < 0.03, (control, d.estimate)
-    words = control_summary(synthetic, "sp")
+    words = own_grid_words(synthetic, "sp")
     assert "over L = 4, 8, 16" in words and "at L = 32 its lowest loss sat beside" in words
     assert "at L = 64 it diverged at every" in words
     drifts = [f for f in findings if f.quantity.startswith("drift of")]

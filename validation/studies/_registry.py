@@ -31,11 +31,12 @@ from ._init import plot_init, run_init, summarize_init
 from ._kernel import plot_kernel, run_kernel, summarize_kernel
 from ._postact import plot_postact, run_postact, summarize_postact
 from ._training import plot_training, run_training, summarize_training
-from .transfer import (conclude_adam_transfer, conclude_branch_transfer, conclude_transfer,
-                       plot_adam_transfer, plot_branch_transfer, plot_transfer,
-                       run_adam_transfer, run_branch_transfer, run_transfer,
-                       summarize_adam_transfer, summarize_branch_transfer,
-                       summarize_transfer)
+from .transfer import (conclude_adam_transfer, conclude_baselines, conclude_branch_transfer,
+                       conclude_transfer, plot_adam_transfer, plot_baselines,
+                       plot_branch_transfer, plot_transfer, run_adam_transfer,
+                       run_baselines, run_branch_transfer, run_transfer,
+                       summarize_adam_transfer, summarize_baselines,
+                       summarize_branch_transfer, summarize_transfer)
 
 __all__ = ["Study", "STUDIES", "run_validation", "write_report"]
 
@@ -177,26 +178,44 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           run_adam_transfer, summarize_adam_transfer, plot_adam_transfer,
           conclude_adam_transfer),
     Study("branch", 11, "The branch exponent across depth: depth-μP (α = ½) against "
-          "CompleteP (α = 1), with μP without depth scaling as the control",
+          "CompleteP (α = 1), with μP without depth scaling and the standard "
+          "parametrization as the controls",
           "Ten-class digits (softmax cross-entropy, relu, batch B, K SGD steps at a "
           "constant η_c, ordinary backprop): ResNets with branch (T/L)^α W_ℓ φ/√n "
           "(branch_exponent = α), U and v at lr η_c·n and every W_ℓ at η_c·n·(T/L)^{1−2α}, "
           "so that each layer's update is Θ(T/L) under both α (nfd._depth). Networks at "
           "two widths over depths × a log-spaced η_c grid × seeds, beside their n → ∞ "
           "limit at each depth, nfd.simulate(branch_exponent=α, steps=L), a few seeds of "
-          "its own (the same at every grid point); the control, networks of the μP "
-          "ResNet without depth scaling (branch √(T/n), constant rate) at the larger "
-          "width on a grid of its own, lower η_c. Observables: the running-mean train loss (last K/4 "
+          "its own (the same at every grid point); the controls, networks at the larger "
+          "width on grids of their own: the μP ResNet without depth scaling (branch "
+          "√(T/n), constant rate, lower η_c) and the standard parametrization (weights "
+          "N(0, 1/fan-in), f = vᵀh_L, one torch lr η for every weight). Observables: the running-mean train loss (last K/4 "
           "steps) and the test loss after K steps; optimal η_c and its drift per "
           "doubling of L as in study 10; the lowest loss against depth; the feature "
           "diversity exponent κ = 1 − s/2, s the slope of log E|h_{t+ε} − h_t|² against "
           "log ε over ε = 1/16…1/2 from the limit's particle paths at init and after "
           "training (TP VI Def. 7.6). Claims: both exponents transfer η* (paper 000 "
-          "App. M), the control does not (paper 002 Fig. 4b; TP VI Fig. 10), and "
+          "App. M), the controls do not (paper 002 Fig. 4b; TP VI Fig. 10), and "
           "depth-μP alone keeps κ = ½ after training while α = 1's tends to 0 with L "
           "(TP VI Claims 7.4–7.5, Figs. 17–18).",
           run_branch_transfer, summarize_branch_transfer, plot_branch_transfer,
           conclude_branch_transfer),
+    Study("baselines", 12, "The baselines that should not transfer, on study 9's grid: "
+          "μP without depth scaling and the standard parametrization beside depth-μP",
+          "Study 9's networks (eq. 1, relu, mse, online SGD at batch 1 on digits 3 vs 8, "
+          "its stream, depths, seeds and η_c grid; one width) under three "
+          "parametrizations, each on a log-spaced grid of its own rate: depth-μP (branch "
+          "√(T/(Ln)), every weight at lr η_c·n, f = vᵀh_L/n), μP without depth scaling "
+          "(branch √(T/n), the same rates) and the standard parametrization (weights "
+          "N(0, 1/fan-in), branch multiplier 1, f = vᵀh_L, one torch lr η for every "
+          "weight). Observables as in study 9; the optimal rate per depth (the vertex of "
+          "the parabola through the grid's minimum and its neighbours in log η, with a "
+          "95% studentised bootstrap interval over seeds), its drift per doubling of L "
+          "over the depths with an interior optimum, each control's drift against "
+          "depth-μP's on the same seeds, and the lowest loss against depth. Claims: "
+          "depth-μP transfers (papers 000, 001); the baselines do not (paper 002 Fig. "
+          "4b; TP VI §10.2, Fig. 10 bottom).",
+          run_baselines, summarize_baselines, plot_baselines, conclude_baselines),
 )}
 
 

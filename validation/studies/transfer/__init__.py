@@ -5,11 +5,16 @@ the findings (``_report``). Study 10, Adam's learning rate across depth (depth-�
 against the block multiplier only, ten-class digits): ``_adam_run``, ``_adam_report``,
 ``_adam_plot``. Study 11, the branch exponent across depth (α = ½ against α = 1, the
 μP-without-depth control and the feature diversity exponent, ten-class digits):
-``_branch_run``, ``_branch_report``, ``_branch_plot``. The registry reaches them
-through the names below.
+``_branch_run``, ``_branch_report``, ``_branch_plot``. Study 12, the baselines that
+should not transfer (μP without depth scaling, the standard parametrization) on study
+9's grid: ``_baseline_run``, ``_baseline_report``, ``_baseline_plot``. The registry
+reaches them through the names below.
 """
 
 from ._adam_plot import plot_adam_transfer
+from ._baseline_plot import plot_baselines
+from ._baseline_report import conclude_baselines, summarize_baselines
+from ._baseline_run import run_baselines
 from ._adam_report import conclude_adam_transfer, summarize_adam_transfer
 from ._adam_run import run_adam_transfer
 from ._branch_plot import plot_branch_transfer
@@ -22,4 +27,5 @@ from ._run import run_transfer
 __all__ = ["run_transfer", "summarize_transfer", "conclude_transfer", "plot_transfer",
            "run_adam_transfer", "summarize_adam_transfer", "conclude_adam_transfer",
            "plot_adam_transfer", "run_branch_transfer", "summarize_branch_transfer",
-           "conclude_branch_transfer", "plot_branch_transfer"]
+           "conclude_branch_transfer", "plot_branch_transfer", "run_baselines",
+           "summarize_baselines", "conclude_baselines", "plot_baselines"]

@@ -23,7 +23,7 @@ from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._report import boot_min, exp_finding, fmt_optimum, signed_finding
 
 __all__ = ["summarize_adam_transfer", "conclude_adam_transfer", "adam_optima",
-           "rule_drift_rows", "RULES", "DRIFT_WORDS"]
+           "rule_drift_rows", "RULES", "DRIFT_WORDS", "CONTROL_DRIFT_WORDS"]
 
 #: The rules of the hidden rate and how the report names them.
 RULES = {"depth-mup": "depth-μP Adam (W at lr η_c·√(T/(Ln)))",
@@ -37,6 +37,9 @@ _CLAIM = {"depth-mup": "one η* at every depth: drift 0 (TP VI: Fig. 2 for pre-n
 #: The verdicts of a drift of η* (above 0, below 0, interval containing 0).
 DRIFT_WORDS = ("η* grows with depth", "η* falls with depth",
                "consistent with 0: η* transfers across depth")
+#: The same for a control, a baseline expected to drift: an interval holding 0 says
+#: no drift was resolved, not that the control transfers.
+CONTROL_DRIFT_WORDS = DRIFT_WORDS[:2] + ("no drift resolved (the interval holds 0)",)
 
 
 def adam_optima(ds: xr.Dataset, rule: str, metric: str,

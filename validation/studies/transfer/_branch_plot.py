@@ -14,7 +14,8 @@ import numpy as np
 import xarray as xr
 
 from .._plotting import figure, save
-from ._branch_report import CONTROL_NAMES, KAPPA_EPS, RULES, control_optima, kappa
+from ._branch_report import CONTROL_NAMES, KAPPA_EPS, RULES, kappa
+from ._optima import own_grid_optima
 from ._plot import legend, optimum_bars
 from ._rule_plot import best_panel, loss_row, optimum_panel
 
@@ -35,7 +36,7 @@ def _controls(metric: str, ds: xr.Dataset):
         for (control, name), (fmt, color, shift) in zip(
                 CONTROL_NAMES.items(), (("D:", "C3", 1.08), ("v:", "C4", 1.16))):
             grid = ds[f"{control}_eta_c"].values
-            optimum_bars(ax, depths, control_optima(ds, metric, control), shift,
+            optimum_bars(ax, depths, own_grid_optima(ds, control, metric), shift,
                          (float(grid.min()), float(grid.max())), fmt=fmt, color=color,
                          label=f"{name.removesuffix(' (control)')}, n = {n} (control, "
                                + ("its torch lr)" if control == "sp" else "own grid)"))

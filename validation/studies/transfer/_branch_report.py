@@ -23,13 +23,12 @@ import xarray as xr
 from ..._fit import bootstrap_replicates
 from .._report import Finding
 from ._fit import Optimum, compare_optima, seed_optimum
-from ._optima import depth_drift, present, rule_optima, seed_matrix
-from ._adam_report import DRIFT_WORDS, rule_drift_rows
-from ._report import boot_min, fmt_optimum, signed_finding
+from ._optima import depth_drift, own_grid_optima, present, rule_optima, seed_matrix
+from ._adam_report import CONTROL_DRIFT_WORDS, rule_drift_rows
+from ._report import boot_min, fmt_optimum, own_grid_gain, own_grid_words, signed_finding
 
 __all__ = ["summarize_branch_transfer", "conclude_branch_transfer", "branch_optima",
-           "control_optima", "control_summary", "kappa", "RULES", "CONTROL_NAMES",
-           "KAPPA_EPS"]
+           "kappa", "RULES", "CONTROL_NAMES", "KAPPA_EPS"]
 
 #: The branch exponents and how the report names them.
 RULES = {0.5: "depth-μP (α = ½)", 1.0: "CompleteP (α = 1)"}
@@ -58,21 +57,6 @@ def branch_optima(ds: xr.Dataset, alpha: float, metric: str,
     return rule_optima(ds, metric, width, branch_exponent=alpha)
 
 
-def control_optima(ds: xr.Dataset, metric: str, control: str) -> dict[int, Optimum]:
-    """{L: optimum of log η_c} of the ``control`` networks (a key of
-    :data:`._branch_run.CONTROLS`) on their own grid ``<control>_eta_c``, at the
-    depths where it lies inside the grid (not pinned at divergence or a grid end)."""
-    x = np.log(ds[f"{control}_eta_c"].values)
-    out = {}
-    for L in ds["depth"].values.tolist():
-        cell = ds[f"{control}_{metric}"].sel(depth=L)
-        if present(cell):
-            opt = seed_optimum(x, seed_matrix(cell, "seed"))
-            if np.isfinite(opt.estimate):
-                out[L] = opt
-    return out
-
-
 def _where(rule: float | str, metric: str, width: int | None) -> str:
     who = "limit (n = ∞ at each L)" if width is None else f"networks, n = {width}"
     name = CONTROL_NAMES[rule] if isinstance(rule, str) else RULES[rule]
@@ -81,7 +65,7 @@ def _where(rule: float | str, metric: str, width: int | None) -> str:
 
 def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
     """A control's drift of η*: a baseline that should not transfer."""
-    opts = control_optima(ds, metric, control)
+    opts = own_grid_optima(ds, control, metric)
     if len(opts) < 2:
         return []
     Ls = sorted(opts)
@@ -89,24 +73,22 @@ def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
     return [signed_finding(
         _where(control, metric, n), f"drift of log₂ η* per doubling of L "
         f"(L = {', '.join(map(str, Ls))}: interior optima)", depth_drift(opts),
-        _CONTROL_CLAIM[control], DRIFT_WORDS)]
+        _CONTROL_CLAIM[control], CONTROL_DRIFT_WORDS)]
 
 
-def control_summary(ds: xr.Dataset, control: str) -> str:
-    """A control's drift of η* (train loss) in words, with the depths where its
-    optimum left the grid or every run diverged."""
-    ctrl = control_optima(ds, "train", control)
-    out = (fmt_optimum(depth_drift(ctrl), value=float) + f" over L = "
-           f"{', '.join(map(str, sorted(ctrl)))}" if len(ctrl) > 1 else "no drift measurable")
-    Ls = ds["depth"].values.tolist()
-    lost = [L for L in Ls if not present(ds[f"{control}_train"].sel(depth=L))]
-    pinned = [L for L in Ls if L not in ctrl and L not in lost]
-    if pinned:
-        out += (f"; at L = {', '.join(map(str, pinned))} its lowest loss sat beside a "
-                "diverged η_c (the optimum is the edge of stability)")
-    if lost:
-        out += f"; at L = {', '.join(map(str, lost))} it diverged at every η_c of its grid"
-    return out
+def _control_gain(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
+    """A control's lowest loss at the deepest depth it trained at, minus at the
+    shallowest (the standard parametrization's loss degrades with depth, TP VI)."""
+    gain = own_grid_gain(ds, control, metric)
+    if gain is None:
+        return []
+    L0, L1, diff = gain
+    return [signed_finding(
+        _where(control, metric, max(ds["width"].values.tolist())),
+        f"lowest loss over its grid: L = {L1} − L = {L0}", diff,
+        "no claim on this task (TP VI: SP's loss degrades at large depth, Fig. 10 bottom)",
+        ("deeper is worse at its best η", "deeper is better at its best η",
+         "no change with depth resolved"))]
 
 
 def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
@@ -207,6 +189,8 @@ def summarize_branch_transfer(ds: xr.Dataset) -> list[Finding]:
             out += _control_row(ds, metric, control)
     for metric in _METRICS:
         out += _depth_gain(ds, metric)
+        for control in CONTROL_NAMES:
+            out += _control_gain(ds, metric, control)
     return out + _kappa_rows(ds)
 
 
@@ -220,7 +204,7 @@ def conclude_branch_transfer(ds: xr.Dataset) -> str:
             return "Not enough data for a conclusion."
         parts.append(f"{name}: drift {fmt_optimum(depth_drift(lim), value=float)}")
     controls = "; ".join(f"{CONTROL_NAMES[c].removesuffix(' (control)')}: "
-                         f"{control_summary(ds, c)}" for c in CONTROL_NAMES)
+                         f"{own_grid_words(ds, c)}" for c in CONTROL_NAMES)
     L = max(ds["kappa_depth"].values.tolist())
     kap = "; ".join(f"{RULES[a]} {fmt_optimum(kappa(ds, a, L, 'trained'), value=float)}"
                     for a in RULES)

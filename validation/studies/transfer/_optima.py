@@ -19,7 +19,8 @@ import xarray as xr
 
 from ._fit import Optimum, drift, seed_crossing, seed_intercepts, seed_optimum
 
-__all__ = ["log_eta", "present", "net_optima", "rule_optima", "depth_drift", "limit_at", "limit_inf", "two_optima",
+__all__ = ["log_eta", "present", "net_optima", "rule_optima", "depth_drift",
+           "own_grid_optima", "limit_at", "limit_inf", "two_optima",
            "two_limit_optima", "two_limit_inf", "two_check_optimum",
            "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
            "param_grid", "param_curves", "param_optima", "param_limit_inf",
@@ -59,6 +60,22 @@ def rule_optima(ds: xr.Dataset, metric: str, width: int | None = None,
         cell = da.sel(depth=L)
         if present(cell):
             out[L] = seed_optimum(log_eta(ds), seed_matrix(cell, dim))
+    return out
+
+
+def own_grid_optima(ds: xr.Dataset, prefix: str, metric: str) -> dict[int, Optimum]:
+    """{L: optimum of log η} of networks run on a grid of their own, ``<prefix>_<metric>``
+    over (depth, ``<prefix>_eta_c``, seed) (the controls of studies 11 and 12), at
+    the depths where it lies inside the grid: an optimum pinned beside a diverged η
+    or at a grid end has no vertex, and is left out (:func:`._report.own_grid_words`)."""
+    x = np.log(ds[f"{prefix}_eta_c"].values)
+    out = {}
+    for L in ds["depth"].values.tolist():
+        cell = ds[f"{prefix}_{metric}"].sel(depth=L)
+        if present(cell):
+            opt = seed_optimum(x, seed_matrix(cell, "seed"))
+            if np.isfinite(opt.estimate):
+                out[L] = opt
     return out
 
 

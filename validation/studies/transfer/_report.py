@@ -20,14 +20,13 @@ from scipy import stats
 from ..._fit import bootstrap_replicates
 from .._report import Finding
 from ._fit import Optimum, compare_optima, drift, spread
-from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, limit_inf,
-                      net_optima, param_grid, param_limit_inf, param_optima,
-                      param_thresholds,
-                      seed_matrix, two_check_optimum, two_limit_inf, two_limit_optima,
-                      two_optima)
+from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, depth_drift,
+                      limit_inf, net_optima, own_grid_optima, param_grid, param_limit_inf,
+                      param_optima, param_thresholds, present, seed_matrix,
+                      two_check_optimum, two_limit_inf, two_limit_optima, two_optima)
 
 __all__ = ["summarize_transfer", "conclude_transfer", "exp_finding", "signed_finding",
-           "boot_min", "fmt_optimum"]
+           "boot_min", "fmt_optimum", "own_grid_words", "own_grid_gain"]
 
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
             "probe": "probe loss after K steps"}
@@ -547,6 +546,38 @@ def fmt_optimum(o: Optimum, value=math.exp, beyond: str = "minimum at the grid's
     ends = sorted(((value(x), f"{value(x):.3g}") if math.isfinite(x) else
                    (value(x), _OPEN) for x in o.ci()), key=lambda t: t[0])
     return f"{value(o.estimate):.3g} [{ends[0][1]}, {ends[1][1]}]"
+
+
+def own_grid_words(ds: xr.Dataset, prefix: str, metric: str = "train") -> str:
+    """The drift of log₂ η* of :func:`._optima.own_grid_optima` in words, with the
+    depths where the optimum left the grid and those where every run diverged (the
+    controls of studies 11 and 12)."""
+    opts = own_grid_optima(ds, prefix, metric)
+    out = (f"{fmt_optimum(depth_drift(opts), value=float)} over L = "
+           f"{', '.join(map(str, sorted(opts)))}" if len(opts) > 1 else "no drift measurable")
+    Ls = ds["depth"].values.tolist()
+    lost = [L for L in Ls if not present(ds[f"{prefix}_{metric}"].sel(depth=L))]
+    pinned = [L for L in Ls if L not in opts and L not in lost]
+    if pinned:
+        out += (f"; at L = {', '.join(map(str, pinned))} its lowest loss sat beside a "
+                "diverged η or at the grid's end (no interior optimum)")
+    if lost:
+        out += f"; at L = {', '.join(map(str, lost))} it diverged at every η of its grid"
+    return out
+
+
+def own_grid_gain(ds: xr.Dataset, prefix: str, metric: str
+                  ) -> tuple[int, int, Optimum] | None:
+    """(L₀, L₁, lowest loss at L₁ − at L₀) of networks on a grid of their own
+    (:func:`._optima.own_grid_optima`): L₀ the shallowest and L₁ the deepest depth
+    where some run trained, each lowest seed-mean loss over the grid bootstrapped
+    over seeds with the same draws (paired); None with fewer than two such depths."""
+    cells = {L: ds[f"{prefix}_{metric}"].sel(depth=L) for L in ds["depth"].values.tolist()}
+    ran = [L for L, cell in cells.items() if present(cell)]
+    if len(ran) < 2:
+        return None
+    low, high = (boot_min(seed_matrix(cells[L]), 0) for L in (ran[0], ran[-1]))
+    return ran[0], ran[-1], compare_optima(high, low)
 
 
 def _conclude_two(ds: xr.Dataset) -> str:
