@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from .._plotting import figure, save
-from ._branch_report import CONTROL_NAMES, KAPPA_EPS, RULES, kappa
+from ._branch_report import KAPPA_EPS, RULES, kappa
 from ._optima import own_grid_optima
 from ._plot import legend, optimum_bars
 from ._rule_plot import best_panel, loss_row, optimum_panel
@@ -27,19 +27,22 @@ _TITLE = {0.5: "depth-μP, α = ½: branch (T/L)^½, W at lr η_c·n",
           1.0: "CompleteP, α = 1: branch T/L, W at lr η_c·n·L/T"}
 
 
+#: How the optimum panels draw the controls (marker, colour, x shift, short name).
+_CONTROL_STYLE = {"mup": ("D:", "C3", 1.08, "μP, no depth scaling"),
+                  "sp": ("v:", "C4", 1.16, "standard (torch's lr)")}
+
+
 def _controls(metric: str, ds: xr.Dataset):
     """The controls' optima (interior ones), drawn into the optimum panel, each at
     the bounds of its own grid."""
     n = max(ds["width"].values.tolist())
 
     def draw(ax, depths, bounds) -> None:
-        for (control, name), (fmt, color, shift) in zip(
-                CONTROL_NAMES.items(), (("D:", "C3", 1.08), ("v:", "C4", 1.16))):
+        for control, (fmt, color, shift, short) in _CONTROL_STYLE.items():
             grid = ds[f"{control}_eta_c"].values
             optimum_bars(ax, depths, own_grid_optima(ds, control, metric), shift,
                          (float(grid.min()), float(grid.max())), fmt=fmt, color=color,
-                         label=f"{name.removesuffix(' (control)')}, n = {n} (control, "
-                               + ("its torch lr)" if control == "sp" else "own grid)"))
+                         label=f"control: {short}, n = {n}")
     return draw
 
 
