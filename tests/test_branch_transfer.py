@@ -8,8 +8,9 @@ control and 0.25·(L/4)^{−1} for the standard one (on a grid of its own, its l
 diverged above its minimum at L = 32 and everywhere at L = 64), plus independent
 noise of s.d. 0.002 per seed: the vertex fit is exact without noise, so the drifts
 of log₂ η* per doubling of L must come out 0, 0, −½ and −1, each inside its 95%
-interval, and the standard control's drift must use L = 4, 8, 16 only. The
-diversity D(ε) is that of exact paths: a Brownian path (κ = ½: E D(ε) = ε) and a
+interval, and the standard control's drift must use L = 4, 8, 16 only. Adam's runs
+(``adam_*``, on a grid of their own) repeat the exponents' data with α = 1's
+η* = 0.35·L/16 (drift +1). The diversity D(ε) is that of exact paths: a Brownian path (κ = ½: E D(ε) = ε) and a
 straight one (κ = 0: D = ε² exactly). The κ interval's calibration on Brownian
 paths (3 seeds of 4000 particles, L = 64): 300 replications missed ½ in 4.3%
 (measured 2026-11-27), the estimate's mean 0.4998 (s.d. 0.0019).
@@ -31,6 +32,7 @@ from validation.studies.transfer._report import own_grid_words
 DEPTHS = [4, 8, 16, 32, 64]
 ETAS = 0.125 * 2.0 ** (np.arange(7) / 2)
 SP_ETAS = 2.0 ** (-np.arange(13, 0, -1) / 2)  # 2^-6.5 … 2^-0.5
+ADAM_ETAS = 0.35 * 2.0 ** (np.arange(-10, 11) / 2)  # wide enough for a drift of +1
 ALPHAS = [0.5, 1.0]
 
 
@@ -59,6 +61,13 @@ def synthetic():
                                  _parabolas(star[:, None], (2, 2, 5, 7, 4), rng))
         data[f"lim_{metric}"] = (("branch_exponent", "depth", "eta_c", "lim_seed"),
                                  _parabolas(star, (2, 5, 7, 3), rng))
+        # Adam: α = ½ transfers (η* = 0.35), α = 1's η* doubles per doubling of L
+        adam = np.stack([star[0], 0.35 * (np.array(DEPTHS) / 16.0)])
+        data[f"adam_net_{metric}"] = (
+            ("branch_exponent", "width", "depth", "adam_eta_c", "seed"),
+            _parabolas(adam[:, None], (2, 2, 5, 21, 4), rng, ADAM_ETAS))
+        data[f"adam_lim_{metric}"] = (("branch_exponent", "depth", "adam_eta_c", "lim_seed"),
+                                      _parabolas(adam, (2, 5, 21, 3), rng, ADAM_ETAS))
         data[f"mup_{metric}"] = (("depth", "mup_eta_c", "seed"),
                                  _parabolas(ctrl, (5, 7, 4), rng))
         sp = _parabolas(0.25 * (np.array(DEPTHS) / 4.0) ** -1.0, (5, 13, 4), rng, SP_ETAS)
@@ -78,7 +87,7 @@ def synthetic():
     data["kappa_eps"] = (("kappa_depth", "eps_index"), (eps / L)[None])
     return xr.Dataset(data, coords=dict(branch_exponent=ALPHAS, width=[128, 512],
                                         depth=DEPTHS, eta_c=ETAS, mup_eta_c=ETAS,
-                                        sp_eta_c=SP_ETAS,
+                                        sp_eta_c=SP_ETAS, adam_eta_c=ADAM_ETAS,
                                         seed=np.arange(4),
                                         lim_seed=np.arange(3), kappa_depth=[L],
                                         phase=["init", "trained"]),
@@ -113,12 +122,20 @@ def test_control_drift_and_verdicts(synthetic, findings):
     assert "over L = 4, 8, 16" in words and "at L = 32 its lowest loss sat beside" in words
     assert "at L = 64 it diverged at every" in words
     drifts = [f for f in findings if f.quantity.startswith("drift of")]
-    assert len(drifts) == 2 * (2 * 3 + 2)  # metrics × (exponents × sources + controls)
+    # metrics × (optimizers × exponents × sources + controls)
+    assert len(drifts) == 2 * (2 * 2 * 3 + 2)
     for f in drifts:
         expect = ("η* falls with depth" if "control" in f.observable
+                  else "η* grows with depth" if "Adam, CompleteP" in f.observable
                   else "consistent with 0: η* transfers across depth")
         assert f.verdict == expect, f
-    assert "drift" in STUDIES["branch"].conclude(synthetic)
+        if "Adam, CompleteP" in f.observable:
+            assert f.ci[0] < 1 < f.ci[1] and abs(f.estimate - 1) < 0.03, f
+    words = STUDIES["branch"].conclude(synthetic)
+    assert "Under Adam" in words and "Under SGD the controls" in words
+    contrast = [f for f in findings if f.quantity == "drift, α = 1 − α = ½"]
+    assert [f.observable.startswith("ten-class digits, Adam") for f in contrast] == \
+        [False, False, True, True]
 
 
 def test_diversity_exponent_of_exact_paths(synthetic, findings):

@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from .._plotting import figure, save
-from ._branch_report import KAPPA_EPS, RULES, kappa
+from ._branch_report import KAPPA_EPS, RULES, adam_view, kappa
 from ._optima import own_grid_optima
 from ._plot import legend, optimum_bars
 from ._rule_plot import best_panel, loss_row, optimum_panel
@@ -77,8 +77,10 @@ def _diversity_panel(ax, ds: xr.Dataset) -> None:
 
 def plot_branch_transfer(ds: xr.Dataset, path) -> None:
     """Six panels: train loss against η_c under each α; optimal η_c against depth
-    (train, test loss); the lowest train loss against depth; D(ε) and κ."""
-    fig, axes = figure(3, 2, size=5.6, aspect=0.6)
+    (train, test loss); the lowest train loss against depth; D(ε) and κ; and, when
+    Adam was run, its optimal η_c and lowest train loss against depth."""
+    adam = "adam_net_train" in ds
+    fig, axes = figure(4 if adam else 3, 2, size=5.6, aspect=0.6)
     loss_row(axes[0], ds, [{"branch_exponent": a} for a in RULES],
              [_TITLE[a] for a in RULES],
              xlabel="learning-rate constant η_c (U, v at lr η_c·n)", ylabel=_LOSS)
@@ -86,4 +88,14 @@ def plot_branch_transfer(ds: xr.Dataset, path) -> None:
     optimum_panel(axes[1, 1], ds, "probe", _RULE, _controls("probe", ds))
     best_panel(axes[2, 0], ds, "train", _RULE)
     _diversity_panel(axes[2, 1], ds)
+    if adam:
+        _adam_row(axes[3], adam_view(ds))
     save(fig, path)
+
+
+def _adam_row(axes, view: xr.Dataset) -> None:
+    """The optimal η_c and the lowest train loss against depth under Adam."""
+    optimum_panel(axes[0], view, "train", _RULE)
+    best_panel(axes[1], view, "train", _RULE)
+    for ax in axes:
+        ax.set_title("Adam (W at lr η_c·(T/L)^{1−α}/√n): " + ax.get_title(), fontsize=8)

@@ -28,7 +28,7 @@ from ._adam_report import CONTROL_DRIFT_WORDS, rule_drift_rows
 from ._report import boot_min, fmt_optimum, own_grid_gain, own_grid_words, signed_finding
 
 __all__ = ["summarize_branch_transfer", "conclude_branch_transfer", "branch_optima",
-           "kappa", "RULES", "CONTROL_NAMES", "KAPPA_EPS"]
+           "kappa", "adam_view", "RULES", "CONTROL_NAMES", "KAPPA_EPS"]
 
 #: The branch exponents and how the report names them.
 RULES = {0.5: "depth-μP (α = ½)", 1.0: "CompleteP (α = 1)"}
@@ -57,10 +57,25 @@ def branch_optima(ds: xr.Dataset, alpha: float, metric: str,
     return rule_optima(ds, metric, width, branch_exponent=alpha)
 
 
-def _where(rule: float | str, metric: str, width: int | None) -> str:
+def _task(ds: xr.Dataset) -> str:
+    """The task and optimizer of a view (:func:`adam_view` sets ``optimizer``)."""
+    return f"ten-class digits, {'Adam' if ds.attrs.get('optimizer') == 'adam' else 'SGD'}"
+
+
+def adam_view(ds: xr.Dataset) -> xr.Dataset:
+    """Study 11's Adam runs (``adam_net_*``, ``adam_lim_*`` over ``adam_eta_c``) under
+    the SGD runs' names, so that every finding of the exponents applies to them."""
+    names = [k for k in ds.data_vars if k.startswith(("adam_net_", "adam_lim_"))]
+    view = ds[names].rename({k: k.removeprefix("adam_") for k in names})
+    view = view.drop_vars("eta_c", errors="ignore").rename(adam_eta_c="eta_c")
+    view.attrs = dict(ds.attrs, optimizer="adam")
+    return view
+
+
+def _where(ds: xr.Dataset, rule: float | str, metric: str, width: int | None) -> str:
     who = "limit (n = ∞ at each L)" if width is None else f"networks, n = {width}"
     name = CONTROL_NAMES[rule] if isinstance(rule, str) else RULES[rule]
-    return f"ten-class digits, SGD, {name}, {who}, {_METRICS[metric]}"
+    return f"{_task(ds)}, {name}, {who}, {_METRICS[metric]}"
 
 
 def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
@@ -71,7 +86,7 @@ def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
     Ls = sorted(opts)
     n = max(ds["width"].values.tolist())
     return [signed_finding(
-        _where(control, metric, n), f"drift of log₂ η* per doubling of L "
+        _where(ds, control, metric, n), f"drift of log₂ η* per doubling of L "
         f"(L = {', '.join(map(str, Ls))}: interior optima)", depth_drift(opts),
         _CONTROL_CLAIM[control], CONTROL_DRIFT_WORDS)]
 
@@ -84,7 +99,7 @@ def _control_gain(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
         return []
     L0, L1, diff = gain
     return [signed_finding(
-        _where(control, metric, max(ds["width"].values.tolist())),
+        _where(ds, control, metric, max(ds["width"].values.tolist())),
         f"lowest loss over its grid: L = {L1} − L = {L0}", diff,
         "no claim on this task (TP VI: SP's loss degrades at large depth, Fig. 10 bottom)",
         ("deeper is worse at its best η", "deeper is better at its best η",
@@ -98,7 +113,7 @@ def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
         return []
     diff = compare_optima(depth_drift(drifts[1.0]), depth_drift(drifts[0.5]))
     return [signed_finding(
-        f"ten-class digits, SGD, limit (n = ∞ at each L), {_METRICS[metric]}",
+        f"{_task(ds)}, limit (n = ∞ at each L), {_METRICS[metric]}",
         "drift, α = 1 − α = ½", diff, "both transfer: no difference",
         ("α = 1's η* rises faster", "α = 1's η* falls faster with depth",
          "no difference between the exponents resolved"))]
@@ -123,13 +138,13 @@ def _depth_gain(ds: xr.Dataset, metric: str) -> list[Finding]:
             return rows
         gains[alpha] = compare_optima(ends[1], ends[0])
         rows.append(signed_finding(
-            _where(alpha, metric, None), f"lowest loss over η_c: L = {L1} − L = {L0}",
+            _where(ds, alpha, metric, None), f"lowest loss over η_c: L = {L1} − L = {L0}",
             gains[alpha], "no claim on this task (TP VI: depth-μP's loss falls with "
             "depth on CIFAR-10, Fig. 10 top)",
             ("deeper is worse at its best η_c", "deeper is better at its best η_c",
              "no change with depth resolved")))
     rows.append(signed_finding(
-        f"ten-class digits, SGD, limit (n = ∞), {_METRICS[metric]}",
+        f"{_task(ds)}, limit (n = ∞), {_METRICS[metric]}",
         f"depth gain (L = {L1} − L = {L0}), α = 1 − α = ½",
         compare_optima(gains[1.0], gains[0.5]),
         "depth-μP uses depth best: maximal feature diversity (TP VI Claim 7.5)",
@@ -137,7 +152,7 @@ def _depth_gain(ds: xr.Dataset, metric: str) -> list[Finding]:
          "it more)", "no difference in the change with depth resolved")))
     best = [_best(ds, a, metric, L1) for a in (1.0, 0.5)]
     rows.append(signed_finding(
-        f"ten-class digits, SGD, limit (n = ∞), L = {L1}, {_METRICS[metric]}",
+        f"{_task(ds)}, limit (n = ∞), L = {L1}, {_METRICS[metric]}",
         "lowest loss over η_c: α = 1 − α = ½", compare_optima(*best),
         "no claim (TP VI compares the exponents by feature diversity, §7)",
         ("α = 1 is worse at its best η_c", "α = 1 reaches a lower loss",
@@ -177,32 +192,54 @@ def _kappa_rows(ds: xr.Dataset) -> list[Finding]:
 
 def summarize_branch_transfer(ds: xr.Dataset) -> list[Finding]:
     """Study 11's findings: drifts of η* under both exponents (limit and networks,
-    train and test loss), their contrast, the controls' drifts, the lowest loss
-    against depth and between the exponents, and κ."""
-    out = []
+    train and test loss), their contrast, the lowest loss against depth and between
+    the exponents, under SGD and (when run) Adam; the controls' drifts and lowest
+    losses; and κ."""
+    out = _exponent_rows(ds)
     for metric in _METRICS:
-        for alpha in RULES:
-            out += rule_drift_rows(ds, metric, lambda w, a=alpha: _where(a, metric, w),
-                                   _CLAIM[alpha], branch_exponent=alpha)
-        out += _contrast(ds, metric)
         for control in CONTROL_NAMES:
-            out += _control_row(ds, metric, control)
-    for metric in _METRICS:
-        out += _depth_gain(ds, metric)
-        for control in CONTROL_NAMES:
-            out += _control_gain(ds, metric, control)
+            out += _control_row(ds, metric, control) + _control_gain(ds, metric, control)
+    if "adam_net_train" in ds:
+        out += _exponent_rows(adam_view(ds))
     return out + _kappa_rows(ds)
 
 
-def conclude_branch_transfer(ds: xr.Dataset) -> str:
-    """The answer in numbers: the limit's drift under each α, the controls', the
-    depth gains and κ after training at the deepest κ depth."""
+def _exponent_rows(ds: xr.Dataset) -> list[Finding]:
+    """The exponents' findings under one optimizer (the SGD runs, or
+    :func:`adam_view`): drifts of η* (limit and networks, train and test loss), their
+    contrast, and the lowest loss against depth and between the exponents."""
+    out = []
+    for metric in _METRICS:
+        for alpha in RULES:
+            out += rule_drift_rows(ds, metric, lambda w, a=alpha: _where(ds, a, metric, w),
+                                   _CLAIM[alpha], branch_exponent=alpha)
+        out += _contrast(ds, metric)
+    for metric in _METRICS:
+        out += _depth_gain(ds, metric)
+    return out
+
+
+def _drifts_words(ds: xr.Dataset) -> list[str] | None:
+    """'name: drift d [lo, hi]' of the limit's η* (train loss) per exponent; None
+    when a drift has fewer than two depths."""
     parts = []
     for alpha, name in RULES.items():
         lim = branch_optima(ds, alpha, "train")
         if len(lim) < 2:
-            return "Not enough data for a conclusion."
+            return None
         parts.append(f"{name}: drift {fmt_optimum(depth_drift(lim), value=float)}")
+    return parts
+
+
+def conclude_branch_transfer(ds: xr.Dataset) -> str:
+    """The answer in numbers: the limit's drift under each α (SGD, and Adam when
+    run), the controls', and κ after training at the deepest κ depth."""
+    parts = _drifts_words(ds)
+    if parts is None:
+        return "Not enough data for a conclusion."
+    adam = _drifts_words(adam_view(ds)) if "adam_net_train" in ds else None
+    adam = (f" Under Adam (W at lr η_c·(T/L)^{{1−α}}/√n) the limit's drifts are "
+            f"{'; '.join(adam)}." if adam else "")
     controls = "; ".join(f"{CONTROL_NAMES[c].removesuffix(' (control)')}: "
                          f"{own_grid_words(ds, c)}" for c in CONTROL_NAMES)
     L = max(ds["kappa_depth"].values.tolist())
@@ -213,8 +250,8 @@ def conclude_branch_transfer(ds: xr.Dataset) -> str:
     amp = {a: float(ds["kappa_D"].sel(branch_exponent=a, kappa_depth=L, phase="init")
                     .mean("lim_seed")[half]) for a in RULES}
     return ("On ten-class digits (SGD, running-mean train loss), the limit's optimal η_c "
-            "per doubling of L has " + "; ".join(parts) + " in log₂ η* (95% intervals), and "
-            f"the controls (networks; without the 1/√L their relu features grow "
+            "per doubling of L has " + "; ".join(parts) + " in log₂ η* (95% intervals)."
+            f"{adam} Under SGD the controls (networks; without the 1/√L their relu features grow "
             f"geometrically with depth at initialization) drift: {controls}. After "
             f"training (K − 1 steps), at L = {L}, the feature diversity exponent is {kap}. "
             "At initialization both slopes give κ = ½, but under α = 1 the Brownian "

@@ -19,6 +19,10 @@ images only, |x|² = d), relu, batch B, K steps at a constant η_c, ordinary bac
   √(T/n), constant rate, paper 002 Fig. 4b) and the standard parametrization
   (``scaling="standard"``: weights N(0, 1/fan-in), f = vᵀh_L, one torch lr η_c for
   every weight; TP VI Fig. 10 bottom);
+* Adam (``optimizer="adam"``, the depth-μP hidden rule of :class:`nfd.schema.Adam`
+  generalised to α: every W_ℓ at lr η_c·(T/L)^{1−α}/√n, so that CompleteP's is
+  depth-independent), networks and limit on study 10's grid and settings (dense P×P
+  Adam states, P = 16·K·B, float64), the same depths, widths and seeds;
 * feature diversity (TP VI Def. 7.6): the limit's particle paths h_t at depths
   ``kappa_depths`` and one η_c (``kappa_eta``), at initialization (step 0) and after
   training (the pass of step K − 1, after K − 1 updates), D(ε) = E|h_{t+ε} − h_t|²
@@ -40,7 +44,7 @@ from nfd.schema import base_attrs
 
 from ..._grid import sweep_grid
 from ..._sweep import study_args
-from ._adam_run import ten_digits
+from ._adam_run import ADAM_CONFIG, ten_digits
 from ._run import limit_metrics, net_metrics
 
 __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "CONTROLS",
@@ -49,7 +53,7 @@ __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "CONTROLS
 #: The branch exponents compared: depth-μP and CompleteP (the ODE parametrization).
 BRANCH_EXPONENTS = (0.5, 1.0)
 _TASK = dict(activation="relu", loss="cross_entropy")
-_VERSION = 2  # of the study's definition (in the Dataset's attrs): 2 adds the SP control
+_VERSION = 3  # of the study's definition (Dataset attrs): 2 adds the SP control, 3 Adam
 #: η_c from 0.125 to 1 in steps of √2: on this task the limit's and the networks' train
 #: loss is lowest near 0.35–0.5 under both α at every L, and η_c = 1 diverges under
 #: α = ½ (measured 2026-11-26: docs/validation/branch.nc).
@@ -73,10 +77,13 @@ CONTROLS = {"mup": (dict(scaling="mup"), "mup_etas"),
 #: diverged in 8 (measured 2026-11-26).
 BRANCH_CONFIG = {
     True: dict(K=8, B=2, n_probe=32, etas=_ETAS[1:6:2], mup_etas=_MUP_ETAS[6::3],
-               sp_etas=_SP_ETAS[14:25:5],
+               sp_etas=_SP_ETAS[14:25:5], adam_etas=ADAM_CONFIG[False]["etas"][2::3],
+               adam_particles=256,
                depths=[4, 8], widths=[16, 32], seeds=2, particles=1024, lim_seeds=2,
                kappa_depths=[8], kappa_eta=0.35, kappa_particles=1024),
     False: dict(K=32, B=2, n_probe=128, etas=_ETAS, mup_etas=_MUP_ETAS, sp_etas=_SP_ETAS,
+                adam_etas=ADAM_CONFIG[False]["etas"],
+                adam_particles=ADAM_CONFIG[False]["particles"],
                 depths=[4, 8, 16, 32, 64], widths=[128, 512], seeds=4, particles=4096,
                 lim_seeds=3, kappa_depths=[16, 64], kappa_eta=0.35, kappa_particles=4096),
 }
@@ -108,6 +115,31 @@ def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
         fixed=dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0),
         **run)
     return net_metrics(nets, cfg["K"]), controls, limit_metrics(lim, cfg["K"])
+
+
+def _adam_sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> xr.Dataset:
+    """Adam's networks and limit over (α, depth, η_c) on study 10's settings, as
+    ``adam_net_*`` and ``adam_lim_*`` over ``adam_eta_c``."""
+    (X, y), probes = ten_digits(cfg)
+    run = dict(store=store, study="branch", scheduler=scheduler, progress=progress,
+               probes=probes, variables=["loss", "probe_loss"])
+    common = dict(_TASK, optimizer="adam", batch_size=cfg["B"], probe_steps=[cfg["K"]],
+                  **({} if dev is None else {"device": dev}))
+    nets = sweep_grid(
+        X, y, kind="network",
+        grid=dict(branch_exponent=list(BRANCH_EXPONENTS), width=cfg["widths"],
+                  depth=cfg["depths"], eta_c=cfg["adam_etas"]),
+        fixed=dict(common, seeds=[seed + s for s in range(cfg["seeds"])]), **run)
+    lim = sweep_grid(
+        X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), steps=cfg["depths"],
+                        eta_c=cfg["adam_etas"],
+                        seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
+        fixed=dict(common, particles=cfg["adam_particles"], eig_steps=[], error_replicas=0,
+                   dtype="float64"), **run)
+    nets, lim = net_metrics(nets, cfg["K"]), limit_metrics(lim, cfg["K"]).rename(steps="depth")
+    parts = [part.rename({k: f"adam_{name}_{k}" for k in part.data_vars})
+             for name, part in (("net", nets), ("lim", lim))]
+    return xr.merge(parts, join="outer").rename(eta_c="adam_eta_c")
 
 
 def diversity(h_path: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +204,8 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
         widths 128 and 512, 4 seeds, 7 values of η_c (0.125–1, ratio √2; the μP
         control 13 from 0.0039 to 0.25, the standard one 31 from 2^-20 to 2^-5), the
         limit with 3 seeds of 4096 particles; both batch 2, the stream of study 10
-        (:data:`BRANCH_CONFIG`).
+        (:data:`BRANCH_CONFIG`); Adam on study 10's 8 values of η_c (0.028–0.32) with
+        its limit's 1024 particles in float64 (quick: 3 values, 256 particles).
     store, scheduler, progress
         See :func:`validation.run_jobs`.
     device
@@ -188,7 +221,8 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
         eta_c, seed); ``mup_train``, ``mup_probe``, ``mup_diverged`` (depth,
         mup_eta_c, seed) and ``sp_…`` (depth, sp_eta_c, seed): the controls of
         :data:`CONTROLS` at the larger width on their own grids; ``lim_train``, ``lim_probe``,
-        ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); ``kappa_D``,
+        ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); the same with
+        Adam as ``adam_net_…`` and ``adam_lim_…`` over ``adam_eta_c``; ``kappa_D``,
         ``kappa_eps`` (:func:`diversity` per α, depth, seed and phase). NaN where a
         run diverged.
     """
@@ -199,12 +233,13 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     parts = [nets.rename({k: f"net_{k}" for k in nets.data_vars}),
              lim.rename({k: f"lim_{k}" for k in lim.data_vars}),
              _kappa_runs(cfg, seed, dev)]
+    parts.append(_adam_sweeps(cfg, seed, dev, store, scheduler, progress))
     for name, control in controls.items():
         control = control.drop_vars(["width", "scaling", "regime"], errors="ignore")
         parts.append(control.rename({"eta_c": f"{name}_eta_c",
                                      **{k: f"{name}_{k}" for k in control.data_vars}}))
     ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
-    for var in [f"{k}_diverged" for k in ("net", "lim", *CONTROLS)]:
+    for var in [f"{k}_diverged" for k in ("net", "lim", "adam_net", "adam_lim", *CONTROLS)]:
         ds[var] = ds[var].fillna(False).astype(bool)
     ds = ds.drop_vars("probe_step", errors="ignore")
     ds.attrs = base_attrs(study="branch", quick=quick, seed=seed, version=_VERSION,
