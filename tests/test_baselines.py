@@ -19,7 +19,8 @@ import xarray as xr
 
 from validation import STUDIES
 from validation.studies.transfer._baseline_run import BASELINE_CONFIG
-from validation.studies.transfer._optima import depth_drift, own_grid_optima
+from validation.studies.transfer._baseline_report import edge_words
+from validation.studies.transfer._optima import depth_drift, own_grid_optima, stability_edges
 
 DEPTHS = [4, 8, 16, 32, 64]
 GRIDS = {"dmup": 0.0125 * 2.0 ** (np.arange(11) / 2),
@@ -43,6 +44,8 @@ def synthetic():
                 v[2, grid > STARS["sp"][2]] = np.nan  # L = 16: diverged above its minimum
                 v[3:] = np.nan  # L = 32, 64: diverged everywhere
             data[f"{name}_{metric}"] = (("depth", f"{name}_eta_c", "seed"), v)
+        data[f"{name}_diverged"] = (("depth", f"{name}_eta_c"),
+                                    np.isnan(data[f"{name}_train"][1]).any(-1))
     return xr.Dataset(data, coords=coords, attrs=dict(width=512, quick=0, wall_time_s=1.0))
 
 
@@ -94,3 +97,14 @@ def test_quick_study_runs_and_reports(tmp_path):
     assert ds["sp_train"].dims == ("depth", "sp_eta_c", "seed")
     assert STUDIES["baselines"].summarize(ds)
     assert "drifts per doubling" in STUDIES["baselines"].conclude(ds)
+
+
+def test_stability_edges_bracket_the_first_divergence(synthetic):
+    ds = synthetic
+    edges = stability_edges(ds, "sp")
+    grid = GRIDS["sp"]
+    i = int(np.flatnonzero(grid > STARS["sp"][2])[0])  # L = 16: the first diverged rate
+    assert edges[16] == (grid[i - 1], grid[i])
+    assert np.isnan(edges[32][0]) and edges[32][1] == grid[0]
+    assert edges[4] == (grid[-1], np.inf)  # nothing diverged
+    assert "none of its grid at L = 32" in edge_words(ds, "sp")

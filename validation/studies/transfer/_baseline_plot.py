@@ -1,6 +1,7 @@
 """The figure of study 12 (:mod:`._baseline_run`): the train loss against each rule's
 learning rate per depth (depth-μP, μP without depth scaling, the standard
-parametrization), and the optimal rate against depth of all three.
+parametrization), and the optimal and the largest stable rate against depth of all
+three.
 
 Error bars on losses are ±2 s.e. over the networks' seeds; error bars on optima are
 95% studentised bootstrap intervals over the same seeds.
@@ -14,7 +15,7 @@ import xarray as xr
 from .._plotting import figure, log_x_at, save
 from ._baseline_report import NAMES
 from ._baseline_run import RULES, prefix
-from ._optima import depth_drift, own_grid_optima, present, seed_matrix
+from ._optima import depth_drift, own_grid_optima, present, seed_matrix, stability_edges
 from ._plot import legend, log_y, optimum_bars, seed_band
 
 __all__ = ["plot_baselines"]
@@ -35,7 +36,10 @@ def _loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
             seed_band(ax, eta, seed_matrix(cell), fmt="o-", color=f"C{j}", label=f"L = {L}")
         else:
             ax.plot([], [], " ", label=f"L = {L}: diverged at every rate")
-    log_x_at(ax, eta[::4], base=2)
+    if eta.max() / eta.min() < 100:  # within two decades: label the grid itself
+        log_x_at(ax, eta[::2])
+    else:
+        ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(_XLABEL[rule])
     ax.set_ylabel("running-mean train loss ½(f − y)²\n(last K/4 SGD steps)", fontsize=8)
@@ -45,22 +49,27 @@ def _loss_panel(ax, ds: xr.Dataset, rule: str) -> None:
 
 
 def _optimum_panel(ax, ds: xr.Dataset) -> None:
-    """Each rule's optimal rate against depth (interior optima only), with its drift."""
+    """Each rule's optimal rate against depth (interior optima only), with its drift,
+    and the largest rate at which no seed diverged (the edge of stability)."""
     depths = ds["depth"].values.tolist()
     for r, rule in enumerate(RULES):
         opts = own_grid_optima(ds, prefix(rule), "train")
         grid = ds[f"{prefix(rule)}_eta_c"].values
         slope = (f", drift {depth_drift(opts).estimate:+.2f}/doubling" if len(opts) > 1
                  else "")
+        name = NAMES[rule].removesuffix(" (control)")
         optimum_bars(ax, depths, opts, 1.0 + 0.05 * r, (float(grid.min()), float(grid.max())),
-                     fmt="os^"[r] + "-", color=f"C{r}",
-                     label=f"{NAMES[rule]}{slope}\n(rate: {_XLABEL[rule]})")
+                     fmt="os^"[r] + "-", color=f"C{r}", label=f"{name}: optimum{slope}")
+        edges = stability_edges(ds, prefix(rule))
+        ax.plot(depths, [edges[L][0] for L in depths], "x--", color=f"C{r}", lw=1,
+                label=f"{name}: largest stable rate")
     log_x_at(ax, depths, base=2)
     log_y(ax)
     ax.set_xlabel("depth L (blocks)")
-    ax.set_ylabel("optimal rate of the running-mean train loss")
-    ax.set_title("optimal rate against depth (bars: 95% bootstrap intervals over seeds;\n"
-                 "depths whose best rate sits beside divergence are left out)", fontsize=8)
+    ax.set_ylabel("rate (η_c; standard: torch's lr)")
+    ax.set_title("optimum of the running-mean train loss (bars: 95% bootstrap intervals\n"
+                 "over seeds; only optima inside the grid) and the edge of stability",
+                 fontsize=8)
     legend(ax)
 
 

@@ -13,16 +13,17 @@ draws, so differences between rules are paired.
 
 from __future__ import annotations
 
+import numpy as np
 import xarray as xr
 
 from .._report import Finding
 from ._adam_report import CONTROL_DRIFT_WORDS, DRIFT_WORDS
 from ._baseline_run import RULES, prefix
 from ._fit import compare_optima
-from ._optima import depth_drift, own_grid_optima
+from ._optima import depth_drift, own_grid_optima, stability_edges
 from ._report import own_grid_gain, own_grid_words, signed_finding
 
-__all__ = ["summarize_baselines", "conclude_baselines", "NAMES"]
+__all__ = ["summarize_baselines", "conclude_baselines", "edge_words", "NAMES"]
 
 #: How the report names the rules.
 NAMES = {"depth-mup": "depth-μP",
@@ -102,15 +103,26 @@ def summarize_baselines(ds: xr.Dataset) -> list[Finding]:
     return out
 
 
+def edge_words(ds: xr.Dataset, rule: str) -> str:
+    """The largest rate at which no seed diverged, per depth, in words."""
+    parts = []
+    for L, (stable, diverged) in stability_edges(ds, prefix(rule)).items():
+        parts.append(f"none of its grid at L = {L}" if np.isnan(stable) else
+                     f"{stable:.2g}" + (" (the grid's top)" if np.isinf(diverged) else ""))
+    return ", ".join(parts)
+
+
 def conclude_baselines(ds: xr.Dataset) -> str:
     """The answer in numbers: each rule's drift of η* (train loss) with the depths
     where its optimum left the grid or every run diverged."""
     parts = [f"{NAMES[rule].removesuffix(' (control)')} {own_grid_words(ds, prefix(rule))}"
              for rule in RULES]
+    Ls = ", ".join(map(str, ds["depth"].values.tolist()))
+    edges = "; ".join(f"{NAMES[rule].removesuffix(' (control)')} {edge_words(ds, rule)}"
+                      for rule in RULES)
     return ("On study 9's digits 3 vs 8 grid (online SGD, mse, relu, n = "
             f"{ds.attrs['width']}, running-mean train loss), log₂ η* drifts per doubling "
-            "of L by: " + "; ".join(parts) + " (95% intervals over seeds). Without the "
-            "1/√L of depth-μP the relu features grow geometrically with depth at "
-            "initialization, so the controls' stable rates shrink with L until no rate of "
-            "their grids trains. The table gives the probe loss, each control against "
-            "depth-μP on the same seeds, and the lowest loss against depth.")
+            "of L by: " + "; ".join(parts) + " (95% intervals over seeds). The largest "
+            f"rate at which no seed diverged, at L = {Ls} (one grid step, ×√2, below the "
+            f"first that did): {edges}. The table gives the probe loss, each control "
+            "against depth-μP on the same seeds, and the lowest loss against depth.")

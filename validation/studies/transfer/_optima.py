@@ -20,7 +20,7 @@ import xarray as xr
 from ._fit import Optimum, drift, seed_crossing, seed_intercepts, seed_optimum
 
 __all__ = ["log_eta", "present", "net_optima", "rule_optima", "depth_drift",
-           "own_grid_optima", "limit_at", "limit_inf", "two_optima",
+           "own_grid_optima", "stability_edges", "limit_at", "limit_inf", "two_optima",
            "two_limit_optima", "two_limit_inf", "two_check_optimum",
            "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
            "param_grid", "param_curves", "param_optima", "param_limit_inf",
@@ -76,6 +76,22 @@ def own_grid_optima(ds: xr.Dataset, prefix: str, metric: str) -> dict[int, Optim
             opt = seed_optimum(x, seed_matrix(cell, "seed"))
             if np.isfinite(opt.estimate):
                 out[L] = opt
+    return out
+
+
+def stability_edges(ds: xr.Dataset, prefix: str) -> dict[int, tuple[float, float]]:
+    """{L: (η_s, η_d)} of networks on a grid of their own (:func:`own_grid_optima`):
+    η_s the largest rate of ``<prefix>_eta_c`` below which no run diverged (NaN when
+    the smallest did), η_d the next one up (inf when none diverged). The edge of
+    stability lies between them: a bracket of one grid step, not a statistical
+    interval."""
+    eta = ds[f"{prefix}_eta_c"].values
+    out = {}
+    for L in ds["depth"].values.tolist():
+        bad = np.flatnonzero(ds[f"{prefix}_diverged"].sel(depth=L).values)
+        first = int(bad[0]) if bad.size else len(eta)
+        out[L] = (float(eta[first - 1]) if first else np.nan,
+                  float(eta[first]) if first < len(eta) else np.inf)
     return out
 
 
