@@ -421,3 +421,36 @@ def test_learning_rate_attrs_name_the_trained_rates():
     assert adam.attrs["learning_rate"] == "eta_c*T^0.25/sqrt(n)"
     assert train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer="adam", batch_size=2,
                         **kw).attrs["learning_rate"] == "eta_c*sqrt(T/(L*n))"
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+@pytest.mark.parametrize("trainable", [("W",), ("U", "W")])
+def test_two_layer_networks_with_frozen_parameters_step_as_torch_sgd(trainable, backward):
+    # two-layer blocks (W_{ℓ,1} and W_{ℓ,2} both trained) against tests/
+    # test_network_optim.py's torch reference, its frozen leaves set to
+    # requires_grad=False: torch.optim.SGD then skips them (no gradient, no decay, no
+    # momentum), the frozen parameters must not move and everything else must agree
+    from test_network_optim import Reference as TorchSGD
+
+    eta_c, momentum, wd = 0.2, 0.5, 0.3
+    net = ResNetEnsemble(D, width=N, depth=L, seeds=[0, 5], activation="tanh",
+                         backward=backward, block="two-layer", trainable=trainable,
+                         momentum=momentum, weight_decay=wd, dtype=F64)
+    ref = TorchSGD(net, eta_c, momentum, wd, 1.0)
+    for name in ("U", "v"):
+        if name.upper() not in trainable:
+            ref.p[name].requires_grad_(False)
+    lossf = nfd.get_loss("mse")
+    x, y = torch.as_tensor(X, dtype=F64), torch.as_tensor(Y, dtype=F64)
+    start = {k: t.clone() for k, t in net.parameters().items()}
+    for k in range(K):
+        xb, yb = x[k * B:(k + 1) * B], y[k * B:(k + 1) * B]
+        _close(net.sgd_step(xb, yb, lossf, eta_c=eta_c), ref.step(xb, yb, eta_c, lossf),
+               f"f at step {k}")
+        for name, t in net.parameters().items():
+            _close(t, ref.p[name].detach(), f"{name} after step {k + 1}")
+        for name, t in ref.tilde.items():
+            _close(net.backward_weights(name), t.detach(), f"W̃ {name} after step {k + 1}")
+    for name, t in net.parameters().items():
+        moved = float((t - start[name]).abs().max())
+        assert (moved > 1e-4) if name.upper() in trainable + ("W1", "W2") else moved == 0.0
