@@ -20,7 +20,8 @@ import xarray as xr
 from validation import STUDIES
 from validation.studies.transfer._baseline_run import BASELINE_CONFIG
 from validation.studies.transfer._baseline_report import edge_words
-from validation.studies.transfer._optima import depth_drift, own_grid_optima, stability_edges
+from validation.studies.transfer._optima import (depth_drift, edge_drift, own_grid_optima,
+                                                 stability_edges)
 
 DEPTHS = [4, 8, 16, 32, 64]
 GRIDS = {"dmup": 0.0125 * 2.0 ** (np.arange(11) / 2),
@@ -108,3 +109,14 @@ def test_stability_edges_bracket_the_first_divergence(synthetic):
     assert np.isnan(edges[32][0]) and edges[32][1] == grid[0]
     assert edges[4] == (grid[-1], np.inf)  # nothing diverged
     assert "none of its grid at L = 32" in edge_words(ds, "sp")
+
+
+def test_edge_drift_bounds_the_slope_by_the_brackets():
+    # edges inside the grid at L = 4, 8, 16 (brackets of half an octave), none at 32
+    # (everything diverged) or 64 (nothing did): slope −3 of the brackets' middles,
+    # bounded by −3 ∓ 1/4 with every edge anywhere in its bracket
+    edges = {4: (2 ** -10, 2 ** -9.5), 8: (2 ** -13, 2 ** -12.5), 16: (2 ** -16, 2 ** -15.5),
+             32: (np.nan, 2 ** -20), 64: (1.0, np.inf)}
+    est, lo, hi = edge_drift(edges)
+    assert (est, lo, hi) == pytest.approx((-3.0, -3.25, -2.75))
+    assert edge_drift({4: (1.0, np.inf), 8: (np.nan, 0.1)}) is None

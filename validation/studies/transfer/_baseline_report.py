@@ -20,7 +20,7 @@ from .._report import Finding
 from ._adam_report import CONTROL_DRIFT_WORDS, DRIFT_WORDS
 from ._baseline_run import RULES, prefix
 from ._fit import compare_optima
-from ._optima import depth_drift, own_grid_optima, stability_edges
+from ._optima import depth_drift, edge_drift, own_grid_optima, stability_edges
 from ._report import own_grid_gain, own_grid_words, signed_finding
 
 __all__ = ["summarize_baselines", "conclude_baselines", "edge_words", "NAMES"]
@@ -74,6 +74,27 @@ def _drift_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
     return rows
 
 
+def _edge_rows(ds: xr.Dataset) -> list[Finding]:
+    """Each rule's drift of the largest stable rate per doubling of L, bounded by the
+    grid's brackets (:func:`._optima.edge_drift`)."""
+    rows = []
+    for rule in RULES:
+        edges = stability_edges(ds, prefix(rule))
+        d = edge_drift(edges)
+        if d is None:
+            continue
+        Ls = [L for L, (s, u) in edges.items() if np.isfinite(s) and np.isfinite(u)]
+        est, lo, hi = d
+        verdict = ("the edge rises with depth" if lo > 0 else "the edge falls with depth"
+                   if hi < 0 else "no drift of the edge resolved at the grid's resolution")
+        rows.append(Finding(
+            f"digits 3 vs 8, {NAMES[rule]}, networks, n = {ds.attrs['width']}",
+            f"drift of log₂ of the largest rate at which no seed diverged, per doubling of "
+            f"L (L = {', '.join(map(str, Ls))}; interval: the bound from the grid's "
+            "step, not statistical)", est, (lo, hi), _CLAIM[rule], verdict))
+    return rows
+
+
 def _depth_gain_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
     """Lowest loss at the deepest depth a rule trained at, minus at the shallowest."""
     rows = []
@@ -94,10 +115,12 @@ def _depth_gain_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
 
 def summarize_baselines(ds: xr.Dataset) -> list[Finding]:
     """Study 12's findings: drifts of η* per rule and metric, each control's drift
-    against depth-μP's, and the lowest loss against depth."""
+    against depth-μP's, the drift of the edge of stability, and the lowest loss
+    against depth."""
     out = []
     for metric in _METRICS:
         out += _drift_rows(ds, metric)
+    out += _edge_rows(ds)
     for metric in _METRICS:
         out += _depth_gain_rows(ds, metric)
     return out

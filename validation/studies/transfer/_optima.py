@@ -20,7 +20,7 @@ import xarray as xr
 from ._fit import Optimum, drift, seed_crossing, seed_intercepts, seed_optimum
 
 __all__ = ["log_eta", "present", "net_optima", "rule_optima", "depth_drift",
-           "own_grid_optima", "stability_edges", "limit_at", "limit_inf", "two_optima",
+           "own_grid_optima", "stability_edges", "edge_drift", "limit_at", "limit_inf", "two_optima",
            "two_limit_optima", "two_limit_inf", "two_check_optimum",
            "T_net_optimum", "T_lim_optimum", "seed_matrix", "Param", "PARAMS",
            "param_grid", "param_curves", "param_optima", "param_limit_inf",
@@ -93,6 +93,23 @@ def stability_edges(ds: xr.Dataset, prefix: str) -> dict[int, tuple[float, float
         out[L] = (float(eta[first - 1]) if first else np.nan,
                   float(eta[first]) if first < len(eta) else np.inf)
     return out
+
+
+def edge_drift(edges: dict[int, tuple[float, float]]) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of the least-squares slope of log₂ of the stability edge
+    against log₂ L over the depths whose edge lies inside the grid
+    (:func:`stability_edges`): the estimate takes each edge at the bracket's
+    geometric middle, low and high the extreme slopes with every edge anywhere in
+    its bracket (a bound from the grid's resolution, not a statistical interval).
+    None with fewer than two such depths."""
+    Ls = [L for L, (s, d) in edges.items() if np.isfinite(s) and np.isfinite(d)]
+    if len(Ls) < 2:
+        return None
+    x = np.log2(np.array(Ls, float))
+    w = (x - x.mean()) / ((x - x.mean()) @ (x - x.mean()))
+    lo, hi = (np.log2([edges[L][i] for L in Ls]) for i in (0, 1))
+    return (float(w @ (lo + hi) / 2), float(np.minimum(w * lo, w * hi).sum()),
+            float(np.maximum(w * lo, w * hi).sum()))
 
 
 def depth_drift(opts: dict[int, Optimum]) -> Optimum:
