@@ -74,6 +74,9 @@ def synthetic():
         sp[3, SP_ETAS > 0.25 / 8] = np.nan  # L = 32: diverged above its minimum
         sp[4] = np.nan  # L = 64: diverged everywhere
         data[f"sp_{metric}"] = (("depth", "sp_eta_c", "seed"), sp)
+    for name in ("mup", "sp"):  # a point diverged where any seed did
+        data[f"{name}_diverged"] = (("depth", f"{name}_eta_c"),
+                                    np.isnan(data[f"{name}_train"][1]).any(-1))
     # κ: α = ½ Brownian at init and after training, α = 1 straight after training;
     # paths from their own generator, so that the losses' draws leave them alone
     rng = np.random.default_rng(12)

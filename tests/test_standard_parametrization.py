@@ -117,15 +117,25 @@ def test_standard_attrs_give_each_family_its_torch_rate():
                       regime="kernel", activation="tanh", dtype=F64, seeds=1)
     assert ds.attrs["scaling"] == "standard"
     assert ds.attrs["learning_rate_value"] == pytest.approx(0.02)
-    assert ds.attrs["learning_rate_U_value"] == pytest.approx(0.02 * D)
-    assert ds.attrs["learning_rate_W_value"] == pytest.approx(0.02 * N)
-    assert ds.attrs["learning_rate_V_value"] == pytest.approx(0.02 * N)
+    assert ds.attrs["learning_rate_stored_U_value"] == pytest.approx(0.02 * D)
+    assert ds.attrs["learning_rate_stored_W_value"] == pytest.approx(0.02 * N)
+    assert ds.attrs["learning_rate_stored_V_value"] == pytest.approx(0.02 * N)
+    two = train_resnet(X, Y, width=N, depth=L, eta_c=0.02, weight_decay=0.5,
+                       scaling="standard", regime="kernel", block="two-layer",
+                       activation="tanh", dtype=F64, seeds=1)
+    assert "learning_rate_stored_W_value" not in two.attrs
+    assert two.attrs["weight_decay_value"] == pytest.approx(0.5)
+    assert two.attrs["weight_decay_stored_W1_value"] == pytest.approx(0.5 / N)
+    assert two.attrs["weight_decay_stored_U_value"] == pytest.approx(0.5 / D)
 
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(), "regime='kernel'"),  # the feature regime's 1/n readout is not SP's
     (dict(regime="kernel", optimizer="adam"), "scaling"),
     (dict(regime="kernel", branch_exponent=1.0), "branch_exponent"),
+    (dict(regime="kernel", gamma0=2.0), "gamma0"),  # would rescale f and the lr
+    (dict(regime="kernel", block="two-layer", first_layer_lr="depth-aware"),
+     "first_layer_lr"),  # would give W_{ℓ,1} its own lr
 ])
 def test_standard_refuses_what_it_is_not(kwargs, match):
     with pytest.raises(ValueError, match=match):

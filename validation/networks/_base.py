@@ -110,14 +110,26 @@ def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, 
     return style, block, scaling
 
 
-def check_standard_network(scaling: str, regime: str) -> None:
-    """The standard parametrization reads out f = vᵀh_L/√n, the kernel regime's
-    α = 1: refuse it in the feature regime rather than build a hybrid."""
-    if scaling == "standard" and regime != "kernel":
+def check_standard_network(scaling: str, regime: str, gamma0: float,
+                           first_layer_lr: str) -> None:
+    """The standard parametrization is one torch lr on weights N(0, 1/fan-in) read out
+    by f = vᵀh_L: refuse what would break that (the feature regime's 1/n readout, a
+    γ₀ ≠ 1 that rescales f and the lr, eq. 8's √L on W_{ℓ,1}) rather than build a
+    hybrid."""
+    if scaling != "standard":
+        return
+    if regime != "kernel":
         raise ValueError(f"scaling='standard' with regime={regime!r}: the standard "
                          "parametrization reads out f = v^T h_L/sqrt(n) (alpha = 1); pass "
                          "regime='kernel' (eta_c is then torch's lr of the standard "
                          "network, whose weights are N(0, 1/fan-in))")
+    if gamma0 != 1.0:
+        raise ValueError(f"scaling='standard' with gamma0={gamma0!r}: gamma0 rescales f "
+                         "and the lr away from one torch lr; use gamma0=1")
+    if first_layer_lr != "depth-mup":
+        raise ValueError(f"scaling='standard' with first_layer_lr={first_layer_lr!r}: the "
+                         "standard parametrization has one lr for every weight; use "
+                         "first_layer_lr='depth-mup'")
 
 
 def check_branch_network(param: Parametrization, *, style: str, scaling: str) -> None:
@@ -337,8 +349,8 @@ class ResNetEnsemble(ABC):
         self.backward = check_choice("backward", backward, BACKWARDS)
         self.scaling = check_architecture(style, block, scaling)[2]
         self.regime = check_choice("regime", regime, REGIMES)
-        check_standard_network(self.scaling, self.regime)
         self.first_layer_lr = check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS)
+        check_standard_network(self.scaling, self.regime, self.gamma0, self.first_layer_lr)
         check_adam_network(optimizer, style=self.style, block=self.block,
                            scaling=self.scaling, regime=self.regime)
         self.param = check_parametrization(branch_exponent, trainable, self.block)
@@ -465,8 +477,9 @@ class ResNetEnsemble(ABC):
 
     def decay_mult(self, name: str) -> float:
         """lr·weight_decay of family ``name`` over η_c·λ: :meth:`lr_mult` for
-        W_{ℓ,1} (eq. 8 scales its whole step), 1 for every other family (W's torch
-        ``weight_decay`` is divided by its lr factor, ``nfd._depth``)."""
+        W_{ℓ,1} (eq. 8 scales its whole step), 1 for every other family (the torch
+        ``weight_decay`` of W at a branch exponent α, and of every family under
+        ``scaling="standard"``, is divided by its lr factor: ``nfd._depth``)."""
         return self.lr_mult_first if name == "W1" else 1.0
 
     @property
@@ -694,9 +707,12 @@ class ResNetEnsemble(ABC):
         ``optimizer="adam"`` / ``"adamw"``: of ``torch.optim.Adam`` / ``AdamW``).
 
         Each parameter θ with gradient ∂ℒ̄/∂θ (``grads``) follows torch's update
-        with ``lr`` = η·m, η = η_c·γ₀²/α² (:meth:`learning_rate`), m = √L for
-        W_{ℓ,1} when ``first_layer_lr="depth-aware"`` (eq. 8) and 1 otherwise,
-        ``momentum`` = β, ``weight_decay`` = λα²/γ₀², dampening 0, no Nesterov::
+        with ``lr`` = η·m, η = η_c·γ₀²/α² (:meth:`learning_rate`), m the family's
+        :meth:`lr_mult` (√L for W_{ℓ,1} when ``first_layer_lr="depth-aware"``
+        (eq. 8), (T/L)^{1−2α} for W at a branch exponent α, the fan-in under
+        ``scaling="standard"``, else 1), ``momentum`` = β, ``weight_decay`` =
+        λα²/γ₀² times :meth:`decay_mult`/m, dampening 0, no Nesterov (shown for
+        m = 1)::
 
             d = ∂ℒ̄/∂θ + (λα²/γ₀²) θ,   buf = β buf + d (buf = d at the first step),
             θ ← θ − η m buf.

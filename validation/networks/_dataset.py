@@ -110,8 +110,10 @@ def _torch_values(net: ResNetEnsemble) -> dict:
     ``learning_rate_value`` = η_c·γ₀²/α², torch's lr of every parameter but
     W_{ℓ,1}, whose lr is ``learning_rate_first_layer_value`` (×√L under
     ``first_layer_lr="depth-aware"``), ``weight_decay_value`` = λα²/γ₀²; under
-    ``scaling="standard"`` also ``learning_rate_U_value`` etc., the lr of the N(0, 1)
-    weights kept (η_c times the fan-in). Adam: per param group of
+    ``scaling="standard"`` these are the standard network's one lr η_c and decay λ,
+    and ``learning_rate_stored_U_value``, ``weight_decay_stored_U_value`` etc. (U,
+    each weight family, V) those of the N(0, 1) weights kept (η_c·fan-in,
+    λ/fan-in). Adam: per param group of
     :attr:`ResNetEnsemble.torch_optimizer`, ``learning_rate_value``, ``eps_value``
     and ``weight_decay_value`` of W (η_c·√(T/(Ln)), ε·√(T/L)/n^{3/2}, λ/√(T/(Ln)))
     and the same keys with ``_U`` / ``_V`` before ``_value`` for U and V (η_c, ε/n,
@@ -130,8 +132,9 @@ def _torch_values(net: ResNetEnsemble) -> dict:
             out["weight_decay_hidden_value"] = net.torch_weight_decay / net.lr_mult("W")
         if net.scaling == "standard":  # one torch lr on the N(0, 1/fan-in) weights
             out["learning_rate"] = "eta_c (torch's lr of the standard network)"
-            out.update({f"learning_rate_{k}_value": net.eta * net.lr_mult(k)
-                        for k in ("U", "W", "V")})
+            for k in ("U", *net.families, "V"):  # the N(0, 1) weights kept here
+                out[f"learning_rate_stored_{k}_value"] = net.eta * net.lr_mult(k)
+                out[f"weight_decay_stored_{k}_value"] = net.weight_decay / net.lr_mult(k)
         return out
     out = {"learning_rate": net.param.adam_hidden_words(net.hidden_lr)}
     for group in net.torch_optimizer.param_groups:

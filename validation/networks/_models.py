@@ -75,6 +75,13 @@ factor (so that lr·weight_decay = η_c·λ there too, unlike W_{ℓ,1}'s eq. 8 
 whose decay scales with m); ``trainable`` leaves out U and/or v, which then keep
 their initial values (no update, no decay: :meth:`ResNetEnsemble.decay_mult`).
 
+The standard parametrization (``scaling="standard"``, ``regime="kernel"``, γ₀ = 1,
+SGD): the μP ResNet's stream with f = vᵀh_L/√n and one torch lr η = η_c for a
+network whose weights are stored as θ_sp = θ/√fan-in ~ N(0, 1/fan-in). On the
+N(0, 1) weights kept here that is lr η·fan-in (d for U, n for every other family)
+with torch ``weight_decay`` λ/fan-in, so that lr·weight_decay = η_c·λ
+(:meth:`ResNetEnsemble.lr_mult`); momentum is linear and carries over.
+
 Adam (issue 34, ``optimizer="adam"`` / ``"adamw"``, eq. 1 in the feature regime
 only): exactly ``torch.optim.Adam`` / ``AdamW`` on the stored U, W and V, one param
 group each in the depth-μP parametrization of Tensor Programs VI (Def. 6.1; the
@@ -90,7 +97,7 @@ buffer when β > 0).
 
 Layout: :mod:`._base` (the interface and the per-step API ``forward_pass`` →
 ``backward_pass`` → ``apply_update``), :mod:`._step` (what a step passes between
-them), :mod:`._adam` (Adam's networks and param groups), :mod:`._scaling` (depth-μP, μP ResNet and μP MLP streams) and one module
+them), :mod:`._adam` (Adam's networks and param groups), :mod:`._scaling` (the depth-μP, μP ResNet, μP MLP and standard streams) and one module
 per architecture: :mod:`._preact` (eq. 1), :mod:`._postact` (eq. 9),
 :mod:`._twolayer` (eq. 6). ``ResNetEnsemble(style=..., block=...)`` builds the
 architecture those name.

@@ -20,8 +20,8 @@ from .._report import Finding
 from ._adam_report import CONTROL_DRIFT_WORDS, DRIFT_WORDS
 from ._baseline_run import RULES, prefix
 from ._fit import compare_optima
-from ._optima import depth_drift, edge_drift, own_grid_optima, stability_edges
-from ._report import own_grid_gain, own_grid_words, signed_finding
+from ._optima import depth_drift, own_grid_optima, stability_edges
+from ._report import own_grid_edge_rows, own_grid_gain_rows, own_grid_words, signed_finding
 
 __all__ = ["summarize_baselines", "conclude_baselines", "edge_words", "NAMES"]
 
@@ -54,8 +54,9 @@ def _drift_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
         if len(o) > 1:
             Ls = ", ".join(map(str, sorted(o)))
             rows.append(signed_finding(
-                _where(rule, metric, n), f"drift of log₂ η* per doubling of L (L = {Ls}; "
-                f"η: {_RATE[rule]})", depth_drift(o), _CLAIM[rule],
+                _where(rule, metric, n), f"drift of log₂ η* per doubling of L (L = {Ls}, "
+                f"the depths with an interior optimum; η: {_RATE[rule]})", depth_drift(o),
+                _CLAIM[rule],
                 DRIFT_WORDS if rule == "depth-mup" else CONTROL_DRIFT_WORDS))
     for rule in ("mup", "sp"):
         common = sorted(set(opts[rule]) & set(opts["depth-mup"]))
@@ -75,42 +76,18 @@ def _drift_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
 
 
 def _edge_rows(ds: xr.Dataset) -> list[Finding]:
-    """Each rule's drift of the largest stable rate per doubling of L, bounded by the
-    grid's brackets (:func:`._optima.edge_drift`)."""
-    rows = []
-    for rule in RULES:
-        edges = stability_edges(ds, prefix(rule))
-        d = edge_drift(edges)
-        if d is None:
-            continue
-        Ls = [L for L, (s, u) in edges.items() if np.isfinite(s) and np.isfinite(u)]
-        est, lo, hi = d
-        verdict = ("the edge rises with depth" if lo > 0 else "the edge falls with depth"
-                   if hi < 0 else "no drift of the edge resolved at the grid's resolution")
-        rows.append(Finding(
-            f"digits 3 vs 8, {NAMES[rule]}, networks, n = {ds.attrs['width']}",
-            f"drift of log₂ of the largest rate at which no seed diverged, per doubling of "
-            f"L (L = {', '.join(map(str, Ls))}; interval: the bound from the grid's "
-            "step, not statistical)", est, (lo, hi), _CLAIM[rule], verdict))
-    return rows
+    """Each rule's drift of the largest stable rate per doubling of L."""
+    return [row for rule in RULES for row in own_grid_edge_rows(
+        ds, prefix(rule), f"digits 3 vs 8, {NAMES[rule]}, networks, n = {ds.attrs['width']}",
+        _CLAIM[rule])]
 
 
 def _depth_gain_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
     """Lowest loss at the deepest depth a rule trained at, minus at the shallowest."""
-    rows = []
-    for rule in RULES:
-        gain = own_grid_gain(ds, prefix(rule), metric)
-        if gain is None:
-            continue
-        L0, L1, diff = gain
-        rows.append(signed_finding(
-            _where(rule, metric, ds.attrs["width"]),
-            f"lowest loss over its grid: L = {L1} − L = {L0}", diff,
-            "no claim on this task (TP VI: SP's loss degrades at large depth, "
-            "depth-μP's improves, Fig. 10)",
-            ("deeper is worse at its best η", "deeper is better at its best η",
-             "no change with depth resolved")))
-    return rows
+    return [row for rule in RULES for row in own_grid_gain_rows(
+        ds, prefix(rule), metric, _where(rule, metric, ds.attrs["width"]),
+        "no claim on this task (TP VI: SP's loss degrades at large depth, depth-μP's "
+        "improves, Fig. 10)")]
 
 
 def summarize_baselines(ds: xr.Dataset) -> list[Finding]:
@@ -127,12 +104,14 @@ def summarize_baselines(ds: xr.Dataset) -> list[Finding]:
 
 
 def edge_words(ds: xr.Dataset, rule: str) -> str:
-    """The largest rate at which no seed diverged, per depth, in words."""
+    """The largest rate at which no seed diverged, per depth, and the grid's step,
+    in words."""
     parts = []
     for L, (stable, diverged) in stability_edges(ds, prefix(rule)).items():
         parts.append(f"none of its grid at L = {L}" if np.isnan(stable) else
                      f"{stable:.2g}" + (" (the grid's top)" if np.isinf(diverged) else ""))
-    return ", ".join(parts)
+    eta = ds[f"{prefix(rule)}_eta_c"].values
+    return ", ".join(parts) + f" (grid step ×{eta[1] / eta[0]:.3g})"
 
 
 def conclude_baselines(ds: xr.Dataset) -> str:
@@ -146,6 +125,6 @@ def conclude_baselines(ds: xr.Dataset) -> str:
     return ("On study 9's digits 3 vs 8 grid (online SGD, mse, relu, n = "
             f"{ds.attrs['width']}, running-mean train loss), log₂ η* drifts per doubling "
             "of L by: " + "; ".join(parts) + " (95% intervals over seeds). The largest "
-            f"rate at which no seed diverged, at L = {Ls} (one grid step, ×√2, below the "
-            f"first that did): {edges}. The table gives the probe loss, each control "
+            f"rate at which no seed diverged, at L = {Ls} (one grid step below the first "
+            f"that did): {edges}. The table gives the probe loss, each control "
             "against depth-μP on the same seeds, and the lowest loss against depth.")

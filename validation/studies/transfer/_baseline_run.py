@@ -30,7 +30,7 @@ from nfd.schema import base_attrs
 from ..._grid import sweep_grid
 from ..._sweep import study_args
 from ._run import CONFIG as TRANSFER_CONFIG
-from ._run import net_metrics, task_data
+from ._run import net_metrics, own_grid_part, task_data
 
 __all__ = ["run_baselines", "BASELINE_CONFIG", "RULES", "prefix"]
 
@@ -83,8 +83,9 @@ def run_baselines(*, quick: bool = False, store=None, scheduler: str | None = No
     -------
     xarray.Dataset
         For each rule r of :data:`RULES` (``depth-mup`` written ``dmup``):
-        ``r_train``, ``r_probe``, ``r_diverged`` (depth, r_eta_c, seed); NaN where a
-        run diverged.
+        ``r_train``, ``r_probe`` (depth, r_eta_c, seed), NaN where a run diverged,
+        and ``r_diverged`` (depth, r_eta_c): whether any seed of that point did (one
+        job trains every seed).
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = BASELINE_CONFIG[quick]
@@ -98,10 +99,7 @@ def run_baselines(*, quick: bool = False, store=None, scheduler: str | None = No
             X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg[grid]),
             fixed=dict(fixed, **options), probes=probes, variables=["loss", "probe_loss"],
             store=store, study="baselines", scheduler=scheduler, progress=progress), cfg["K"])
-        ds = ds.drop_vars(["width", "scaling", "regime", "probe_step"], errors="ignore")
-        name = prefix(rule)
-        parts.append(ds.rename({"eta_c": f"{name}_eta_c",
-                                **{k: f"{name}_{k}" for k in ds.data_vars}}))
+        parts.append(own_grid_part(ds, prefix(rule)))
     out = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
     for rule in RULES:
         var = f"{prefix(rule)}_diverged"

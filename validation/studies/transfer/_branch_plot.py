@@ -98,4 +98,4 @@ def _adam_row(axes, view: xr.Dataset) -> None:
     optimum_panel(axes[0], view, "train", _RULE)
     best_panel(axes[1], view, "train", _RULE)
     for ax in axes:
-        ax.set_title("Adam (W at lr η_c·(T/L)^{1−α}/√n): " + ax.get_title(), fontsize=8)
+        ax.set_title("Adam, W at lr η_c·(T/L)^(1−α)/√n. " + ax.get_title(), fontsize=7)

@@ -15,17 +15,16 @@ the interval, whichever way it comes out.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import xarray as xr
 
 from ..._fit import bootstrap_replicates
 from .._report import Finding
-from ._fit import Optimum, compare_optima, seed_optimum
+from ._fit import Optimum, compare_optima
 from ._optima import depth_drift, own_grid_optima, present, rule_optima, seed_matrix
 from ._adam_report import CONTROL_DRIFT_WORDS, rule_drift_rows
-from ._report import boot_min, fmt_optimum, own_grid_gain, own_grid_words, signed_finding
+from ._report import (boot_min, fmt_optimum, own_grid_edge_rows, own_grid_gain_rows,
+                      own_grid_words, signed_finding)
 
 __all__ = ["summarize_branch_transfer", "conclude_branch_transfer", "branch_optima",
            "kappa", "adam_view", "RULES", "CONTROL_NAMES", "KAPPA_EPS"]
@@ -94,16 +93,16 @@ def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
 def _control_gain(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
     """A control's lowest loss at the deepest depth it trained at, minus at the
     shallowest (the standard parametrization's loss degrades with depth, TP VI)."""
-    gain = own_grid_gain(ds, control, metric)
-    if gain is None:
-        return []
-    L0, L1, diff = gain
-    return [signed_finding(
-        _where(ds, control, metric, max(ds["width"].values.tolist())),
-        f"lowest loss over its grid: L = {L1} − L = {L0}", diff,
-        "no claim on this task (TP VI: SP's loss degrades at large depth, Fig. 10 bottom)",
-        ("deeper is worse at its best η", "deeper is better at its best η",
-         "no change with depth resolved"))]
+    return own_grid_gain_rows(
+        ds, control, metric, _where(ds, control, metric, max(ds["width"].values.tolist())),
+        "no claim on this task (TP VI: SP's loss degrades at large depth, Fig. 10 bottom)")
+
+
+def _control_edge(ds: xr.Dataset, control: str) -> list[Finding]:
+    """A control's drift of the largest stable rate per doubling of L."""
+    n = max(ds["width"].values.tolist())
+    return own_grid_edge_rows(ds, control, f"{_task(ds)}, {CONTROL_NAMES[control]}, "
+                              f"networks, n = {n}", _CONTROL_CLAIM[control])
 
 
 def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
@@ -199,6 +198,8 @@ def summarize_branch_transfer(ds: xr.Dataset) -> list[Finding]:
     for metric in _METRICS:
         for control in CONTROL_NAMES:
             out += _control_row(ds, metric, control) + _control_gain(ds, metric, control)
+    for control in CONTROL_NAMES:
+        out += _control_edge(ds, control)
     if "adam_net_train" in ds:
         out += _exponent_rows(adam_view(ds))
     return out + _kappa_rows(ds)
@@ -238,7 +239,7 @@ def conclude_branch_transfer(ds: xr.Dataset) -> str:
     if parts is None:
         return "Not enough data for a conclusion."
     adam = _drifts_words(adam_view(ds)) if "adam_net_train" in ds else None
-    adam = (f" Under Adam (W at lr η_c·(T/L)^{{1−α}}/√n) the limit's drifts are "
+    adam = (f" Under Adam (W at lr η_c·(T/L)^(1−α)/√n) the limit's drifts are "
             f"{'; '.join(adam)}." if adam else "")
     controls = "; ".join(f"{CONTROL_NAMES[c].removesuffix(' (control)')}: "
                          f"{own_grid_words(ds, c)}" for c in CONTROL_NAMES)

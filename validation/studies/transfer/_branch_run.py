@@ -45,7 +45,7 @@ from nfd.schema import base_attrs
 from ..._grid import sweep_grid
 from ..._sweep import study_args
 from ._adam_run import ADAM_CONFIG, ten_digits
-from ._run import limit_metrics, net_metrics
+from ._run import limit_metrics, net_metrics, own_grid_part
 
 __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "CONTROLS",
            "diversity"]
@@ -217,14 +217,15 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     Returns
     -------
     xarray.Dataset
-        ``net_train``, ``net_probe``, ``net_diverged`` (branch_exponent, width, depth,
-        eta_c, seed); ``mup_train``, ``mup_probe``, ``mup_diverged`` (depth,
-        mup_eta_c, seed) and ``sp_…`` (depth, sp_eta_c, seed): the controls of
-        :data:`CONTROLS` at the larger width on their own grids; ``lim_train``, ``lim_probe``,
-        ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); the same with
-        Adam as ``adam_net_…`` and ``adam_lim_…`` over ``adam_eta_c``; ``kappa_D``,
-        ``kappa_eps`` (:func:`diversity` per α, depth, seed and phase). NaN where a
-        run diverged.
+        ``net_train``, ``net_probe`` (branch_exponent, width, depth, eta_c, seed)
+        and ``net_diverged`` (the same without seed: any seed of the point);
+        ``mup_train``, ``mup_probe`` (depth, mup_eta_c, seed), ``mup_diverged``
+        (depth, mup_eta_c) and the same ``sp_…`` over ``sp_eta_c``: the controls of
+        :data:`CONTROLS` at the larger width on their own grids; ``lim_train``,
+        ``lim_probe``, ``lim_diverged`` (branch_exponent, depth, eta_c, lim_seed); the
+        same with Adam as ``adam_net_…`` and ``adam_lim_…`` over ``adam_eta_c``;
+        ``kappa_D``, ``kappa_eps`` (:func:`diversity` per α, depth, seed and phase).
+        Losses are NaN where a run diverged.
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = BRANCH_CONFIG[quick]
@@ -234,10 +235,7 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
              lim.rename({k: f"lim_{k}" for k in lim.data_vars}),
              _kappa_runs(cfg, seed, dev)]
     parts.append(_adam_sweeps(cfg, seed, dev, store, scheduler, progress))
-    for name, control in controls.items():
-        control = control.drop_vars(["width", "scaling", "regime"], errors="ignore")
-        parts.append(control.rename({"eta_c": f"{name}_eta_c",
-                                     **{k: f"{name}_{k}" for k in control.data_vars}}))
+    parts += [own_grid_part(control, name) for name, control in controls.items()]
     ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
     for var in [f"{k}_diverged" for k in ("net", "lim", "adam_net", "adam_lim", *CONTROLS)]:
         ds[var] = ds[var].fillna(False).astype(bool)

@@ -21,12 +21,14 @@ from ..._fit import bootstrap_replicates
 from .._report import Finding
 from ._fit import Optimum, compare_optima, drift, spread
 from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, depth_drift,
-                      limit_inf, net_optima, own_grid_optima, param_grid, param_limit_inf,
-                      param_optima, param_thresholds, present, seed_matrix,
-                      two_check_optimum, two_limit_inf, two_limit_optima, two_optima)
+                      edge_drift, limit_inf, net_optima, own_grid_optima, param_grid,
+                      param_limit_inf, param_optima, param_thresholds, present, seed_matrix,
+                      stability_edges, two_check_optimum, two_limit_inf, two_limit_optima,
+                      two_optima)
 
 __all__ = ["summarize_transfer", "conclude_transfer", "exp_finding", "signed_finding",
-           "boot_min", "fmt_optimum", "own_grid_words", "own_grid_gain"]
+           "boot_min", "fmt_optimum", "own_grid_words", "own_grid_gain_rows",
+           "own_grid_edge_rows"]
 
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
             "probe": "probe loss after K steps"}
@@ -560,24 +562,49 @@ def own_grid_words(ds: xr.Dataset, prefix: str, metric: str = "train") -> str:
     pinned = [L for L in Ls if L not in opts and L not in lost]
     if pinned:
         out += (f"; at L = {', '.join(map(str, pinned))} its lowest loss sat beside a "
-                "diverged η or at the grid's end (no interior optimum)")
+                "diverged η or at the grid's end (no interior optimum: the drift leaves "
+                "out these depths, where the optimum moved furthest)")
     if lost:
         out += f"; at L = {', '.join(map(str, lost))} it diverged at every η of its grid"
     return out
 
 
-def own_grid_gain(ds: xr.Dataset, prefix: str, metric: str
-                  ) -> tuple[int, int, Optimum] | None:
-    """(L₀, L₁, lowest loss at L₁ − at L₀) of networks on a grid of their own
-    (:func:`._optima.own_grid_optima`): L₀ the shallowest and L₁ the deepest depth
-    where some run trained, each lowest seed-mean loss over the grid bootstrapped
-    over seeds with the same draws (paired); None with fewer than two such depths."""
+def own_grid_gain_rows(ds: xr.Dataset, prefix: str, metric: str, observable: str,
+                       claim: str) -> list[Finding]:
+    """The lowest loss of networks on a grid of their own
+    (:func:`._optima.own_grid_optima`) at the deepest depth where some run trained,
+    minus at the shallowest: each lowest seed-mean loss over the grid bootstrapped
+    over seeds with the same draws (paired); no row with fewer than two such depths."""
     cells = {L: ds[f"{prefix}_{metric}"].sel(depth=L) for L in ds["depth"].values.tolist()}
     ran = [L for L, cell in cells.items() if present(cell)]
     if len(ran) < 2:
-        return None
+        return []
     low, high = (boot_min(seed_matrix(cells[L]), 0) for L in (ran[0], ran[-1]))
-    return ran[0], ran[-1], compare_optima(high, low)
+    return [signed_finding(
+        observable, f"lowest loss over its grid: L = {ran[-1]} − L = {ran[0]}",
+        compare_optima(high, low), claim,
+        ("deeper is worse at its best η", "deeper is better at its best η",
+         "no change with depth resolved"))]
+
+
+def own_grid_edge_rows(ds: xr.Dataset, prefix: str, observable: str,
+                       claim: str) -> list[Finding]:
+    """The drift of the edge of stability of networks on a grid of their own
+    (:func:`._optima.stability_edges`, :func:`._optima.edge_drift`), its interval
+    the bound from the grid's step; no row with fewer than two edges inside the
+    grid."""
+    edges = stability_edges(ds, prefix)
+    d = edge_drift(edges)
+    if d is None:
+        return []
+    Ls = [L for L, (s, u) in edges.items() if np.isfinite(s) and np.isfinite(u)]
+    est, lo, hi = d
+    verdict = ("the edge rises with depth" if lo > 0 else "the edge falls with depth"
+               if hi < 0 else "no drift of the edge resolved at the grid's resolution")
+    return [Finding(
+        observable, f"drift of log₂ of the largest rate at which no seed diverged, per "
+        f"doubling of L (L = {', '.join(map(str, Ls))}; interval: the bound from the "
+        "grid's step, not statistical)", est, (lo, hi), claim, verdict)]
 
 
 def _conclude_two(ds: xr.Dataset) -> str:

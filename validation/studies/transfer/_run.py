@@ -45,6 +45,7 @@ from ..._sweep import study_args
 from ...data import load_digits, synthetic_task
 
 __all__ = ["run_transfer", "task_data", "weight_decays", "net_metrics", "limit_metrics",
+           "own_grid_part",
            "DATASETS", "LR_RULES", "CONFIG"]
 
 DATASETS = ("digits", "teacher")
@@ -107,6 +108,14 @@ def net_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
     train = ds["loss"].isel(step=slice(K - _window(K), K)).mean(("step", "sample"))
     probe = ds["probe_loss"].sel(probe_step=K).mean("probe")
     return xr.Dataset({"train": train, "probe": probe, "diverged": ds["diverged"]})
+
+
+def own_grid_part(metrics: xr.Dataset, name: str) -> xr.Dataset:
+    """:func:`net_metrics` of networks run on a grid of their own (the controls of
+    studies 11 and 12) as ``<name>_<var>`` over ``<name>_eta_c``, without the
+    coordinates their grid held fixed."""
+    part = metrics.drop_vars(["width", "scaling", "regime", "probe_step"], errors="ignore")
+    return part.rename({"eta_c": f"{name}_eta_c", **{k: f"{name}_{k}" for k in part.data_vars}})
 
 
 def limit_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
