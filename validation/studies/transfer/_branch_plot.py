@@ -97,5 +97,8 @@ def _adam_row(axes, view: xr.Dataset) -> None:
     """The optimal η_c and the lowest train loss against depth under Adam."""
     optimum_panel(axes[0], view, "train", _RULE)
     best_panel(axes[1], view, "train", _RULE)
-    for ax in axes:
-        ax.set_title("Adam, W at lr η_c·(T/L)^(1−α)/√n. " + ax.get_title(), fontsize=7)
+    rule = "Adam, U and V at lr η_c, W at η_c·(T/L)^(1−α)/√n"
+    axes[0].set_title(f"{rule}:\noptimal η_c against depth (bars: 95% bootstrap intervals "
+                      "over seeds)", fontsize=8)
+    axes[1].set_title(f"{rule}:\nthe loss at the best η_c against depth (seed means; "
+                      "intervals in REPORT.md)", fontsize=8)

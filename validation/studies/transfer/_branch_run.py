@@ -139,7 +139,7 @@ def _adam_sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> xr.Da
     nets, lim = net_metrics(nets, cfg["K"]), limit_metrics(lim, cfg["K"]).rename(steps="depth")
     parts = [part.rename({k: f"adam_{name}_{k}" for k in part.data_vars})
              for name, part in (("net", nets), ("lim", lim))]
-    return xr.merge(parts, join="outer").rename(eta_c="adam_eta_c")
+    return xr.merge(parts, join="outer", compat="no_conflicts").rename(eta_c="adam_eta_c")
 
 
 def diversity(h_path: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
