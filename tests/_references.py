@@ -7,6 +7,16 @@ import torch
 from scipy.stats import t as t_dist
 
 ALPHA = 1e-3  # family-wise false-alarm rate of every statistical assertion using these
+#: Networks against their torch references: float64 on both sides along different
+#: operation orders, so they differ by rounding only (tests/test_network_optim.py).
+ROUNDING_RTOL, ROUNDING_ATOL = 1e-10, 1e-12
+
+
+def assert_rounding_close(actual, expected, what: str) -> None:
+    """``actual`` equals ``expected`` to float64 rounding (the tolerances above),
+    the failure message naming ``what``."""
+    torch.testing.assert_close(actual, expected, rtol=ROUNDING_RTOL, atol=ROUNDING_ATOL,
+                               msg=lambda m: f"{what}: {m}")
 
 
 def t_bound(S: int, m: int) -> float:

@@ -31,11 +31,10 @@ from scipy.stats import f as f_dist
 import nfd
 import validation
 from validation import ResNetEnsemble, sphere_stream, train_resnet
-from _references import ALPHA, DecoupledLinear, flat, t_bound, t_stats
+from _references import ALPHA, DecoupledLinear, assert_rounding_close, flat, t_bound, t_stats
 from conftest import sphere
 
 F64 = torch.float64
-RTOL, ATOL = 1e-10, 1e-12
 D, N, L, B, K, T = 3, 16, 3, 2, 5, 1.3
 X = sphere_stream(K * B, D, seed=3)
 Y = np.tanh(X @ np.array([1.0, -0.5, 0.3]))
@@ -102,9 +101,7 @@ class Reference:
         return f.detach()
 
 
-def _close(actual, expected, what):
-    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL,
-                               msg=lambda m: f"{what}: {m}")
+_close = assert_rounding_close
 
 
 def _compare(optimizer, alpha, trainable, backward, eta_c, **kw):

@@ -28,10 +28,11 @@ import torch
 import nfd
 from nfd.schema import check_sgd
 from validation import ResNetEnsemble, sphere_stream, train_resnet
-from _references import DecoupledLinear
+from _references import (ROUNDING_ATOL, ROUNDING_RTOL, DecoupledLinear,
+                         assert_rounding_close)
 
 F64 = torch.float64
-RTOL, ATOL = 1e-10, 1e-12  # float64 rounding along different operation orders
+RTOL, ATOL = ROUNDING_RTOL, ROUNDING_ATOL  # float64 rounding, different operation orders
 D, N, L, B, K = 3, 16, 3, 2, 5
 X = sphere_stream(K * B, D, seed=3)
 Y = np.tanh(X @ np.array([1.0, -0.5, 0.3]))
@@ -105,9 +106,7 @@ class Reference:
         return f.detach()
 
 
-def _close(actual, expected, what):
-    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL,
-                               msg=lambda m: f"{what}: {m}")
+_close = assert_rounding_close
 
 
 def compare_with_torch(*, eta_c, momentum=0.0, weight_decay=0.0, gamma0=1.0,

@@ -25,10 +25,9 @@ import torch
 
 import nfd
 from validation import ResNetEnsemble, sphere_stream, train_resnet
-from _references import DecoupledLinear
+from _references import DecoupledLinear, assert_rounding_close
 
 F64 = torch.float64
-RTOL, ATOL = 1e-10, 1e-12
 D, N, L, B, K = 3, 16, 3, 2, 4
 X = sphere_stream(K * B, D, seed=5)
 Y = np.tanh(X @ np.array([0.7, -0.4, 0.9]))
@@ -79,9 +78,7 @@ class StandardReference:
         return f.detach()
 
 
-def _close(actual, expected, what):
-    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL,
-                               msg=lambda m: f"{what}: {m}")
+_close = assert_rounding_close
 
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
