@@ -206,14 +206,15 @@ def _calibrated(m: np.ndarray, claims: int) -> bool:
     return abs(m.mean() - 1) <= half
 
 
-def _calibration(activation, K, steps, particles, seeds, Q=8, B=1):
+def _calibration(activation, K, steps, particles, seeds, Q=8, B=1, particle_init="iid"):
     X, y = nfd.synthetic_task("tanh", K * B, 16, seed=0)
     probes = nfd.synthetic_task("tanh", Q, 16, seed=1, teacher_seed=0)
     out = {}
     for backward in ("coupled", "decoupled"):
         runs = [nfd.simulate(X, y, eta_c=0.3, activation=activation, steps=steps,
                              particles=particles, probes=probes, backward=backward,
-                             batch_size=B, seed=s, eig_steps=[], progress=False)
+                             batch_size=B, seed=s, eig_steps=[], progress=False,
+                             particle_init=particle_init)
                 for s in range(seeds)]
         for var in ("f", "probe_f"):  # (seed, step or probe step, sample or probe)
             q = np.stack([r[var].values for r in runs])
@@ -247,6 +248,14 @@ def test_reported_errors_match_the_seed_spread():
     probe_f, 1.05 / 1.00 decoupled, while the per-particle errors gave 1.26 / 1.25
     and 0.75 / 0.75)."""
     _check_calibration(_calibration("relu", 64, 4, 256, 16))
+
+
+@pytest.mark.slow
+def test_reported_errors_match_the_seed_spread_with_whitened_particles():
+    """As the fast test, with ``particle_init="whitened"`` (main run and replicas): the
+    runs' errors shrink (the replicas' spread falls with the main run's), and must
+    still match the seeds' spread."""
+    _check_calibration(_calibration("relu", 64, 4, 256, 16, particle_init="whitened"))
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from sde import default_jitter
 
 from .._activations import Activation, get_activation
 from .._checks import (
+    check_choice,
     check_divergence,
     check_int,
     check_positive_float,
@@ -26,7 +27,22 @@ from .._optim import SGD, Adam
 from .._schema import DEFAULT_EIG_STEPS, default_steps
 from .._training import check_block, check_stream
 
-__all__ = ["Config", "check_simulate"]
+__all__ = ["Config", "check_simulate", "check_whitening", "PARTICLE_INITS"]
+
+#: ``simulate``'s ``particle_init``: independent draws of each particle's (u, v), or the
+#: same draws whitened jointly (``nfd._simulation._state.whiten_jointly``).
+PARTICLE_INITS = ("iid", "whitened")
+
+
+def check_whitening(cfg: "Config", smallest: int) -> None:
+    """``particle_init="whitened"`` needs the empirical covariance of the d + C
+    coordinates of (u, v) to be invertible in every run of ``cfg``, the smallest of
+    which (an error replica) has ``smallest`` particles."""
+    if cfg.particle_init == "whitened" and smallest <= cfg.d + cfg.C:
+        raise ValueError(f"particle_init='whitened' needs more particles than the d + C = "
+                         f"{cfg.d + cfg.C} coordinates of (u, v) in every run, but a run "
+                         f"(particles, or an error replica) has {smallest}: raise particles "
+                         "or use particle_init='iid'")
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,9 @@ class Config:
     adam_path: str = "dense"
     #: the branch exponent α and the trained parameters (``nfd._depth``)
     param: Parametrization = Parametrization()
+    #: the initial particles (u, v): "iid" draws, or "whitened" jointly
+    #: (``nfd._simulation._state.whiten_jointly``)
+    particle_init: str = "iid"
 
     @property
     def N(self) -> int:
@@ -109,7 +128,7 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
                    weight_decay=0.0, gamma0=1.0, classes=None, block="one-layer",
                    first_layer_lr="depth-mup", record_collapse=False, optimizer="sgd",
                    betas=None, eps=None, hidden_lr="depth-mup", branch_exponent=0.5,
-                   trainable=("U", "W", "V")) -> Config:
+                   trainable=("U", "W", "V"), particle_init="iid") -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
@@ -146,10 +165,11 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
         raise ValueError(f"block={block!r} with optimizer={optimizer!r}: Adam's limit is "
                          "derived for one-layer blocks only; use block='one-layer'")
     param = check_parametrization(branch_exponent, trainable, block)
+    particle_init = check_choice("particle_init", particle_init, PARTICLE_INITS)
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
-                  param=param)
+                  param=param, particle_init=particle_init)
 
 
 

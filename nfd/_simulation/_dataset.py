@@ -40,7 +40,7 @@ def _attrs(cfg: Config) -> dict:
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
-        error_replicas=cfg.error_replicas,
+        error_replicas=cfg.error_replicas, particle_init=cfg.particle_init,
         error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled,
                                                    cfg.adam is not None)
                                  if cfg.error_replicas else 0),
