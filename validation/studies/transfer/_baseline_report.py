@@ -21,7 +21,8 @@ from ._adam_report import CONTROL_DRIFT_WORDS, DRIFT_WORDS
 from ._baseline_run import RULES, prefix
 from ._fit import compare_optima
 from ._optima import depth_drift, own_grid_optima, stability_edges
-from ._report import own_grid_edge_rows, own_grid_gain_rows, own_grid_words, signed_finding
+from ._report import (own_grid_drift_rows, own_grid_edge_rows, own_grid_gain_rows,
+                      own_grid_words, signed_finding)
 
 __all__ = ["summarize_baselines", "conclude_baselines", "edge_words", "NAMES"]
 
@@ -49,15 +50,9 @@ def _drift_rows(ds: xr.Dataset, metric: str) -> list[Finding]:
     each control's drift minus depth-μP's over the depths both have."""
     n = ds.attrs["width"]
     opts = {rule: own_grid_optima(ds, prefix(rule), metric) for rule in RULES}
-    rows = []
-    for rule, o in opts.items():
-        if len(o) > 1:
-            Ls = ", ".join(map(str, sorted(o)))
-            rows.append(signed_finding(
-                _where(rule, metric, n), f"drift of log₂ η* per doubling of L (L = {Ls}, "
-                f"the depths with an interior optimum; η: {_RATE[rule]})", depth_drift(o),
-                _CLAIM[rule],
-                DRIFT_WORDS if rule == "depth-mup" else CONTROL_DRIFT_WORDS))
+    rows = [row for rule in RULES for row in own_grid_drift_rows(
+        ds, prefix(rule), metric, _where(rule, metric, n), _CLAIM[rule],
+        DRIFT_WORDS if rule == "depth-mup" else CONTROL_DRIFT_WORDS, _RATE[rule])]
     for rule in ("mup", "sp"):
         common = sorted(set(opts[rule]) & set(opts["depth-mup"]))
         if len(common) < 2:

@@ -21,10 +21,10 @@ import xarray as xr
 from ..._fit import bootstrap_replicates
 from .._report import Finding
 from ._fit import Optimum, compare_optima
-from ._optima import depth_drift, own_grid_optima, present, rule_optima, seed_matrix
+from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._adam_report import CONTROL_DRIFT_WORDS, rule_drift_rows
-from ._report import (boot_min, fmt_optimum, own_grid_edge_rows, own_grid_gain_rows,
-                      own_grid_words, signed_finding)
+from ._report import (boot_min, fmt_optimum, own_grid_drift_rows, own_grid_edge_rows,
+                      own_grid_gain_rows, own_grid_words, signed_finding)
 
 __all__ = ["summarize_branch_transfer", "conclude_branch_transfer", "branch_optima",
            "kappa", "adam_view", "RULES", "CONTROL_NAMES", "KAPPA_EPS"]
@@ -79,15 +79,9 @@ def _where(ds: xr.Dataset, rule: float | str, metric: str, width: int | None) ->
 
 def _control_row(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:
     """A control's drift of η*: a baseline that should not transfer."""
-    opts = own_grid_optima(ds, control, metric)
-    if len(opts) < 2:
-        return []
-    Ls = sorted(opts)
-    n = max(ds["width"].values.tolist())
-    return [signed_finding(
-        _where(ds, control, metric, n), f"drift of log₂ η* per doubling of L "
-        f"(L = {', '.join(map(str, Ls))}: interior optima)", depth_drift(opts),
-        _CONTROL_CLAIM[control], CONTROL_DRIFT_WORDS)]
+    return own_grid_drift_rows(ds, control, metric,
+                               _where(ds, control, metric, max(ds["width"].values.tolist())),
+                               _CONTROL_CLAIM[control], CONTROL_DRIFT_WORDS)
 
 
 def _control_gain(ds: xr.Dataset, metric: str, control: str) -> list[Finding]:

@@ -27,7 +27,8 @@ from ._optima import (PARAMS, WD_REL, Param, T_lim_optimum, T_net_optimum, depth
                       two_optima)
 
 __all__ = ["summarize_transfer", "conclude_transfer", "exp_finding", "signed_finding",
-           "boot_min", "fmt_optimum", "own_grid_words", "own_grid_gain_rows",
+           "boot_min", "fmt_optimum", "own_grid_words", "own_grid_drift_rows",
+           "own_grid_gain_rows",
            "own_grid_edge_rows"]
 
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
@@ -567,6 +568,22 @@ def own_grid_words(ds: xr.Dataset, prefix: str, metric: str = "train") -> str:
     if lost:
         out += f"; at L = {', '.join(map(str, lost))} it diverged at every η of its grid"
     return out
+
+
+def own_grid_drift_rows(ds: xr.Dataset, prefix: str, metric: str, observable: str,
+                        claim: str, words: tuple[str, str, str],
+                        rate: str = "") -> list[Finding]:
+    """The drift of log₂ η* per doubling of L of networks on a grid of their own over
+    the depths with an interior optimum (:func:`._optima.own_grid_optima`); ``rate``
+    names that grid's rate in the quantity. No row with fewer than two such depths."""
+    opts = own_grid_optima(ds, prefix, metric)
+    if len(opts) < 2:
+        return []
+    Ls = ", ".join(map(str, sorted(opts)))
+    return [signed_finding(
+        observable, f"drift of log₂ η* per doubling of L (L = {Ls}, the depths with an "
+        f"interior optimum{'; η: ' + rate if rate else ''})", depth_drift(opts), claim,
+        words)]
 
 
 def own_grid_gain_rows(ds: xr.Dataset, prefix: str, metric: str, observable: str,
