@@ -90,55 +90,47 @@ BRANCH_CONFIG = {
 
 
 def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
-    """The networks' and the limit's grids over (α, depth, η_c), and each control's
-    over (depth, η_c), reduced to their metrics."""
+    """The exponents' grids over (α, depth, η_c) under SGD and Adam (networks and
+    limit) and each control's over (depth, η_c), reduced to their metrics."""
     (X, y), probes = ten_digits(cfg)
     run = dict(store=store, study="branch", scheduler=scheduler, progress=progress,
                probes=probes, variables=["loss", "probe_loss"])
     common = dict(_TASK, batch_size=cfg["B"], probe_steps=[cfg["K"]],
                   **({} if dev is None else {"device": dev}))
-    seeds = [seed + s for s in range(cfg["seeds"])]
-    nets = sweep_grid(
-        X, y, kind="network",
-        grid=dict(branch_exponent=list(BRANCH_EXPONENTS), width=cfg["widths"],
-                  depth=cfg["depths"], eta_c=cfg["etas"]),
-        fixed=dict(common, seeds=seeds), **run)
+    sweeps = dict(X=X, y=y, run=run, cfg=cfg, seed=seed)
+    nets, lim = _exponent_grids(common, cfg["etas"], particles=cfg["particles"], **sweeps)
     controls = {name: net_metrics(sweep_grid(
         X, y, kind="network", grid=dict(depth=cfg["depths"], eta_c=cfg[grid]),
-        fixed=dict(common, **options, seeds=seeds, width=max(cfg["widths"])), **run), cfg["K"])
+        fixed=dict(common, **options, seeds=[seed + s for s in range(cfg["seeds"])],
+                   width=max(cfg["widths"])), **run), cfg["K"])
         for name, (options, grid) in CONTROLS.items()}
-    # the limit's errors come from its seeds: no error replicas
-    lim = sweep_grid(
-        X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), steps=cfg["depths"],
-                        eta_c=cfg["etas"],
-                        seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
-        fixed=dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0),
-        **run)
-    return net_metrics(nets, cfg["K"]), controls, limit_metrics(lim, cfg["K"])
+    adam = _exponent_grids(dict(common, optimizer="adam"), cfg["adam_etas"],
+                           particles=cfg["adam_particles"], dtype="float64", **sweeps)
+    return nets, controls, lim, _adam_part(*adam)
 
 
-def _adam_sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> xr.Dataset:
-    """Adam's networks and limit over (α, depth, η_c) on study 10's settings, as
-    ``adam_net_*`` and ``adam_lim_*`` over ``adam_eta_c``."""
-    (X, y), probes = ten_digits(cfg)
-    run = dict(store=store, study="branch", scheduler=scheduler, progress=progress,
-               probes=probes, variables=["loss", "probe_loss"])
-    common = dict(_TASK, optimizer="adam", batch_size=cfg["B"], probe_steps=[cfg["K"]],
-                  **({} if dev is None else {"device": dev}))
+def _exponent_grids(common: dict, etas: list, *, X, y, run: dict, cfg: dict, seed: int,
+                    **lim_fixed) -> tuple[xr.Dataset, xr.Dataset]:
+    """The networks' and the limit's grids over (α, width or steps, η_c) with the
+    options ``common`` (the limit also ``lim_fixed``, and its errors from its own
+    seeds: no error replicas), as their metrics."""
     nets = sweep_grid(
         X, y, kind="network",
         grid=dict(branch_exponent=list(BRANCH_EXPONENTS), width=cfg["widths"],
-                  depth=cfg["depths"], eta_c=cfg["adam_etas"]),
+                  depth=cfg["depths"], eta_c=etas),
         fixed=dict(common, seeds=[seed + s for s in range(cfg["seeds"])]), **run)
     lim = sweep_grid(
         X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), steps=cfg["depths"],
-                        eta_c=cfg["adam_etas"],
+                        eta_c=etas,
                         seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
-        fixed=dict(common, particles=cfg["adam_particles"], eig_steps=[], error_replicas=0,
-                   dtype="float64"), **run)
-    nets, lim = net_metrics(nets, cfg["K"]), limit_metrics(lim, cfg["K"]).rename(steps="depth")
+        fixed=dict(common, eig_steps=[], error_replicas=0, **lim_fixed), **run)
+    return net_metrics(nets, cfg["K"]), limit_metrics(lim, cfg["K"])
+
+
+def _adam_part(nets: xr.Dataset, lim: xr.Dataset) -> xr.Dataset:
+    """Adam's metrics as ``adam_net_*`` and ``adam_lim_*`` over ``adam_eta_c``."""
     parts = [part.rename({k: f"adam_{name}_{k}" for k in part.data_vars})
-             for name, part in (("net", nets), ("lim", lim))]
+             for name, part in (("net", nets), ("lim", lim.rename(steps="depth")))]
     return xr.merge(parts, join="outer", compat="no_conflicts").rename(eta_c="adam_eta_c")
 
 
@@ -229,12 +221,12 @@ def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | Non
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = BRANCH_CONFIG[quick]
-    nets, controls, lim = _sweeps(cfg, seed, dev, store, scheduler, progress)
+    nets, controls, lim, adam = _sweeps(cfg, seed, dev, store, scheduler, progress)
     lim = lim.rename(steps="depth")
     parts = [nets.rename({k: f"net_{k}" for k in nets.data_vars}),
              lim.rename({k: f"lim_{k}" for k in lim.data_vars}),
              _kappa_runs(cfg, seed, dev)]
-    parts.append(_adam_sweeps(cfg, seed, dev, store, scheduler, progress))
+    parts.append(adam)
     parts += [own_grid_part(control, name) for name, control in controls.items()]
     ds = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop")
     for var in [f"{k}_diverged" for k in ("net", "lim", "adam_net", "adam_lim", *CONTROLS)]:
