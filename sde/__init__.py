@@ -8,7 +8,7 @@ adapter to torchsde's solvers; and convergence-slope diagnostics.
 
 from ._base import McKeanVlasovSDE
 from ._diagnostics import SlopeFit, fit_slope
-from ._drivers import GrowingGaussianDriver, default_jitter
+from ._drivers import STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter
 from ._euler import EulerMaruyamaResult, euler_maruyama
 from ._linalg import psd_factor
 from ._threads import ThreadTeam, parallel, serial, usable_cpus
@@ -20,6 +20,7 @@ __all__ = [
     "EulerMaruyamaResult",
     "GrowingGaussianDriver",
     "default_jitter",
+    "STEIN_TRUNCATION",
     "psd_factor",
     "TorchsdeAdapter",
     "fit_slope",

@@ -28,7 +28,7 @@ import warnings
 
 import torch
 
-from ._border import border_block, border_column, condition_each, inverse_rows
+from ._border import border_block, border_column, condition_each, truncated_rows
 
 __all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION"]
 
@@ -133,11 +133,9 @@ class GrowingGaussianDriver:
                                dtype=torch.float64)
         self._cov = torch.zeros_like(self._inv)
         self._inv_stein = torch.zeros_like(self._inv) if responses else None
-        # per-time views, made once: indexing costs as much as a k×k product
-        self._cov_at = list(self._cov)
-        #: B = 1 borders whose rows of the inverses and covariance are not written yet,
-        #: by time index: (k, coef, pivot, skip, column). :meth:`_flush` writes them
-        #: for all time indices in one batched product and marks the floor, before
+        #: Borders whose rows of the inverses and covariance are not written yet, by
+        #: time index: (k, factor rows, min_eig, skip, column). :meth:`_flush` writes
+        #: them for all time indices in one batched product and marks the floor, before
         #: anything reads those buffers or the floor (a training pass borders each
         #: time index once).
         self._pending: dict[int, tuple] = {}
@@ -237,8 +235,6 @@ class GrowingGaussianDriver:
             weights, min_eig, skip = self._border_block(t, k, column)
         if not self._given and k + b > self.drawn:
             self._draw(k + b)
-        if b > 1:
-            self._cov_at[t][k:k + b, :k + b] = column.T
         self.sizes[t] = k + b
         return weights, min_eig, skip
 
@@ -251,13 +247,12 @@ class GrowingGaussianDriver:
         self.xi[:, self.drawn:upto] = fresh
         self.drawn = upto
 
-    def _stein_diag(self, pivot: torch.Tensor, var: torch.Tensor,
+    def _stein_keep(self, pivot: torch.Tensor, var: torch.Tensor,
                     skip: torch.Tensor) -> torch.Tensor:
-        """Diagonal of the truncated factor of :meth:`stein_derivative`: ∞ where the
-        component is skipped or its squared pivot is below ``STEIN_TRUNCATION ·
-        rel_jitter`` of its variance."""
-        small = pivot.square() < STEIN_TRUNCATION * self.rel_jitter * var
-        return torch.where(skip | small, float("inf"), pivot)
+        """Components that keep a Stein derivative (:meth:`stein_derivative`): not
+        skipped, and a squared pivot of at least ``STEIN_TRUNCATION · rel_jitter`` of
+        their variance."""
+        return ~(skip | (pivot.square() < STEIN_TRUNCATION * self.rel_jitter * var))
 
     def _committed(self, k: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """L⁻¹ and the truncated L⁻¹ of the first ``k`` components at every time index:
@@ -274,53 +269,44 @@ class GrowingGaussianDriver:
         to :meth:`_flush`."""
         coef, pivot, min_eig, skip = border_column(self._committed(k)[0][t], col,
                                                    self.rel_jitter)
-        self._pending[t] = (k, coef, pivot, skip, col)
-        return torch.cat((coef, pivot))[None], min_eig, skip
+        rows = torch.cat((coef, pivot))[None]
+        self._pending[t] = (k, rows, min_eig, skip, col[:, None])
+        return rows, min_eig, skip
+
+    def _border_block(self, t: int, k: int, column: torch.Tensor):
+        """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`; the rest as in
+        :meth:`_border_one`."""
+        rows, min_eig, skip = border_block(self._committed(k)[0][t], column, self.rel_jitter)
+        self._pending[t] = (k, rows, min_eig, skip, column)
+        return rows, min_eig, skip
 
     def _flush(self) -> None:
-        """Write the pending B = 1 rows of the inverse factors and the covariance:
-        one batched product when they extend a run of time indices by the same
-        component (a training pass), else one per time index."""
+        """Write the pending rows of the inverse factors (:func:`sde._border.truncated_rows`:
+        L⁻¹ with ∞ on the skipped components' diagonal, the Stein inverse also where
+        :meth:`_stein_keep` drops a component) and of the covariance, and mark the
+        floor: one batched product when the borders extend a run of time indices by
+        the same components (a training pass), else one per time index."""
         if not self._pending:
             return
         items, self._pending = sorted(self._pending.items()), {}
         ts = [t for t, _ in items]
-        k = items[0][1][0]
-        if ts == list(range(ts[0], ts[-1] + 1)) and all(v[0] == k for _, v in items):
+        k, b = items[0][1][0], items[0][1][1].shape[0]
+        if (ts == list(range(ts[0], ts[-1] + 1))
+                and all(v[0] == k and v[1].shape[0] == b for _, v in items)):
             groups = [(slice(ts[0], ts[-1] + 1), [v for _, v in items])]
         else:
             groups = [(slice(t, t + 1), [v]) for t, v in items]
-        for rows, vals in groups:
-            k = vals[0][0]
-            coef = torch.stack([v[1] for v in vals])
-            pivot, skip = torch.cat([v[2] for v in vals]), torch.cat([v[3] for v in vals])
-            col = torch.stack([v[4] for v in vals])
-            self._floored |= skip.any()
-            diag = torch.where(skip, float("inf"), pivot)
-            self._inv[rows, k, :k + 1] = inverse_rows(self._inv[rows, :k, :k], coef, diag)
+        for at, vals in groups:
+            k, b = vals[0][0], vals[0][1].shape[0]
+            rows, min_eig, skip, col = (torch.stack([v[i] for v in vals]) for i in range(1, 5))
+            var = torch.diagonal(col[:, k:], dim1=1, dim2=2)  # (m, b)
+            self._floored |= skip.any() | (min_eig[:, 0] < self.rel_jitter * var.mean(1)).any()
+            self._inv[at, k:k + b, :k + b] = truncated_rows(self._inv[at, :k, :k], rows, ~skip)
             if self._inv_stein is not None:
-                self._inv_stein[rows, k, :k + 1] = inverse_rows(
-                    self._inv_stein[rows, :k, :k], coef, self._stein_diag(pivot, col[:, k], skip))
-            self._cov[rows, k, :k + 1] = col
-
-    def _border_block(self, t: int, k: int, column: torch.Tensor):
-        """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`, then the rows of
-        the Stein inverse one component at a time."""
-        b = column.shape[1]
-        if self._pending:
-            self._flush()
-        rows, inv_rows, min_eig, skip = border_block(self._inv[t, :k, :k], column,
-                                                     self.rel_jitter)
-        self._floored |= (min_eig < self.rel_jitter * torch.diagonal(column[k:]).mean())
-        self._floored |= skip.any()
-        self._inv[t, k:k + b, :k + b] = inv_rows
-        if self._inv_stein is not None:
-            for j in range(b):
-                pivot = rows[j, k + j:k + j + 1]
-                sdiag = self._stein_diag(pivot, column[k + j, j:j + 1], skip[j:j + 1])
-                self._inv_stein[t, k + j, :k + j + 1] = inverse_rows(
-                    self._inv_stein[t, None, :k + j, :k + j], rows[j, None, :k + j], sdiag)[0]
-        return rows, min_eig, skip
+                keep = self._stein_keep(torch.diagonal(rows[..., k:], dim1=1, dim2=2), var, skip)
+                self._inv_stein[at, k:k + b, :k + b] = truncated_rows(
+                    self._inv_stein[at, :k, :k], rows, keep)
+            self._cov[at, k:k + b, :k + b] = col.transpose(1, 2)
 
     def condition(self, t: int, cross: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Condition ``B`` uncommitted components on the committed ones, each alone.

@@ -376,3 +376,85 @@ def test_stein_derivative_of_nonlinear_functionals_within_monte_carlo_error():
     se = y.std(-1, ddof=1) / np.sqrt(P)
     zq = norm.isf(1e-3 / (2 * est.size))
     assert np.all(np.abs(est - ref) < zq * se), ((est - ref) / se)
+
+
+def _block_cases():
+    """Covariances of 9 components (3 committed, then a block of 6) for
+    :func:`test_block_border_equals_one_component_at_a_time`: generic SPD; a block
+    that repeats a committed component and one of its own components (exact copies:
+    skipped); a rank-one block (the B samples of a batch sharing g_L); a block whose
+    copy of a committed component is off by a relative 3e-9 (squared pivot below the
+    Stein truncation, above the floor); one whose copy is indefinite (variance 10%
+    short: its regression is shrunk by about √0.9 onto the floor); one whose
+    near-copy sits below the floor while its residual is correlated with a later
+    component (the later one must not regress on the skipped one)."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((9, 12))
+    spd = X @ X.T / 12
+    Xc = X.copy()
+    Xc[4], Xc[7] = X[0], X[5]
+    copies = Xc @ Xc.T / 12
+    Xr = X.copy()
+    Xr[3:] = rng.standard_normal(6)[:, None] * X[8]
+    rank_one = Xr @ Xr.T / 12
+    near = copies.copy()
+    near[4, 4] *= 1 + 3e-9
+    indefinite = copies.copy()
+    indefinite[4, 4] *= 0.9
+    Xs = X.copy()
+    Xs[4] = X[0] + 3e-6 * X[8]  # below the floor, its residual correlated with z_8
+    residual = Xs @ Xs.T / 12
+    return {"spd": spd, "copies": copies, "rank-one": rank_one, "near-copy": near,
+            "indefinite": indefinite, "skipped-residual": residual}
+
+
+@pytest.mark.parametrize("case", list(_block_cases()))
+def test_block_border_equals_one_component_at_a_time(case):
+    # The block border (B ≥ 2) is the nested Cholesky factor one component at a time:
+    # component j bordered against the history and the block's earlier components,
+    # with its own floor, skip and shrink. So a block of 6 must give, to float64
+    # rounding, the factor rows (the draw's weights), the rows of L⁻¹ and of the
+    # Stein inverse and the skip marks of six one-component borders of the same
+    # columns, and its min_eig must be their smallest squared pivot before the floor.
+    # Rounding rule: 1e-10 times the largest entry (at least 1) of the matrix compared,
+    # since L⁻¹ carries the rounding of a small pivot p amplified by 1/p (near-copy:
+    # entries of 2.8e4 and differences of 3e-8 between the two exact constructions).
+    cov = torch.tensor(_block_cases()[case])
+    k, n = 3, 9
+    one, blk = (sde.GrowingGaussianDriver(1, 8, n, dtype=torch.float64,
+                                          generator=torch.Generator().manual_seed(0))
+                for _ in range(2))
+    for drv in (one, blk):
+        first, _, _ = drv.border(0, cov[:k, :k])
+    rows = torch.zeros(n - k, n, dtype=torch.float64)
+    schur, skips = [], []
+    for i, j in enumerate(range(k, n)):
+        w, m, s = one.border(0, cov[:j + 1, j:j + 1])
+        rows[i, :j + 1] = w[0]
+        schur.append(float(m[0]))
+        skips.append(bool(s[0]))
+    weights, min_eig, skip = blk.border(0, cov[:, k:])
+    def close(got, ref):
+        return torch.allclose(got, ref, rtol=0, atol=1e-10 * max(1.0, float(ref.abs().max())))
+
+    assert close(weights, rows), weights - rows
+    assert skip.tolist() == skips
+    assert float(min_eig[0]) == pytest.approx(min(schur), rel=1e-8, abs=1e-12)
+    for name in ("inv", "inv_stein", "cov"):
+        ref, got = getattr(one, name)[0, k:n], getattr(blk, name)[0, k:n]
+        assert close(torch.tril(got, k), torch.tril(ref, k)), (name, got - ref)
+    assert blk.finalize() == one.finalize()
+    # and, independently of how either builds them: a truncated inverse is the inverse
+    # of the factor's principal submatrix on the components it keeps, zero elsewhere
+    # (L⁻¹: all but the skipped ones; Stein: also not those whose squared pivot is
+    # below STEIN_TRUNCATION·rel_jitter of their variance)
+    factor = torch.zeros(n, n, dtype=torch.float64)
+    factor[:k, :k], factor[k:] = first, weights
+    pivot2, var = torch.diagonal(factor) ** 2, torch.diagonal(cov)
+    kept = torch.cat([torch.zeros(k, dtype=torch.bool), skip]).logical_not()
+    kept_stein = kept & (pivot2 >= sde.STEIN_TRUNCATION * blk.rel_jitter * var)
+    for inv, keep in ((blk.inv[0, :n, :n], kept), (blk.inv_stein[0, :n, :n], kept_stein)):
+        sub = factor[keep][:, keep]
+        expected = torch.zeros(n, n, dtype=torch.float64)
+        expected[keep.nonzero(), keep.nonzero().T] = torch.linalg.inv(sub)
+        assert close(inv, expected), inv - expected
