@@ -151,6 +151,10 @@ def truncated_rows(inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) ->
     and a later row's entries on such a component multiply that zero row. Leading
     dimensions are batched (the time indices of a pass)."""
     k = inv.shape[-1]
+    if rows.shape[-2] == 1:  # one component: [−a L⁻¹/d | 1/d], d = ∞ giving zero
+        diag = torch.where(keep, rows[..., k], float("inf"))[..., None]
+        head = (rows[..., :k] @ inv).div_(diag).neg_()
+        return torch.cat((head, diag.reciprocal()), -1)
     both = keep[..., :, None] & keep[..., None, :]
     eye = torch.eye(rows.shape[-2], dtype=rows.dtype, device=rows.device)
     tri = torch.linalg.solve_triangular(torch.where(both, rows[..., k:], eye), eye, upper=False)

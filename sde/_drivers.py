@@ -230,7 +230,7 @@ class GrowingGaussianDriver:
             raise ValueError(f"driver capacity {self.capacity} exceeded at time index {t} "
                              f"({k} + {b} components)")
         if b == 1:
-            weights, min_eig, skip = self._border_one(t, k, column.view(-1))
+            weights, min_eig, skip = self._border_one(t, k, column)
         else:
             weights, min_eig, skip = self._border_block(t, k, column)
         if not self._given and k + b > self.drawn:
@@ -267,10 +267,10 @@ class GrowingGaussianDriver:
         """:meth:`border` for B = 1: :func:`sde._border.border_column`; the new rows of
         the inverse factors and the covariance, and the floor bookkeeping, are left
         to :meth:`_flush`."""
-        coef, pivot, min_eig, skip = border_column(self._committed(k)[0][t], col,
+        coef, pivot, min_eig, skip = border_column(self._committed(k)[0][t], col.view(-1),
                                                    self.rel_jitter)
         rows = torch.cat((coef, pivot))[None]
-        self._pending[t] = (k, rows, min_eig, skip, col[:, None])
+        self._pending[t] = (k, rows, min_eig, skip, col)
         return rows, min_eig, skip
 
     def _border_block(self, t: int, k: int, column: torch.Tensor):
@@ -300,7 +300,9 @@ class GrowingGaussianDriver:
             k, b = vals[0][0], vals[0][1].shape[0]
             rows, min_eig, skip, col = (torch.stack([v[i] for v in vals]) for i in range(1, 5))
             var = torch.diagonal(col[:, k:], dim1=1, dim2=2)  # (m, b)
-            self._floored |= skip.any() | (min_eig[:, 0] < self.rel_jitter * var.mean(1)).any()
+            self._floored |= skip.any()
+            if b > 1:  # (one component: below the floor is skipped)
+                self._floored |= (min_eig[:, 0] < self.rel_jitter * var.mean(1)).any()
             self._inv[at, k:k + b, :k + b] = truncated_rows(self._inv[at, :k, :k], rows, ~skip)
             if self._inv_stein is not None:
                 keep = self._stein_keep(torch.diagonal(rows[..., k:], dim1=1, dim2=2), var, skip)
