@@ -121,7 +121,7 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     schur, lower = _block_factor(block - hist.T @ hist, floor)
     min_eig, pivot2, shrink, skip = _regularise(var, var - schur, rel_jitter, schur)
     rows = torch.cat((hist.T, lower), 1).mul_(shrink[:, None])
-    rows[:, k:].diagonal().copy_(pivot2.sqrt())
+    rows.diagonal(k).copy_(pivot2.sqrt())
     return rows, min_eig.min().reshape(1), skip
 
 
@@ -132,13 +132,14 @@ def _block_factor(schur: torch.Tensor, floor: torch.Tensor):
     Returns each component's squared pivot before the floor (its conditional
     variance given the history and the block's earlier components that are not
     skipped) and the strictly lower factor (B, B)."""
-    b = schur.shape[0]
-    for j in range(b - 1):
-        pivot2 = torch.maximum(schur[j, j], floor[j])
-        column = torch.where(skipped(pivot2, floor[j]), 0.0, schur[j, j + 1:] / pivot2.sqrt())
-        schur[j + 1:, j + 1:].sub_(torch.outer(column, column))
+    diag = torch.diagonal(schur)
+    for j in range(schur.shape[0] - 1):
+        at = floor[j]
+        pivot2 = torch.maximum(diag[j], at)
+        column = schur[j, j + 1:].div(pivot2.sqrt()).masked_fill_(skipped(pivot2, at), 0.0)
+        schur[j + 1:, j + 1:].addr_(column, column, alpha=-1.0)
         schur[j + 1:, j] = column
-    return torch.diagonal(schur).clone(), torch.tril(schur, -1)
+    return diag, torch.tril(schur, -1)
 
 
 def truncated_rows(inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
