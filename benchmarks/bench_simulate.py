@@ -37,8 +37,13 @@ whose dense P×P states make a layer-step O(P²), against one ``torch.optim.Adam
 network of width n = P at the same L, K, B, the alternative a user would run;
 target: at most 1.5× the network's time).
 
+``--layer-step-only`` prints the time and the number of dispatcher operations per
+layer-step at P = 1024, 4096 and 16384 for batches of 1, 2 and 8 (issue 36, item 5):
+the operations do not grow with P, and at small P their dispatch is most of the time.
+
     python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
-        [--optimizer-only] [--two-layer-only] [--adam-only] [--device cuda] [--reps 2]
+        [--optimizer-only] [--two-layer-only] [--adam-only] [--layer-step-only]
+        [--device cuda] [--reps 2]
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import time
 import numpy as np
 import scipy.optimize
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import nfd
 import sde
@@ -320,6 +326,54 @@ def block_cost(dev: str, s: int, reps: int) -> None:
                   f"{mem['two-layer']['peak'] / mem['one-layer']['peak']:.2f}")
 
 
+#: P, batch sizes and depth of :func:`layer_step_cost` (issue 36, item 5).
+LAYER_STEP_P = (1024, 4096, 16384)
+LAYER_STEP_BATCHES = (1, 2, 8)
+
+
+class _CountOps(TorchDispatchMode):
+    """Counts the operations that reach torch's dispatcher (views included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def layer_step_cost(dev: str, s: int, reps: int) -> None:
+    """Time and dispatcher operations per layer-step (one forward and one backward
+    layer, with the work of each SGD step shared out over its L layers) of runs without
+    error replicas at P = 1024, 4096, 16384 (divided by 2 with --quick), batch 1, 2
+    and 8, L = 8, K·B = 256 trajectories, both limits: the fastest of ``reps`` runs.
+    The operations do not depend on P; at small P the time is mostly their dispatch
+    (about 2 µs each on the development CPU), at large P the history streams."""
+    L, N = 8, 256 // s
+    print(f"per layer-step (forward + backward), L={L}, K*B={N}, no error replicas:")
+    for B in LAYER_STEP_BATCHES:
+        X, y = _data(N)
+        for m in MODES:
+            kw = dict(eta_c=ETA_C, steps=L, progress=False, eig_steps=[], device=dev,
+                      backward=m, error_replicas=0, batch_size=B)
+            counter = _CountOps()
+            with counter:
+                nfd.simulate(X, y, particles=256, **kw)
+            row = []
+            for P in LAYER_STEP_P:
+                P //= s
+                nfd.simulate(X[:2 * B], y[:2 * B], particles=P, **kw)  # warm-up
+                best = float("inf")
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    nfd.simulate(X, y, particles=P, **kw)
+                    best = min(best, _synced(dev, start))
+                row.append(f"P={P} {best / (L * N / B) * 1e6:.0f} us")
+            print(f"  B={B} {m}: {counter.count / (L * N / B):.0f} operations; "
+                  f"{', '.join(row)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -336,6 +390,8 @@ def main() -> None:
                         help="only the cost of two-layer blocks against one-layer blocks")
     parser.add_argument("--adam-only", action="store_true",
                         help="only the cost of Adam's limit against an Adam network")
+    parser.add_argument("--layer-step-only", action="store_true",
+                        help="only the time and operations per layer-step (batch 1, 2, 8)")
     parser.add_argument("--_peak", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._peak:
@@ -346,8 +402,9 @@ def main() -> None:
     s = 2 if args.quick else 1
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
-    sections = {"two_layer_only": block_cost, "optimizer_only": optimizer_cost,
-                "errors_only": error_cost, "adam_only": adam_cost}
+    sections = {"layer_step_only": layer_step_cost, "two_layer_only": block_cost,
+                "optimizer_only": optimizer_cost, "errors_only": error_cost,
+                "adam_only": adam_cost}
     chosen = [run for flag, run in sections.items() if getattr(args, flag)]
     for run in chosen or sections.values():
         run(dev, s, args.reps)

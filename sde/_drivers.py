@@ -298,11 +298,12 @@ class GrowingGaussianDriver:
             groups = [(slice(t, t + 1), [v]) for t, v in items]
         for at, vals in groups:
             k, b = vals[0][0], vals[0][1].shape[0]
-            rows, min_eig, skip, col = (torch.stack([v[i] for v in vals]) for i in range(1, 5))
+            rows, skip, col = (torch.stack([v[i] for v in vals]) for i in (1, 3, 4))
             var = torch.diagonal(col[:, k:], dim1=1, dim2=2)  # (m, b)
             self._floored |= skip.any()
             if b > 1:  # (one component: below the floor is skipped)
-                self._floored |= (min_eig[:, 0] < self.rel_jitter * var.mean(1)).any()
+                min_eig = torch.cat([v[2] for v in vals])
+                self._floored |= (min_eig < self.rel_jitter * var.mean(1)).any()
             self._inv[at, k:k + b, :k + b] = truncated_rows(self._inv[at, :k, :k], rows, ~skip)
             if self._inv_stein is not None:
                 keep = self._stein_keep(torch.diagonal(rows[..., k:], dim1=1, dim2=2), var, skip)
