@@ -55,6 +55,16 @@ def test_signed_words_follow_the_interval():
     assert f.estimate == 1.0 and f.ci == pytest.approx((0.8, 1.2))
     assert signed_finding("o", "q", Optimum(math.inf, np.full(10, math.inf)), "c",
                    words).verdict.startswith("not resolved")
+    # an interval open at one end (more than 2.5% of the bootstrap optima beyond the
+    # grid) that holds 0 cannot say the quantity is 0: it allows any value on that side
+    reps = np.r_[np.linspace(-0.1, 0.3, 90), [-math.inf] * 10]
+    f = signed_finding("o", "q", Optimum(0.1, reps, DOF), "c", words)
+    assert f.ci[0] == -math.inf and f.ci[1] > 0
+    assert not f.resolved and f.verdict.startswith("not resolved") and "open" in f.verdict
+    # ... while one open end on the far side of 0 still gives the sign
+    high = np.r_[np.linspace(0.8, 1.2, 90), [math.inf] * 10]
+    f = signed_finding("o", "q", Optimum(1.0, high, DOF), "c", words)
+    assert f.ci[0] > 0 and f.ci[1] == math.inf and f.verdict == "above"
 
 
 def test_horizon_words():

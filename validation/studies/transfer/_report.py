@@ -95,12 +95,18 @@ def _overlap(a: Optimum, b: Optimum, name: str = "η*", flip: bool = False) -> s
 def signed_finding(observable: str, quantity: str, opt: Optimum, claim: str,
             words: tuple[str, str, str], scale: float = 1.0) -> Finding:
     """A finding for a signed quantity: ``words`` = verdicts for an interval above
-    0, below 0, and containing 0."""
+    0, below 0, and containing 0. An interval open at one end (optima beyond the
+    grid's end) gives the sign when it excludes 0, and is not resolved when it holds
+    0: it allows any value on its open side, so it cannot say the quantity is 0."""
     lo, hi = opt.ci()
     verdict = words[0] if lo > 0 else words[1] if hi < 0 else words[2]
     resolved = math.isfinite(opt.estimate) and (math.isfinite(lo) or math.isfinite(hi))
     if not resolved:
         verdict = "not resolved: optima beyond the grid's end (estimate or bootstrap)"
+    elif lo <= 0 <= hi and not (math.isfinite(lo) and math.isfinite(hi)):
+        resolved = False
+        verdict = ("not resolved: the interval holds 0 and is open at one end (optima "
+                   "beyond the grid's end)")
     return Finding(observable, quantity, scale * opt.estimate, (scale * lo, scale * hi),
                    claim, verdict, resolved=resolved, open_ends=_ends((lo, hi)))
 
