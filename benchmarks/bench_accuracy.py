@@ -2,8 +2,10 @@
 estimate the held-out outputs ``probe_f`` and the training outputs ``f`` within an
 RMS error ε of the reference.
 
-Setting: the quickstart's (relu, d = 16, L = 8, K = 64 SGD steps of batch 2, η_c =
-0.4, 32 held-out probes, ordinary backprop). The answer is the coupled limit, whose
+Settings (``--setting``): ``quickstart`` (relu, d = 16, L = 8, K = 64 SGD steps of
+batch 2, η_c = 0.4, 32 held-out probes, ordinary backprop) and ``digits10`` (ten-class
+digits, d = 64, L = 8, K = 60 steps of batch 8, softmax cross-entropy, momentum 0.9,
+warm-up + cosine to η_c = 0.1, 64 held-out probes). The answer is the coupled limit, whose
 reference is ``nfd.simulate(backward="coupled", particles=P_ref)`` averaged over
 ``--ref-seeds`` seeds; its own mean-square error (the seeds' variance of the mean)
 is printed and subtracted from every candidate's.
@@ -15,7 +17,8 @@ Candidates, each measured in this run on one torch thread:
   MSE(P) = a/P + b (b: what does not fall with P; 0 when the reference is right),
   wall time interpolated between the measured P (in proportion to P beyond the
   largest); the time to ε is t at the smallest P with MSE(P) ≤ ε².
-* finite networks (``validation.train_resnet``) at each width n, 64 seeds: the
+* finite networks (``validation.train_resnet``) at each width n (64 seeds; 32 for
+  digits10): the
   per-seed variance v(n), and the bias from the fit bias_j(n) = c_j/n over all
   widths per output j (paper 002's 1/n; its mean square debiased for the fit's
   noise): a bias measured at one width from tens of seeds is noise at these ε. S
@@ -28,7 +31,8 @@ Candidates, each measured in this run on one torch thread:
 Prints, for each ε, the time of each candidate and the ratio best-network/simulate,
 and writes ``bench_accuracy.png`` (time against ε, log-log). Usage::
 
-    python benchmarks/bench_accuracy.py [--quick] [--out bench_accuracy.png]
+    python benchmarks/bench_accuracy.py [--quick] [--setting {quickstart,digits10}]
+        [--out bench_accuracy.png]
 
 ``--quick``: a smaller reference and grid (for a check that it runs, not for numbers).
 """
@@ -46,52 +50,74 @@ import torch
 import nfd
 from validation import train_resnet
 
-D, B, K, L, ETA, Q = 16, 2, 64, 8, 0.4, 32
+L = 8
 
 
-def _task():
-    X, y = nfd.synthetic_task("tanh", K * B, D, seed=0)
-    return X, y, nfd.synthetic_task("tanh", Q, D, seed=1, teacher_seed=0)
+def _quickstart():
+    """The quickstart's stream (tanh teacher on the sphere, d = 16, K = 64 steps of
+    batch 2, 32 held-out probes) and options (relu, mse, η_c = 0.4, plain SGD)."""
+    K, B = 64, 2
+    X, y = nfd.synthetic_task("tanh", K * B, 16, seed=0)
+    probes = nfd.synthetic_task("tanh", 32, 16, seed=1, teacher_seed=0)
+    return X, y, probes, dict(activation="relu", eta_c=0.4, batch_size=B)
+
+
+def _digits():
+    """Ten-class digits (scikit-learn's, d = 64, rows on the sphere), K = 60 steps of
+    batch 8 (K·B = 480), 64 held-out probes, softmax cross-entropy over C = 10
+    outputs, momentum 0.9 and a warm-up + cosine schedule to η_c = 0.1: the setting
+    where the error replicas were calibrated at K·B = 480 (``nfd._simulation``)."""
+    from validation import load_digits
+
+    K, B, Q = 60, 8, 64
+    X, y = load_digits(None, target="label", n_samples=K * B + Q, fit_samples=K * B)
+    eta = nfd.warmup_cosine(K, peak=0.1, warmup=K // 10)
+    return X[:K * B], y[:K * B], (X[K * B:], y[K * B:]), dict(
+        activation="relu", loss="cross_entropy", classes=10, eta_c=eta, batch_size=B,
+        momentum=0.9)
+
+
+#: --setting: the stream, probes and options of each measured setting.
+SETTINGS = {"quickstart": _quickstart, "digits10": _digits}
 
 
 def _outputs(ds) -> np.ndarray:
     """f and probe_f of one run (or of each seed) flattened: (..., outputs)."""
-    f = ds["f"].values
-    pf = ds["probe_f"].values
-    lead = f.shape[:-2] if "seed" in ds["f"].dims else ()
-    return np.concatenate([f.reshape(*lead, -1), pf.reshape(*lead, -1)], -1)
+    lead = (ds.sizes["seed"],) if "seed" in ds["f"].dims else ()
+    return np.concatenate([ds["f"].values.reshape(*lead, -1),
+                           ds["probe_f"].values.reshape(*lead, -1)], -1)
 
 
-def _limit(X, y, probes, P: int, seed: int, replicas: bool) -> tuple[np.ndarray, float]:
+def _limit(X, y, probes, opts, P: int, seed: int, replicas: bool) -> tuple[np.ndarray, float]:
     """Outputs and wall time of one coupled limit run."""
     kw = {} if replicas else {"error_replicas": 0}
     t = time.perf_counter()
-    ds = nfd.simulate(X, y, activation="relu", eta_c=ETA, batch_size=B, steps=L,
-                      particles=P, seed=seed, probes=probes, eig_steps=[], progress=False,
-                      **kw)
+    ds = nfd.simulate(X, y, steps=L, particles=P, seed=seed, probes=probes, eig_steps=[],
+                      progress=False, **opts, **kw)
     return _outputs(ds), time.perf_counter() - t
 
 
-def reference(X, y, probes, P: int, seeds: int) -> tuple[np.ndarray, float, float]:
+def reference(X, y, probes, opts, P: int, seeds: int) -> tuple[np.ndarray, float, float]:
     """Seed mean of the coupled limit at P particles, its mean-square error (the
     variance of the mean, averaged over outputs) and the wall time spent."""
-    runs, spent = zip(*(_limit(X, y, probes, P, 10_000 + s, False) for s in range(seeds)))
+    runs, spent = zip(*(_limit(X, y, probes, opts, P, 10_000 + s, False)
+                        for s in range(seeds)))
     runs = np.stack(runs)
     return runs.mean(0), float(runs.var(0, ddof=1).mean() / seeds), float(sum(spent))
 
 
-def limit_curve(X, y, probes, ref, ref_mse, Ps, seeds, replicas) -> dict:
+def limit_curve(X, y, probes, opts, ref, ref_mse, Ps, seeds, replicas) -> dict:
     """Per P: mean wall time and the MSE of one run against the reference (its own
     MSE subtracted)."""
     out = {}
     for P in Ps:
-        runs, times = zip(*(_limit(X, y, probes, P, s, replicas) for s in range(seeds)))
+        runs, times = zip(*(_limit(X, y, probes, opts, P, s, replicas) for s in range(seeds)))
         mse = float(((np.stack(runs) - ref) ** 2).mean()) - ref_mse
         out[P] = (float(np.mean(times)), mse)
     return out
 
 
-def network_table(X, y, probes, ref, ref_mse, widths, seeds) -> dict:
+def network_table(X, y, probes, opts, ref, ref_mse, widths, seeds) -> dict:
     """Per width: one seed's wall time, the per-output seed variance, the measured
     bias (seed mean − reference) and the bias of the fit bias_j(n) = c_j/n over all
     widths (weighted by the seed means' variances), whose debiased mean square is
@@ -101,8 +127,8 @@ def network_table(X, y, probes, ref, ref_mse, widths, seeds) -> dict:
     out, means, errs = {}, [], []
     for n in widths:
         t = time.perf_counter()
-        ds = train_resnet(X, y, width=n, depth=L, seeds=seeds, activation="relu",
-                          eta_c=ETA, batch_size=B, probes=probes, progress=False)
+        ds = train_resnet(X, y, width=n, depth=L, seeds=seeds, probes=probes,
+                          progress=False, **opts)
         per_seed = (time.perf_counter() - t) / seeds
         runs = _outputs(ds)
         out[n] = dict(time=per_seed, var=runs.var(0, ddof=1), bias=runs.mean(0) - ref,
@@ -185,30 +211,43 @@ def _plot(rows: list, path: str, title: str) -> None:
     print(f"wrote {path}")
 
 
+#: Per setting: the simulate P grid, the network widths, the seeds of each, the
+#: reference's particles (full; --quick uses the first entries) and the ε reported
+#: (those above 1.5 times the reference's own RMS error). The ten-class outputs are
+#: logits of order 1-10 whose Monte Carlo error the particles' interaction amplifies
+#: 3-8 times (measured in the --quick run), hence its coarser ε.
+GRIDS = {"quickstart": dict(Ps=[512, 1024, 2048, 4096, 8192, 16384, 32768],
+                            widths=[64, 128, 256, 512, 1024], seeds=6, net_seeds=64,
+                            P_ref=65536, eps=(0.04, 0.02, 0.01, 0.006, 0.004, 0.003)),
+         "digits10": dict(Ps=[2048, 4096, 8192, 16384], widths=[64, 128, 256, 512],
+                          seeds=6, net_seeds=32, P_ref=32768, eps=(0.4, 0.2, 0.1, 0.05))}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--setting", choices=sorted(SETTINGS), default="quickstart")
     ap.add_argument("--out", default="bench_accuracy.png")
     ap.add_argument("--ref-particles", type=int, default=None)
     ap.add_argument("--ref-seeds", type=int, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    quick = args.quick
-    P_ref = args.ref_particles or (8192 if quick else 65536)
+    quick, grid = args.quick, GRIDS[args.setting]
+    P_ref = args.ref_particles or (8192 if quick else grid["P_ref"])
     R = args.ref_seeds or (2 if quick else 3)
-    Ps = [256, 512, 1024] if quick else [512, 1024, 2048, 4096, 8192, 16384, 32768]
-    widths = [64, 128] if quick else [64, 128, 256, 512, 1024]
-    seeds = 3 if quick else 6
-    net_seeds = 8 if quick else 64
-    X, y, probes = _task()
-    _limit(X, y, probes, 256, 0, True)  # warm-up: imports and first-call costs untimed
-    ref, ref_mse, spent = reference(X, y, probes, P_ref, R)
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, one "
-          f"thread. Reference: coupled limit, P = {P_ref}, {R} seeds ({spent:.0f} s); its "
-          f"RMS error {math.sqrt(ref_mse):.4f} (subtracted)")
-    shipped = limit_curve(X, y, probes, ref, ref_mse, Ps, seeds, replicas=True)
-    bare = limit_curve(X, y, probes, ref, ref_mse, Ps, seeds, replicas=False)
-    nets = network_table(X, y, probes, ref, ref_mse, widths, net_seeds)
+    Ps = grid["Ps"][:3] if quick else grid["Ps"]
+    widths = grid["widths"][:2] if quick else grid["widths"]
+    seeds = 3 if quick else grid["seeds"]
+    net_seeds = 8 if quick else grid["net_seeds"]
+    X, y, probes, opts = SETTINGS[args.setting]()
+    _limit(X, y, probes, opts, 256, 0, True)  # warm-up: imports and first-call costs untimed
+    ref, ref_mse, spent = reference(X, y, probes, opts, P_ref, R)
+    print(f"{args.setting} setting; {platform.processor() or platform.machine()}, torch "
+          f"{torch.__version__}, one thread. Reference: coupled limit, P = {P_ref}, {R} "
+          f"seeds ({spent:.0f} s); its RMS error {math.sqrt(ref_mse):.4f} (subtracted)")
+    shipped = limit_curve(X, y, probes, opts, ref, ref_mse, Ps, seeds, replicas=True)
+    bare = limit_curve(X, y, probes, opts, ref, ref_mse, Ps, seeds, replicas=False)
+    nets = network_table(X, y, probes, opts, ref, ref_mse, widths, net_seeds)
     for P in Ps:
         print(f"simulate P = {P:6d}: {shipped[P][0]:6.2f} s shipped, {bare[P][0]:6.2f} s "
               f"bare; RMS {math.sqrt(max(bare[P][1], 0)):.4f}")
@@ -218,7 +257,11 @@ def main(argv=None) -> None:
               f"{math.sqrt(max(r['bias2'], 0)):.4f} (c/n fit; measured at this width "
               f"alone {math.sqrt(max(raw, 0)):.4f}), seed s.d. {math.sqrt(r['var'].mean()):.4f}")
     floor = 1.5 * math.sqrt(ref_mse)
-    grid = [e for e in (0.04, 0.02, 0.01, 0.006, 0.004, 0.003) if e > floor]
+    grid = [e for e in grid["eps"] if e > floor]
+    if not grid:
+        print(f"no ε of the grid above 1.5 times the reference's error ({floor:.3g}): "
+              "use a larger --ref-particles")
+        return
     rows = []
     print("\n| ε (rms) | best networks | Richardson | simulate as shipped | ratio | "
           "simulate, error_replicas=0 | ratio |\n|---|---|---|---|---|---|---|")
@@ -229,7 +272,9 @@ def main(argv=None) -> None:
         rows.append((eps, tn, tr, ts, tb))
         print(f"| {eps:g} | {tn:.1f} s ({wn}) | {tr:.1f} s ({wr}) | {ts:.1f} s | "
               f"{best / ts:.2f}× | {tb:.1f} s | {best / tb:.2f}× |")
-    _plot(rows, args.out, f"time to accuracy, quickstart setting (relu, L = {L}, K = {K})")
+    K, B = len(y) // opts["batch_size"], opts["batch_size"]
+    _plot(rows, args.out, f"time to accuracy, {args.setting} setting (relu, L = {L}, K = {K}, "
+          f"B = {B})")
 
 
 if __name__ == "__main__":
