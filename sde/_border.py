@@ -105,13 +105,12 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     at B = 2; 1377 and 440 at B = 8, where the bordering had been 65% of the time.
 
     Only the upper triangle of the block is read (column j up to row k+j): pass a
-    symmetric block. Returns the row (actual pivots on the diagonal), the matching
-    rows of the inverse (B, k+B), the smallest squared pivot (1,) before
-    regularisation, i.e. the smallest conditional variance of a component given the
-    history and the block's earlier components (an upper bound on the smallest
-    eigenvalue of the Schur complement block − L21 L21ᵀ that needs no eigen-solver,
-    whose result would have to be read back by the host on a GPU, every layer), and
-    the skip mask (B,).
+    symmetric block. Returns the row (B, k+B) (actual pivots on the diagonal), the
+    smallest squared pivot (1,) before regularisation, i.e. the smallest conditional
+    variance of a component given the history and the block's earlier components (an
+    upper bound on the smallest eigenvalue of the Schur complement block − L21 L21ᵀ
+    that needs no eigen-solver, whose result would have to be read back by the host
+    on a GPU, every layer), and the skip mask (B,).
     """
     k = inv.shape[0]
     cross, block = col[:k], col[k:]

@@ -134,7 +134,7 @@ class GrowingGaussianDriver:
         self._cov = torch.zeros_like(self._inv)
         self._inv_stein = torch.zeros_like(self._inv) if responses else None
         #: Borders whose rows of the inverses and covariance are not written yet, by
-        #: time index: (k, factor rows, min_eig, skip, column). :meth:`_flush` writes
+        #: time index: (k, factor rows, skip, column), copies. :meth:`_flush` writes
         #: them for all time indices in one batched product and marks the floor, before
         #: anything reads those buffers or the floor (a training pass borders each
         #: time index once).
@@ -229,10 +229,16 @@ class GrowingGaussianDriver:
         if k + b > self.capacity:
             raise ValueError(f"driver capacity {self.capacity} exceeded at time index {t} "
                              f"({k} + {b} components)")
+        committed = self._committed(k)[0][t]
         if b == 1:
-            weights, min_eig, skip = self._border_one(t, k, column)
+            coef, pivot, min_eig, skip = border_column(committed, column.view(-1),
+                                                       self.rel_jitter)
+            weights = torch.cat((coef, pivot))[None]
         else:
-            weights, min_eig, skip = self._border_block(t, k, column)
+            weights, min_eig, skip = border_block(committed, column, self.rel_jitter)
+        # copies: the caller may reuse its column, or change the weights, before the
+        # rows are written
+        self._pending[t] = (k, weights.clone(), skip, column.clone())
         if not self._given and k + b > self.drawn:
             self._draw(k + b)
         self.sizes[t] = k + b
@@ -263,29 +269,13 @@ class GrowingGaussianDriver:
             self._views = (k, list(self._inv[:, :k, :k].unbind(0)), stein)
         return self._views[1], self._views[2]
 
-    def _border_one(self, t: int, k: int, col: torch.Tensor):
-        """:meth:`border` for B = 1: :func:`sde._border.border_column`; the new rows of
-        the inverse factors and the covariance, and the floor bookkeeping, are left
-        to :meth:`_flush`."""
-        coef, pivot, min_eig, skip = border_column(self._committed(k)[0][t], col.view(-1),
-                                                   self.rel_jitter)
-        rows = torch.cat((coef, pivot))[None]
-        self._pending[t] = (k, rows, min_eig, skip, col)
-        return rows, min_eig, skip
-
-    def _border_block(self, t: int, k: int, column: torch.Tensor):
-        """:meth:`border` for B ≥ 2: :func:`sde._border.border_block`; the rest as in
-        :meth:`_border_one`."""
-        rows, min_eig, skip = border_block(self._committed(k)[0][t], column, self.rel_jitter)
-        self._pending[t] = (k, rows, min_eig, skip, column)
-        return rows, min_eig, skip
-
     def _flush(self) -> None:
         """Write the pending rows of the inverse factors (:func:`sde._border.truncated_rows`:
         L⁻¹ with ∞ on the skipped components' diagonal, the Stein inverse also where
         :meth:`_stein_keep` drops a component) and of the covariance, and mark the
-        floor: one batched product when the borders extend a run of time indices by
-        the same components (a training pass), else one per time index."""
+        floor when a component sat at its own (:attr:`rel_jitter` times its variance):
+        one batched product when the borders extend a run of time indices by the
+        same components (a training pass), else one per time index."""
         if not self._pending:
             return
         items, self._pending = sorted(self._pending.items()), {}
@@ -298,14 +288,11 @@ class GrowingGaussianDriver:
             groups = [(slice(t, t + 1), [v]) for t, v in items]
         for at, vals in groups:
             k, b = vals[0][0], vals[0][1].shape[0]
-            rows, skip, col = (torch.stack([v[i] for v in vals]) for i in (1, 3, 4))
-            var = torch.diagonal(col[:, k:], dim1=1, dim2=2)  # (m, b)
+            rows, skip, col = (torch.stack([v[i] for v in vals]) for i in (1, 2, 3))
             self._floored |= skip.any()
-            if b > 1:  # (one component: below the floor is skipped)
-                min_eig = torch.cat([v[2] for v in vals])
-                self._floored |= (min_eig < self.rel_jitter * var.mean(1)).any()
             self._inv[at, k:k + b, :k + b] = truncated_rows(self._inv[at, :k, :k], rows, ~skip)
             if self._inv_stein is not None:
+                var = torch.diagonal(col[:, k:], dim1=1, dim2=2)  # (m, b)
                 keep = self._stein_keep(torch.diagonal(rows[..., k:], dim1=1, dim2=2), var, skip)
                 self._inv_stein[at, k:k + b, :k + b] = truncated_rows(
                     self._inv_stein[at, :k, :k], rows, keep)

@@ -387,7 +387,10 @@ def _block_cases():
     Stein truncation, above the floor); one whose copy is indefinite (variance 10%
     short: its regression is shrunk by about √0.9 onto the floor); one whose
     near-copy sits below the floor while its residual is correlated with a later
-    component (the later one must not regress on the skipped one)."""
+    component (the later one must not regress on the skipped one); one whose
+    indefinite copy is of an earlier component of the block (the shrink of its block
+    entries); one whose variances span 1e6 to 1e-12 (each component's own floor,
+    and no floor warning where none sat at its floor)."""
     rng = np.random.default_rng(7)
     X = rng.standard_normal((9, 12))
     spd = X @ X.T / 12
@@ -404,8 +407,18 @@ def _block_cases():
     Xs = X.copy()
     Xs[4] = X[0] + 3e-6 * X[8]  # below the floor, its residual correlated with z_8
     residual = Xs @ Xs.T / 12
+    Xb = X.copy()
+    Xb[6] = X[3]  # a copy of the block's first component, its variance 10% short
+    in_block = Xb @ Xb.T / 12
+    in_block[6, 6] *= 0.9
+    Xv = X.copy()
+    Xv[3] *= 1e3  # variances from 1e6 down to 1e-12 in one block: each its own floor
+    Xv[5] *= 1e-3
+    Xv[7] *= 1e-6
+    scales = Xv @ Xv.T / 12
     return {"spd": spd, "copies": copies, "rank-one": rank_one, "near-copy": near,
-            "indefinite": indefinite, "skipped-residual": residual}
+            "indefinite": indefinite, "skipped-residual": residual,
+            "indefinite-in-block": in_block, "scales": scales}
 
 
 @pytest.mark.parametrize("case", list(_block_cases()))
@@ -458,3 +471,23 @@ def test_block_border_equals_one_component_at_a_time(case):
         expected = torch.zeros(n, n, dtype=torch.float64)
         expected[keep.nonzero(), keep.nonzero().T] = torch.linalg.inv(sub)
         assert close(inv, expected), inv - expected
+
+
+@pytest.mark.parametrize("b", [1, 2])
+def test_border_keeps_its_own_copies_until_the_rows_are_written(b):
+    # The rows of L⁻¹ and of the covariance are written lazily (at the next read);
+    # a caller that reuses its column or scales the returned weights in place before
+    # then must not change them.
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3, 6))
+    cov = torch.tensor(X @ X.T / 6)
+    drivers = [sde.GrowingGaussianDriver(1, 4, 3, dtype=torch.float64) for _ in range(2)]
+    for j, drv in enumerate(drivers):
+        drv.border(0, cov[:3 - b, :3 - b].clone())
+        col = cov[:, 3 - b:].clone()
+        weights, _, _ = drv.border(0, col)
+        if j:
+            weights.mul_(2.0)
+            col.mul_(10.0)
+    for name in ("inv", "inv_stein", "cov"):
+        assert torch.equal(getattr(drivers[0], name), getattr(drivers[1], name)), name

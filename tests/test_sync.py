@@ -109,8 +109,6 @@ PER_LAYER = [
     ("nfd/_activations.py", "Activation.phi_into"),
     ("nfd/_activations.py", "Activation.dphi_into"),
     ("sde/_drivers.py", "GrowingGaussianDriver.border"),
-    ("sde/_drivers.py", "GrowingGaussianDriver._border_one"),
-    ("sde/_drivers.py", "GrowingGaussianDriver._border_block"),
     ("sde/_drivers.py", "GrowingGaussianDriver._flush"),
     ("sde/_drivers.py", "GrowingGaussianDriver._draw"),
     ("sde/_drivers.py", "GrowingGaussianDriver._committed"),
