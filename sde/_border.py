@@ -101,8 +101,9 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     row only. The rows of the inverse factors are left to the driver, which writes
     them for all time indices of a pass at once (:func:`truncated_rows`). Measured
     (torch dispatcher operations per layer-step of a coupled run, forward and
-    backward): 428 with one bordering and its inverse rows per component, 187 so,
-    at B = 2; 1377 and 440 at B = 8, where the bordering had been 65% of the time.
+    backward, ``benchmarks/bench_simulate.py --layer-step-only``): 440 with one
+    bordering and its inverse rows per component, 185 so, at B = 2; 1388 and 377 at
+    B = 8, where the bordering had been 65% of the time.
 
     Only the upper triangle of the block is read (column j up to row k+j): pass a
     symmetric block. Returns the row (B, k+B) (actual pivots on the diagonal), the
