@@ -1,10 +1,13 @@
-"""Shared timing helpers: wall time and this machine's copy bandwidth, in one run."""
+"""Shared benchmark helpers: wall time and this machine's copy bandwidth, in one run,
+and the quickstart's task."""
 
 from __future__ import annotations
 
 import time
 
 import torch
+
+import nfd
 
 
 def best_of(fn, repeat: int = 3) -> float:
@@ -25,3 +28,10 @@ def copy_bandwidth(device="cpu", nbytes: int = 1 << 28) -> float:
     a = torch.empty(nbytes // 4, device=device).normal_()
     b = torch.empty_like(a)
     return 2 * nbytes / best_of(lambda: b.copy_(a), repeat=5)
+
+
+def quickstart_task(K: int = 64, B: int = 2, d: int = 16):
+    """The stream and probes of ``examples/quickstart.py``: K·B inputs on the sphere with
+    a tanh teacher, and 32 held-out probes of the same teacher; (X, y, probes)."""
+    X, y = nfd.synthetic_task("tanh", K * B, d, seed=0)
+    return X, y, nfd.synthetic_task("tanh", 32, d, seed=1, teacher_seed=0)

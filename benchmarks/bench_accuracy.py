@@ -50,16 +50,15 @@ import torch
 import nfd
 from validation import train_resnet
 
+from _common import quickstart_task
+
 L = 8
 
 
 def _quickstart():
     """The quickstart's stream (tanh teacher on the sphere, d = 16, K = 64 steps of
     batch 2, 32 held-out probes) and options (relu, mse, η_c = 0.4, plain SGD)."""
-    K, B = 64, 2
-    X, y = nfd.synthetic_task("tanh", K * B, 16, seed=0)
-    probes = nfd.synthetic_task("tanh", 32, 16, seed=1, teacher_seed=0)
-    return X, y, probes, dict(activation="relu", eta_c=0.4, batch_size=B)
+    return (*quickstart_task(64, 2), dict(activation="relu", eta_c=0.4, batch_size=2))
 
 
 def _digits():

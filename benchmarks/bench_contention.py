@@ -36,7 +36,7 @@ import nfd
 import sde
 from validation import train_resnet
 
-from _common import best_of
+from _common import best_of, quickstart_task
 
 BUSY_LOOP = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -59,9 +59,8 @@ class BusyCore:
 
 def workloads(quick: bool) -> dict[str, callable]:
     """The timed calls, by label."""
-    d, B, K = 16, 2, 32 if quick else 64
-    X, y = nfd.synthetic_task("tanh", K * B, d, seed=0)
-    probes = nfd.synthetic_task("tanh", 32, d, seed=1, teacher_seed=0)
+    B = 2
+    X, y, probes = quickstart_task(32 if quick else 64, B)
     common = dict(activation="relu", eta_c=0.4, batch_size=B, probes=probes, steps=8,
                   eig_steps=[], progress=False)
     out = {}
