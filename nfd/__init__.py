@@ -7,17 +7,12 @@ kernels (:func:`nngp_kernel`, :func:`ntk_kernel`); during feature-learning
 training, the forward–backward system of Definition 1 (:func:`simulate`).
 """
 
-from ._activations import ACTIVATIONS, Activation, get_activation
 from ._compare import compare
 from ._data import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
-from ._exact import exact_covariance
-from ._init_sde import ForwardSDE, backward_sde, forward_sde
-from ._kernels import nngp_kernel, ntk_kernel
-from ._losses import LOSSES, Loss, get_loss
-from ._optim import warmup_cosine
-from ._oracle import linear_limit
-from ._simulation import coarsen_innovations, memory_estimate, simulate
-from ._training import BACKWARD_LIMITS
+from ._init import ForwardSDE, backward_sde, exact_covariance, forward_sde, nngp_kernel, ntk_kernel
+from ._model import ACTIVATIONS, LOSSES, Activation, Loss, get_activation, get_loss
+from ._optim import BACKWARD_LIMITS, warmup_cosine
+from ._simulation import coarsen_innovations, linear_limit, memory_estimate, simulate
 from . import plot, schema  # public submodules: nfd.plot.plot_run, nfd.schema.annotate
 
 __all__ = [

@@ -22,12 +22,12 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from ._checks import check_choice, check_int, check_positive_float
+from ._schema import check_choice, check_int, check_positive_float
 from ._data import TEACHERS, synthetic_task
-from ._plot import pyplot
-from ._results import netcdf_engine
+from ._plotting import pyplot
+from ._schema import netcdf_engine
 from ._simulation import simulate
-from ._training import BACKWARD_LIMITS
+from ._optim import BACKWARD_LIMITS
 
 __all__ = ["main", "load_config", "load_data", "EXAMPLE_CONFIG"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._checks import check_choice, check_int, check_matrix, check_positive_float
+from ._schema import check_choice, check_int, check_matrix, check_positive_float
 
 __all__ = ["sphere_stream", "Teacher", "teacher", "TEACHERS", "synthetic_task"]
 

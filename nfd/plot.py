@@ -3,12 +3,11 @@ prediction of limits beside finite networks (:func:`plot_run`), their per-step
 errors (:func:`plot_comparison`), and the plotting basics every nfd and
 ``validation`` figure uses (matplotlib guard, schema axis labels, readable log ticks).
 
-Every name is re-exported from a private module of :mod:`nfd`.
+Every name is re-exported from nfd's private plotting subpackage.
 """
 
-from ._plot import axis_label, band, figure, log_ticks, pyplot, running_mean, save
-from ._plot_compare import plot_comparison
-from ._plot_run import plot_run
+from ._plotting import (axis_label, band, figure, log_ticks, plot_comparison, plot_run, pyplot,
+                        running_mean, save)
 
 __all__ = [
     "plot_run",

@@ -2,11 +2,30 @@
 memory guards that ``nfd.simulate`` and the finite networks of ``validation`` both
 use (imported by ``validation``; nothing here imports it back).
 
-Every name is re-exported from a private module of :mod:`nfd`.
+Every name is re-exported from nfd's private subpackages (``_schema``, ``_optim``,
+``_model``).
 """
 
-from ._checks import (
+from ._model import PARAMETERS, Parametrization, check_parametrization
+from ._optim import (BLOCKS, FIRST_LAYER_RATES, HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD,
+                     Adam, adam_step_, check_optimizer, check_sgd, scale_step)
+from ._schema import (
+    COORDS,
+    DEFAULT_DIVERGENCE,
+    DEFAULT_EIG_STEPS,
+    DEFAULT_PROBE_STEPS,
+    DEFAULT_PROGRESS,
+    EXTRA_VARIABLES,
     INPUT_SCALE_FACTOR,
+    OUTPUT_VARIABLES,
+    PAPER,
+    TARGET_VARIABLES,
+    VARIABLES,
+    DivergenceGuard,
+    Variable,
+    annotate,
+    available_memory,
+    base_attrs,
     check_choice,
     check_divergence,
     check_input_scale,
@@ -18,35 +37,14 @@ from ._checks import (
     check_probes,
     check_steps,
     check_targets,
-    input_scale,
-    resolve_device_dtype,
-)
-from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
-from ._memory import available_memory, ensure_fits
-from ._optim import (HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD, Adam, adam_step_,
-                     check_optimizer, check_sgd, scale_step)
-from ._results import (
-    PAPER,
-    base_attrs,
     data_attrs,
+    default_steps,
+    ensure_fits,
     fingerprint,
+    input_scale,
     netcdf_engine,
     package_version,
-)
-from ._training import BLOCKS, FIRST_LAYER_RATES
-from ._depth import PARAMETERS, Parametrization, check_parametrization
-from ._schema import (
-    COORDS,
-    DEFAULT_EIG_STEPS,
-    DEFAULT_PROBE_STEPS,
-    DEFAULT_PROGRESS,
-    EXTRA_VARIABLES,
-    OUTPUT_VARIABLES,
-    TARGET_VARIABLES,
-    VARIABLES,
-    Variable,
-    annotate,
-    default_steps,
+    resolve_device_dtype,
     variable_dims,
 )
 

@@ -239,10 +239,10 @@ def test_missing_io_extra_is_a_one_line_usage_error_before_the_run(tmp_path, cap
                                                                    monkeypatch):
     # without netCDF4 xarray would fall back to scipy, whose files with an empty
     # dimension cannot be read back: refuse before integrating anything
-    import nfd._results
+    import nfd._schema._results
 
-    real = nfd._results.find_spec
-    monkeypatch.setattr(nfd._results, "find_spec",
+    real = nfd._schema._results.find_spec
+    monkeypatch.setattr(nfd._schema._results, "find_spec",
                         lambda name: None if name == "netCDF4" else real(name))
     cfg = tmp_path / "run.toml"
     cfg.write_text(_small(EXAMPLE_CONFIG))

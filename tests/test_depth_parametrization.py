@@ -5,7 +5,7 @@ References, each independent of the code under test:
 
 - the networks against the same network written out in plain torch, trained by
   autograd and ``torch.optim.SGD`` / ``Adam`` / ``AdamW`` with the groups computed
-  here from the formulas of ``nfd._depth`` (branch (T/L)^α/√n; SGD: W at lr
+  here from the formulas of ``nfd._model._depth`` (branch (T/L)^α/√n; SGD: W at lr
   η·(T/L)^{1−2α} with torch weight_decay λ/(n·(T/L)^{1−2α}); Adam: W at lr
   η_c·(T/L)^{1−α}/√n, eps ε·(T/L)^α/n^{3/2}, weight_decay λ/lr-factor) and frozen
   parameters as tensors with ``requires_grad=False`` outside the optimizer.

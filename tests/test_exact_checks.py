@@ -239,7 +239,7 @@ def test_a_healthy_run_emits_no_warning(backward):
 
 
 def test_divergence_guard_baseline_is_the_step_zero_maximum_over_layers():
-    # The documented rule (nfd._guard): stop once E[h_t²] > D·max_t E[h_t²]|_{step 0},
+    # The documented rule (nfd._schema._guard): stop once E[h_t²] > D·max_t E[h_t²]|_{step 0},
     # E[g_t²] > D·max_t E[g_t²]|_{step 0}, or f² > D·(those two step-0 maxima
     # multiplied). From an unguarded run, the largest such ratio R over the run is
     # computed here; the run must then pass with D = R(1 + 1e-9) — identical to the

@@ -13,7 +13,7 @@ import torch
 
 import nfd
 import sde
-from nfd._exact import exact_covariance
+from nfd._init._exact import exact_covariance
 
 from conftest import sphere
 

@@ -9,8 +9,13 @@ relative imports are resolved to the absolute names they stand for):
 
   - ``sde`` imports neither ``nfd`` nor ``validation``; ``nfd`` never imports
     ``validation``.
-  - ``nfd._simulation`` (the simulation of the limit) sits on top of the rest of
-    ``nfd``: the other ``nfd`` modules do not import it.
+  - ``nfd``'s subpackages, bottom to top: ``nfd._model`` (activations, losses,
+    depth parametrization) imports nothing of nfd; ``nfd._schema`` (the result schema
+    and the argument checks) uses it; ``nfd._optim`` (optimizers, training checks) and
+    ``nfd._init`` (the at-init SDEs and kernels) use both; the modules at ``nfd``'s
+    top (``_compare``, ``_data``) use all of these; ``nfd._plotting`` uses the
+    schema, the model and ``nfd``'s top; ``nfd._simulation`` (the limits during
+    training) sits on top of the rest: no other ``nfd`` module imports it.
   - ``validation.networks`` (the finite networks) stands alone on ``nfd`` and ``sde``;
     the statistics, sweeps, grids and data at the top of ``validation`` may use it;
     ``validation.studies`` may use all of these, and nothing below it uses the studies.
@@ -30,7 +35,7 @@ relative imports are resolved to the absolute names they stand for):
   access such as ``nfd._x``. ``examples/`` and ``benchmarks/`` are user code and use
   public names only.
 * ``tests/`` are exempt from the private-name rule: a test may use the private names of
-  the package whose internals it tests (e.g. ``nfd._exact`` in a test of the exact
+  the package whose internals it tests (e.g. ``nfd._init._exact`` in a test of the exact
   references). They are still held to the import direction in the sense that matters
   here: nothing under a package imports ``tests``.
 
@@ -58,14 +63,20 @@ PACKAGES = ("sde", "nfd", "validation")
 #: the units of the layering and the units each may import besides itself
 UNITS = {
     "sde": set(),
-    "nfd": {"sde"},
-    "nfd._simulation": {"sde", "nfd"},
+    "nfd._model": set(),
+    "nfd._schema": {"nfd._model"},
+    "nfd._optim": {"nfd._schema", "nfd._model"},
+    "nfd._init": {"sde", "nfd._schema", "nfd._model"},
+    "nfd": {"sde", "nfd._schema", "nfd._model", "nfd._optim", "nfd._init"},
+    "nfd._plotting": {"nfd", "nfd._schema", "nfd._model"},
+    "nfd._simulation": {"sde", "nfd", "nfd._schema", "nfd._model", "nfd._optim", "nfd._init"},
     "validation.networks": {"sde", "nfd"},
     "validation": {"sde", "nfd", "validation.networks"},
     "validation.studies": {"sde", "nfd", "validation.networks", "validation"},
 }
 #: modules that assemble a package's public surface: they may import any of its units
-ENTRY = {"nfd", "nfd._cli", "validation", "validation._cli", "validation.__main__"}
+ENTRY = {"nfd", "nfd._cli", "nfd.plot", "nfd.schema", "validation", "validation._cli",
+         "validation.__main__"}
 USER_CODE = ("examples", "benchmarks")
 
 

@@ -24,7 +24,7 @@ import xarray as xr
 
 import nfd
 from _references import linear_second_moments
-from nfd._exact import exact_covariance
+from nfd._init._exact import exact_covariance
 
 from conftest import sphere
 

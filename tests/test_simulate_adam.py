@@ -121,7 +121,7 @@ def first_step_change(x0, xp, y0, eta, L, T, coupled, hidden_mult=1.0, alpha=0.5
 
     and Δf gains Σ_ℓ √τ A_ℓ E[v g_ℓ⁰] = Σ_ℓ √τ A_ℓ.
 
-    A branch exponent α (issue 35, ``nfd._depth``): the initial weights enter by
+    A branch exponent α (issue 35, ``nfd._model._depth``): the initial weights enter by
     τ^α instead of √τ, so every (1 + τ) above becomes (1 + τ^{2α}) and every √τ of
     the response becomes τ^α; the learned drift keeps its τ·m, with m = L^{1−α}
     under ``hidden_lr="block-only"`` (the caller's ``hidden_mult``).

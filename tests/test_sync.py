@@ -59,7 +59,7 @@ LOOP_SCOPE = ("sde/", "nfd/", "validation/networks/")
 #: ``(path, code)`` of the calls the rule would flag that are allowed, with the reason.
 ALLOWED = {
     # t is the Euler time, a float: the layer index of the stored forward path
-    ("nfd/_init_sde.py", "int(round(t / self.tau))"),
+    ("nfd/_init/_sde.py", "int(round(t / self.tau))"),
     # KNOWN SYNC, kept: the eigen-solver of sde.psd_factor checks its result on the
     # host, once per Euler step of the at-init SDEs with several inputs
     # (forward_sde / nngp_kernel by particles with m ≥ 2 inputs, backward_sde);
@@ -68,7 +68,7 @@ ALLOWED = {
     # sde.psd_factor instead.
     ("sde/_linalg.py", "torch.linalg.eigh(sym)"),
     # a host number (the schedule is a numpy array), not a tensor
-    ("nfd/_optim.py", "float(opt.eta_c[k])"),
+    ("nfd/_optim/_optimizers.py", "float(opt.eta_c[k])"),
 }
 #: A ``for`` loop whose iterable mentions one of these names (a variable or an
 #: attribute) runs over layers, depth or Euler steps.
@@ -93,7 +93,7 @@ PER_LAYER = [
     ("nfd/_simulation/_adam.py", "SignDescent.forward"),
     ("nfd/_simulation/_adam.py", "SignDescent.backward"),
     ("nfd/_simulation/_adam.py", "SignDescent.update_layer"),
-    ("nfd/_optim.py", "adam_step_"),
+    ("nfd/_optim/_optimizers.py", "adam_step_"),
     # ... and of TwoLayerModel (block="two-layer")
     ("nfd/_simulation/_twolayer.py", "TwoLayerModel.forward"),
     ("nfd/_simulation/_twolayer.py", "TwoLayerModel.forward_probes"),
@@ -106,8 +106,8 @@ PER_LAYER = [
     ("nfd/_simulation/_twolayer.py", "_rms"),
     ("nfd/_simulation/_streams.py", "Pass.means"),
     ("nfd/_simulation/_streams.py", "Pass.mix"),
-    ("nfd/_activations.py", "Activation.phi_into"),
-    ("nfd/_activations.py", "Activation.dphi_into"),
+    ("nfd/_model/_activations.py", "Activation.phi_into"),
+    ("nfd/_model/_activations.py", "Activation.dphi_into"),
     ("sde/_drivers.py", "GrowingGaussianDriver.border"),
     ("sde/_drivers.py", "GrowingGaussianDriver._flush"),
     ("sde/_drivers.py", "GrowingGaussianDriver._draw"),
@@ -125,10 +125,10 @@ PER_LAYER = [
     ("sde/_linalg.py", "psd_factor"),
     # the at-init engine: one Euler step per layer (the loop of sde.euler_maruyama
     # itself is found by the generic rule)
-    ("nfd/_init_sde.py", "ForwardSDE.diffusion"),
-    ("nfd/_init_sde.py", "ForwardSDE.diffusion_prod"),
-    ("nfd/_init_sde.py", "_BackwardSDE.diffusion_prod"),
-    ("nfd/_init_sde.py", "_moments"),
+    ("nfd/_init/_sde.py", "ForwardSDE.diffusion"),
+    ("nfd/_init/_sde.py", "ForwardSDE.diffusion_prod"),
+    ("nfd/_init/_sde.py", "_BackwardSDE.diffusion_prod"),
+    ("nfd/_init/_sde.py", "_moments"),
     # the finite networks: forward, backward and update of one layer
     ("validation/networks/_base.py", "ResNetEnsemble.forward_pass"),
     ("validation/networks/_base.py", "ResNetEnsemble._forward_only"),

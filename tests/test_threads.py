@@ -87,7 +87,7 @@ def test_at_init_engine_is_bit_identical_on_1_2_and_3_threads(threads, monkeypat
 def test_at_init_engine_adapts_only_where_it_is_thread_independent(threads, monkeypatch):
     # 16 inputs: bit-identical on 1-3 threads, so the team may resize; 17 inputs: MKL's
     # Gram products round by thread count, so the engine keeps torch's count
-    from nfd import _init_sde
+    from nfd._init import _sde as _init_sde
 
     X, _ = nfd.synthetic_task("tanh", 17, 8, seed=0)
     runs = []

@@ -134,7 +134,7 @@ def test_two_layer_bad_arguments_name_the_argument(kw, kind, words):
 
 
 def test_linear_limit_refuses_what_simulate_refuses():
-    # the same rule in both limits (nfd._training.check_block)
+    # the same rule in both limits (nfd._optim._training.check_block)
     for kw in (dict(first_layer_lr="depth-aware"), dict(block="two", first_layer_lr="depth-mup")):
         with pytest.raises(ValueError, match="first_layer_lr|block"):
             nfd.linear_limit(_X, _Y, eta_c=0.1, steps=3, **kw)

@@ -1,6 +1,6 @@
 """Argument checks of ``nfd.simulate``: the validated run configuration
 (:class:`Config`); the stream checks it shares with ``nfd.linear_limit`` are
-``nfd._training``'s."""
+``nfd._optim._training``'s."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 
 from sde import default_jitter
 
-from .._activations import Activation, get_activation
-from .._checks import (
+from .._model import Activation, get_activation
+from .._schema import (
     check_choice,
     check_divergence,
     check_int,
@@ -21,11 +21,11 @@ from .._checks import (
     check_steps,
     resolve_device_dtype,
 )
-from .._depth import Parametrization, check_parametrization
-from .._losses import Loss
+from .._model import Parametrization, check_parametrization
+from .._model import Loss
 from .._optim import SGD, Adam
 from .._schema import DEFAULT_EIG_STEPS, default_steps
-from .._training import check_block, check_stream
+from .._optim import check_block, check_stream
 
 __all__ = ["Config", "check_simulate", "check_whitening", "PARTICLE_INITS"]
 
@@ -81,7 +81,7 @@ class Config:
     #: Adam's states: "dense" (P×P per layer) or "sign", the factored reference of
     #: sign descent at batch 1 (``nfd._simulation._adam``)
     adam_path: str = "dense"
-    #: the branch exponent α and the trained parameters (``nfd._depth``)
+    #: the branch exponent α and the trained parameters (``nfd._model._depth``)
     param: Parametrization = Parametrization()
     #: the initial particles (u, v): "iid" draws, or "whitened" jointly
     #: (``nfd._simulation._state.whiten_jointly``)

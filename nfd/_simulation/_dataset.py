@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .._results import base_attrs, data_attrs
+from .._schema import base_attrs, data_attrs
 from .._schema import EXTRA_VARIABLES, VARIABLES, annotate, variable_dims
 from ._checks import Config
 from ._errors import replica_particles
@@ -55,7 +55,7 @@ def _attrs(cfg: Config) -> dict:
 
 
 def _learning_rate(cfg: Config) -> str:
-    """torch's lr of the matching network, in words (``nfd._depth``)."""
+    """torch's lr of the matching network, in words (``nfd._model._depth``)."""
     if cfg.adam is not None:
         return cfg.param.rate_words(cfg.adam.name, hidden_lr=cfg.adam.hidden_lr)
     base = "eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n"

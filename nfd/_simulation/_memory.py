@@ -9,10 +9,10 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._checks import check_choice, check_int, resolve_device_dtype
-from .._depth import check_parametrization
+from .._schema import check_choice, check_int, resolve_device_dtype
+from .._model import check_parametrization
 from .._optim import SGD, check_optimizer
-from .._training import BACKWARD_LIMITS, BLOCKS
+from .._optim import BACKWARD_LIMITS, BLOCKS
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]

@@ -24,8 +24,8 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._activations import Activation
-from .._depth import Parametrization
+from .._model import Activation
+from .._model import Parametrization
 from ._streams import Pass, history_rows
 
 __all__ = ["History", "Model"]
@@ -101,7 +101,7 @@ class Model:
 
     ``probe_gen`` is the generator of the probes' fresh noise: a stream of its own,
     so that evaluating probes never shifts a training draw. ``param``: the branch
-    exponent α, whose τ^α scales the drivers and response terms (``nfd._depth``),
+    exponent α, whose τ^α scales the drivers and response terms (``nfd._model._depth``),
     and the trained parameters (a frozen U or v keeps its initial value).
     """
 

@@ -83,10 +83,10 @@ from tqdm.auto import tqdm
 
 from sde import ThreadTeam, serial
 
-from .._activations import Activation
-from .._checks import check_input_scale
-from .._guard import DEFAULT_DIVERGENCE
-from .._losses import Loss
+from .._model import Activation
+from .._schema import check_input_scale
+from .._schema import DEFAULT_DIVERGENCE
+from .._model import Loss
 from .._schema import DEFAULT_PROGRESS
 from ._checks import Config, check_simulate, check_whitening
 from ._dataset import assemble
@@ -355,7 +355,7 @@ def simulate(
         ``weight_decay`` is divided by the same factor (lr·weight_decay = η_c·λ in
         every group). In the limit every drift is that of α = ½, while the
         initial weights' drivers and the coupled limit's response terms scale by
-        (T/L)^{α−½} (``nfd._depth``): for α > ½ they vanish as L → ∞ and the
+        (T/L)^{α−½} (``nfd._model._depth``): for α > ½ they vanish as L → ∞ and the
         limit becomes an ODE in depth time. One-layer blocks only.
     trainable : sequence of {"U", "W", "V"}
         The parameters that learn (default all three); must contain "W". A

@@ -12,8 +12,8 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._guard import DivergenceGuard
-from .._memory import ensure_fits
+from .._schema import DivergenceGuard
+from .._schema import ensure_fits
 from .._schema import variable_dims
 from ._checks import Config
 from ._memory import memory_estimate

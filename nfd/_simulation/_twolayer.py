@@ -53,8 +53,8 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._activations import Activation
-from .._depth import Parametrization
+from .._model import Activation
+from .._model import Parametrization
 from ._model import Model
 
 __all__ = ["TwoLayerHistory", "TwoLayerModel"]

@@ -134,7 +134,7 @@ def check_standard_network(scaling: str, regime: str, gamma0: float,
 
 def check_branch_network(param: Parametrization, *, style: str, scaling: str) -> None:
     """Refuse a branch exponent α ≠ ½ on a network other than the pre-activation
-    depth-μP one it is derived for (``nfd._depth``; two-layer blocks are refused by
+    depth-μP one it is derived for (``nfd._model._depth``; two-layer blocks are refused by
     :func:`nfd.schema.check_parametrization`)."""
     if param.branch_exponent == 0.5:
         return
@@ -223,7 +223,7 @@ class ResNetEnsemble(ABC):
         Adam's hidden rate (:class:`nfd.schema.Adam`): depth-μP's table, or
         W_ℓ at √L times it (Tensor Programs VI's "block multiplier only"). Adam only.
     branch_exponent : float
-        α ∈ [½, 1] (``nfd._depth``; pre-activation one-layer depth-μP networks):
+        α ∈ [½, 1] (``nfd._model._depth``; pre-activation one-layer depth-μP networks):
         branch s = (T/L)^α/√n, W_ℓ at lr η·(T/L)^{1−2α} under SGD (η·m for Adam's
         table, eps and weight_decay per :meth:`nfd.schema.Adam.groups`) and torch
         ``weight_decay`` divided by (T/L)^{1−2α}, so lr·weight_decay = η_c·λ as in
@@ -479,7 +479,7 @@ class ResNetEnsemble(ABC):
         """lr·weight_decay of family ``name`` over η_c·λ: :meth:`lr_mult` for
         W_{ℓ,1} (eq. 8 scales its whole step), 1 for every other family (the torch
         ``weight_decay`` of W at a branch exponent α, and of every family under
-        ``scaling="standard"``, is divided by its lr factor: ``nfd._depth``)."""
+        ``scaling="standard"``, is divided by its lr factor: ``nfd._model._depth``)."""
         return self.lr_mult_first if name == "W1" else 1.0
 
     @property

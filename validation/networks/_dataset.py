@@ -127,7 +127,7 @@ def _torch_values(net: ResNetEnsemble) -> dict:
                "learning_rate_value": net.eta,
                "learning_rate_first_layer_value": net.eta * net.lr_mult_first,
                "weight_decay_value": net.torch_weight_decay}
-        if net.param.branch_exponent != 0.5:  # W's group (nfd._depth)
+        if net.param.branch_exponent != 0.5:  # W's group (nfd._model._depth)
             out["learning_rate_hidden_value"] = net.eta * net.lr_mult("W")
             out["weight_decay_hidden_value"] = net.torch_weight_decay / net.lr_mult("W")
         if net.scaling == "standard":  # one torch lr on the N(0, 1/fan-in) weights

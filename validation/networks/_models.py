@@ -68,7 +68,7 @@ The learning rate of a step is the ``eta_c`` given to :meth:`ResNetEnsemble.appl
 :meth:`ResNetEnsemble.sgd_step` (a schedule's η_c(k), as
 :func:`validation.train_resnet` passes), else the attribute ``eta_c``.
 
-Depth parametrizations (issue 35, ``nfd._depth``; pre-activation depth-μP networks):
+Depth parametrizations (issue 35, ``nfd._model._depth``; pre-activation depth-μP networks):
 ``branch_exponent=α`` makes the branch (T/L)^α/√n instead of √(τ/n) and puts W in a
 group of its own at lr η·(T/L)^{1−2α} with torch ``weight_decay`` divided by the same
 factor (so that lr·weight_decay = η_c·λ there too, unlike W_{ℓ,1}'s eq. 8 rate,

@@ -19,7 +19,7 @@ scalings differ only in τ, in s and in whether the skip connection exists:
 weight acts as N(0, 1/fan-in)); it differs in its readout and learning rates
 (:class:`validation.networks._base.ResNetEnsemble`, :meth:`lr_mult`).
 
-A branch exponent α ≠ ½ (``nfd._depth``, pre-activation ``depth-mup`` only) makes
+A branch exponent α ≠ ½ (``nfd._model._depth``, pre-activation ``depth-mup`` only) makes
 s = τ^α/√n.
 """
 

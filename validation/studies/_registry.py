@@ -183,7 +183,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "Ten-class digits (softmax cross-entropy, relu, batch B, K SGD steps at a "
           "constant η_c, ordinary backprop): ResNets with branch (T/L)^α W_ℓ φ/√n "
           "(branch_exponent = α), U and v at lr η_c·n and every W_ℓ at η_c·n·(T/L)^{1−2α}, "
-          "so that each layer's update is Θ(T/L) under both α (nfd._depth). Networks at "
+          "so that each layer's update is Θ(T/L) under both α (nfd._model._depth). Networks at "
           "two widths over depths × a log-spaced η_c grid × seeds, beside their n → ∞ "
           "limit at each depth, nfd.simulate(branch_exponent=α, steps=L), a few seeds of "
           "its own (the same at every grid point); the controls, networks at the larger "

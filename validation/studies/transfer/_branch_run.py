@@ -1,7 +1,7 @@
 """Study 11: the branch exponent across depth on ten-class digits — depth-μP (α = ½)
 against CompleteP / the ODE parametrization (α = 1), with the μP ResNet without depth
 scaling and the standard parametrization as the controls that should not transfer
-(issue 35; paper 000 App. M, Tensor Programs VI §5, §7 and §10, ``nfd._depth``).
+(issue 35; paper 000 App. M, Tensor Programs VI §5, §7 and §10, ``nfd._model._depth``).
 
 Every run trains eq. 1 of paper 002 with branch (T/L)^α W_ℓ φ(h_{ℓ−1})/√n by
 ``torch.optim.SGD``: U and v at lr η_c·n, every W_ℓ at η_c·n·(T/L)^{1−2α}, so that

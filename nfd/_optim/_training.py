@@ -4,7 +4,7 @@ stream and its hyperparameters."""
 
 from __future__ import annotations
 
-from ._checks import (
+from .._schema import (
     check_choice,
     check_int,
     check_matrix,
@@ -13,9 +13,9 @@ from ._checks import (
     check_probes,
     check_steps,
 )
-from ._losses import get_loss
-from ._optim import check_optimizer
-from ._schema import DEFAULT_PROBE_STEPS, default_steps
+from .._model import get_loss
+from ._optimizers import check_optimizer
+from .._schema import DEFAULT_PROBE_STEPS, default_steps
 
 __all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "check_block", "check_stream"]
 

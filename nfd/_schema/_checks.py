@@ -153,7 +153,7 @@ def check_probes(probes, d: int, loss_name, outputs: int = 1) -> tuple[np.ndarra
         raise TypeError("probes must be a pair (X_probe, y_probe)")
     Xp = check_matrix("probes[0]", probes[0], columns=d)
     if not isinstance(loss_name, str) or outputs != 1:
-        from ._losses import get_loss
+        from .._model import get_loss
         yp, _ = check_outputs("probes[1]", probes[1], Xp.shape[0], get_loss(loss_name),
                               outputs=outputs)
         return Xp, yp

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ._losses import LOSSES
-from ._plot import as_runs, axis_label, band, figure, log_ticks, run_color, running_mean, save
+from .._model import LOSSES
+from ._base import as_runs, axis_label, band, figure, log_ticks, run_color, running_mean, save
 
 __all__ = ["plot_run"]
 

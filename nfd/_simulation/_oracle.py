@@ -45,10 +45,10 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
-from ._depth import Parametrization, check_parametrization
-from ._results import base_attrs, data_attrs
-from ._schema import variable_dims
-from ._training import check_block, check_stream
+from .._model import Parametrization, check_parametrization
+from .._schema import base_attrs, data_attrs
+from .._schema import variable_dims
+from .._optim import check_block, check_stream
 
 __all__ = ["linear_limit"]
 

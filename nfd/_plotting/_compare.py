@@ -7,8 +7,8 @@ from pathlib import Path
 
 import xarray as xr
 
-from ._compare import compare
-from ._plot import as_runs, axis_label, figure, save
+from .._compare import compare
+from ._base import as_runs, axis_label, figure, save
 
 __all__ = ["plot_comparison"]
 

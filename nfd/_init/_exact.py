@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ._activations import Activation, get_activation
+from .._model import Activation, get_activation
 
 __all__ = ["exact_covariance"]
 

@@ -32,8 +32,8 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ._checks import check_int, check_positive_float
-from ._depth import Parametrization, power
+from .._schema import check_int, check_positive_float
+from .._model import Parametrization, power
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "HIDDEN_LRS", "SGD", "Adam", "check_sgd",
            "check_optimizer", "adam_step_", "scale_step", "warmup_cosine"]
@@ -232,7 +232,7 @@ class Adam:
     block's drift times m), but it has no depth limit, and the optimal η_c should
     fall like L^{−1/2}.
 
-    A branch exponent α ≠ ½ (``branch_exponent``, ``nfd._depth``; branch
+    A branch exponent α ≠ ½ (``branch_exponent``, ``nfd._model._depth``; branch
     (T/L)^α W φ/√n) changes W's row only: lr η_c(k)·(T/L)^{1−α}/√n (times L^{1−α}
     under ``hidden_lr="block-only"``), eps ε·(T/L)^α/n^{3/2}, weight_decay λ over W's
     lr factor (:meth:`groups` with its ``param``); frozen families get no group.
@@ -296,7 +296,7 @@ class Adam:
         (``"U"``, ``"W"``, ``"V"``) the multiplier of η_c(k) in ``lr``, torch's
         ``eps`` and torch's ``weight_decay`` (``lr_mult``, ``eps``, ``weight_decay``);
         the hidden ``lr_mult`` is m·√(T/(Ln)) (:meth:`hidden_mult`). A branch
-        exponent α (``param``, ``nfd._depth``): W at lr m·(T/L)^{1−α}/√n with eps
+        exponent α (``param``, ``nfd._model._depth``): W at lr m·(T/L)^{1−α}/√n with eps
         ε·(T/L)^α/n^{3/2}; frozen families (``param.trainable``) get no group."""
         n = float(width)
         alpha = param.branch_exponent

@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 import xarray as xr
 
-from ._schema import COORDS, EXTRA_VARIABLES, VARIABLES
+from .._schema import COORDS, EXTRA_VARIABLES, VARIABLES
 
 __all__ = ["pyplot", "figure", "save", "axis_label", "log_ticks", "running_mean",
            "band", "as_runs", "run_color"]

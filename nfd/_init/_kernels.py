@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ._activations import get_activation
-from ._checks import check_choice, check_int, check_matrix, check_positive_float
+from .._model import get_activation
+from .._schema import check_choice, check_int, check_matrix, check_positive_float
 from ._exact import _solve_pairs, _square, exact_covariance
-from ._init_sde import backward_sde
-from ._results import base_attrs
+from ._sde import backward_sde
+from .._schema import base_attrs
 
 __all__ = ["nngp_kernel", "ntk_kernel"]
 
