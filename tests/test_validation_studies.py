@@ -8,6 +8,8 @@ the widened interval must reach the bound's exponent, i.e. the error is not
 measured to decay more slowly. Nothing else is loosened.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -139,6 +141,12 @@ def test_judge_and_report():
     text = format_report([("1. Title", "desc", [f], "x.png")], header="hdr")
     assert "| obs | p | 1 | [0.9, 1.1] | p = 1 | consistent with 1 |" in text
     assert "![1. Title](x.png)" in text
+    # a "|" inside a cell is escaped: the row keeps its six cells in every Markdown renderer
+    f = Finding("E|h_t|²", "p", 1.0, (0.9, 1.1), "p = 1", "consistent with 1")
+    (row,) = [line for line in format_report([("1. T", "d", [f], None)]).splitlines()
+              if line.startswith("| E")]
+    assert row.startswith("| E\\|h_t\\|² | p |")
+    assert len(re.split(r"(?<!\\)\|", row)) == 8  # six cells between the outer bars
 
 
 # --- quick studies -----------------------------------------------------------

@@ -221,8 +221,14 @@ def _row(f: Finding) -> str:
                    "interval (biased bootstrap replicates or inconsistent inputs)")
     estimate = _fmt(f.estimate) if resolved else "not resolved"
     lo, hi = (text or _fmt(x) for text, x in zip(f.open_ends, f.ci))
-    return (f"| {f.observable} | {f.quantity} | {estimate} | [{lo}, {hi}] | {f.claim} | "
-            f"{verdict} |")
+    cells = (f.observable, f.quantity, estimate, f"[{lo}, {hi}]", f.claim, verdict)
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _cell(text: str) -> str:
+    """``text`` as one Markdown table cell: a ``|`` inside it (E|h_ℓ − h_t|²) would
+    end the cell, so it is escaped."""
+    return text.replace("|", "\\|")
 
 
 def format_report(sections: Sequence[tuple[str, str, Sequence[Finding], str | None]],
