@@ -19,12 +19,14 @@ __all__ = ["figure", "save", "log_ticks", "log_x_at", "legend_outside", "fit_lab
 
 
 def log_x_at(ax, x, base: float = 10) -> None:
-    """Log x axis labelled only at the measured values ``x`` (plain numbers, three
-    significant digits), no minor labels."""
+    """Log x axis labelled only at the measured values ``x`` (plain numbers: whole
+    numbers in full, 1024 rather than 1.02e+03, others to three significant digits),
+    no minor labels."""
     from matplotlib.ticker import NullFormatter, NullLocator
 
     ax.set_xscale("log", base=base)
-    ax.set_xticks(np.asarray(x, float), [f"{v:.3g}" for v in np.asarray(x, float)])
+    x = np.asarray(x, float)
+    ax.set_xticks(x, [f"{v:.0f}" if v >= 1 and v == round(v) else f"{v:.3g}" for v in x])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())
 
