@@ -39,7 +39,18 @@ STEIN_TRUNCATION = 100.0
 
 
 def default_jitter(dtype: torch.dtype) -> float:
-    """Default relative eigenvalue floor of the drivers for a working dtype."""
+    """Default relative eigenvalue floor of the drivers for a working dtype.
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        The working dtype of the particles.
+
+    Returns
+    -------
+    float
+        1e-5 for ``torch.float32``, 1e-10 for any other dtype.
+    """
     return 1e-5 if dtype == torch.float32 else 1e-10
 
 
@@ -67,7 +78,7 @@ class GrowingGaussianDriver:
         P, the ensemble size.
     capacity : int
         Maximum number of components (e.g. K·B training trajectories).
-    device, dtype :
+    device, dtype
         Device and floating dtype of the innovations and returned increments.
     generator : torch.Generator
         Source of the innovations (on ``device``).

@@ -86,9 +86,16 @@ def _claim(count: int, add: int) -> None:
 
 @contextlib.contextmanager
 def serial(when: bool = True) -> Iterator[None]:
-    """Run the block on one torch thread (restoring the count after): its results are
-    those of a one-thread run, whatever the team; :func:`parallel` blocks inside it
-    get the count back. ``when=False`` leaves the count alone."""
+    """Run the block on one torch thread (restoring the count after).
+
+    Its results are those of a one-thread run, whatever the team; :func:`parallel`
+    blocks inside it get the count back.
+
+    Parameters
+    ----------
+    when : bool
+        ``False`` leaves the count alone (the block runs as it is).
+    """
     if not when:
         yield
         return
@@ -106,10 +113,17 @@ def serial(when: bool = True) -> Iterator[None]:
 
 @contextlib.contextmanager
 def parallel(when: bool = True) -> Iterator[None]:
-    """Inside a :func:`serial` block, run this block on the thread count outside it
-    (the team): for operations whose results do not depend on the thread count, such
-    as products cut into pieces of a size fixed by the shapes. Elsewhere, or with
-    ``when=False``, nothing changes."""
+    """Inside a :func:`serial` block, run this block on the thread count outside it.
+
+    The count outside is the team's: for operations whose results do not depend on
+    the thread count, such as products cut into pieces of a size fixed by the shapes.
+    Elsewhere nothing changes.
+
+    Parameters
+    ----------
+    when : bool
+        ``False`` leaves the count alone (the block runs as it is).
+    """
     outside = _blocks.outside
     if not when or not outside or outside[-1] == 1:
         yield

@@ -154,6 +154,9 @@ def exact_covariance(
     times : ndarray, optional
         Output times for the continuous ODE (default ``t_ℓ = ℓT/64``); ignored
         when ``steps`` is given (outputs at ``t_ℓ = ℓT/L``, ℓ = 0..L).
+    rtol : float
+        Relative tolerance of the continuous ODE's DOP853 solver (absolute
+        tolerance ``rtol/100``); unused when ``steps`` is given.
 
     Returns
     -------

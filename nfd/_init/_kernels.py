@@ -50,7 +50,7 @@ def nngp_kernel(
         continuous ODE. ``"particles"``: Euler steps (default 64).
     times : array_like, optional
         Output times of the continuous exact ODE (default 65 points on [0, T]).
-    particles, seed, device, dtype :
+    particles, seed, device, dtype
         For ``method="particles"``.
 
     Returns
@@ -148,7 +148,7 @@ def ntk_kernel(
         Relative tolerance of the continuous ODE (DOP853, absolute tolerance
         rtol/100); ignored with ``steps``. Measured at the default 1e-10 against the
         closed forms (identity: ``(2 + T) e^T x·x′/d``; relu diagonal:
-        ``(2 + T/2) e^{T/2}`` at |x|² = d): relative errors 2e-12 at T = 1, 2e-11
+        ``(2 + T/2) e^{T/2}`` at ‖x‖² = d): relative errors 2e-12 at T = 1, 2e-11
         at T = 3, 4e-11 at T = 5. The L-step recursion matches its closed form to
         rounding (5e-16).
     nodes : int

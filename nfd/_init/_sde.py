@@ -188,7 +188,7 @@ def forward_sde(
         P ≥ 2; expectations are particle means.
     seed : int
         Seed of the run's generator (bit-for-bit reproducible on one device).
-    device, dtype :
+    device, dtype
         Default: CUDA if available, float32.
     paths : int
         Number of particle paths to keep (dimension ``particle``).
@@ -228,7 +228,7 @@ def backward_sde(
         P ≥ 2; expectations are particle means.
     seed : int
         Seed of the run's generator (bit-for-bit reproducible on one device).
-    device, dtype :
+    device, dtype
         Default: CUDA if available, float32.
     paths : int
         Number of particle paths to keep (dimension ``particle``).

@@ -41,11 +41,12 @@ class Activation:
         Element-wise torch functions for φ and φ′.
     closed_form : str or None
         Key of the exact Gaussian pair moments, or ``None`` for Gauss–Hermite.
-
-    The built-in activations also hold private ``f(x, out)`` forms writing φ(x),
-    φ′(x) into ``out``: the particle loop of :func:`nfd.simulate` uses them (through
-    :meth:`phi_into`, :meth:`dphi_into`) to avoid one allocation of size P per layer,
-    which costs page faults on the CPU; without them φ is evaluated and copied.
+    _phi_out, _dphi_out : callable or None
+        Private ``f(x, out)`` forms writing φ(x), φ′(x) into ``out``, which the
+        built-in activations hold: the particle loop of :func:`nfd.simulate` uses
+        them (through :meth:`phi_into`, :meth:`dphi_into`) to avoid one allocation
+        of size P per layer, which costs page faults on the CPU; without them φ is
+        evaluated and copied.
     """
 
     name: str

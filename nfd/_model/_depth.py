@@ -133,6 +133,22 @@ def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
     """``branch_exponent`` and ``trainable`` of :func:`nfd.simulate`,
     :func:`nfd.linear_limit` and the finite networks, validated.
 
+    Parameters
+    ----------
+    branch_exponent : float
+        α ∈ [½, 1] of the branch multiplier (T/L)^α (½: depth-μP, 1: CompleteP).
+    trainable : sequence of str
+        The trained families among "U", "W", "V" (:data:`PARAMETERS`); must
+        contain "W".
+    block : str
+        The residual block (``"one-layer"`` or ``"two-layer"``); only checked
+        against α, which must be ½ unless it is ``"one-layer"``.
+
+    Returns
+    -------
+    Parametrization
+        With ``trainable`` in the order of :data:`PARAMETERS`.
+
     Raises
     ------
     TypeError

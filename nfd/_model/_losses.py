@@ -114,9 +114,20 @@ LOSSES: dict[str, Loss] = {
 
 
 def get_loss(loss: str | Loss | LossFn) -> Loss:
-    """Resolve ``"mse"`` (½(f−y)², ½‖f − y‖² for vector targets), ``"logistic"``
-    (log(1+e^{−yf}), labels ±1), ``"cross_entropy"`` (−log softmax(f)_y, integer
-    labels y of C ≥ 2 outputs), a :class:`Loss`, or a callable giving ∂ℒ/∂f(f, y).
+    """Resolve a loss given by name, as a :class:`Loss`, or by its derivative.
+
+    Parameters
+    ----------
+    loss : str, Loss or callable
+        ``"mse"`` (½(f−y)², ½‖f − y‖² for vector targets), ``"logistic"``
+        (log(1+e^{−yf}), labels ±1), ``"cross_entropy"`` (−log softmax(f)_y, integer
+        labels y of C ≥ 2 outputs), a :class:`Loss` (returned as it is), or a
+        callable giving ∂ℒ/∂f(f, y) (a :class:`Loss` named after it, without a value:
+        its recorded loss is NaN).
+
+    Returns
+    -------
+    Loss
 
     Raises
     ------

@@ -57,7 +57,26 @@ def scale_step(a: float, p: float, eta_c: float, momentum: float,
                weight_decay: float) -> tuple[float, float]:
     """One SGD step of the θ_0 coefficients: a of the weights, p of the momentum
     buffer (module docstring: m_k = βm_{k−1} + ∇̂_k + λθ_k, θ_{k+1} = θ_k − η_c(k)m_k),
-    starting from (1, 0). Returns (a_{k+1}, p_k)."""
+    starting from (1, 0).
+
+    Parameters
+    ----------
+    a : float
+        a_k, the θ_0 coefficient of the weights before the step.
+    p : float
+        p_{k−1}, the θ_0 coefficient of the momentum buffer before the step.
+    eta_c : float
+        η_c(k), the step's learning rate.
+    momentum : float
+        β.
+    weight_decay : float
+        λ.
+
+    Returns
+    -------
+    tuple of float
+        (a_{k+1}, p_k).
+    """
     p = momentum * p + weight_decay * a
     return a - eta_c * p, p
 
@@ -179,6 +198,26 @@ def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *
               gamma0: float = 1.0) -> SGD:
     """The optimizer of a run of K steps from the user's arguments (:class:`SGD`).
 
+    Parameters
+    ----------
+    eta_c : float, sequence of float or callable
+        η_c: a number for every step, a sequence of K numbers, or a callable
+        k → number (a 0-d array or tensor counts as a number); every value finite
+        and ≥ 0.
+    K : int
+        The number of SGD steps.
+    momentum : float
+        β in [0, 1).
+    weight_decay : float
+        λ ≥ 0, finite.
+    gamma0 : float
+        γ₀ > 0, finite, with γ₀² a positive finite float (the learning rate holds
+        γ₀²).
+
+    Returns
+    -------
+    SGD
+
     Raises
     ------
     TypeError, ValueError
@@ -251,6 +290,8 @@ class Adam:
         ``True`` for ``torch.optim.AdamW``, ``False`` for ``torch.optim.Adam``.
     hidden_lr : {"depth-mup", "block-only"}
         The depth rule of the hidden rate (above).
+    momentum, gamma0 : float
+        SGD's options, fixed at 0 and 1 so that code reading them sees plain values.
     """
 
     eta_c: np.ndarray
@@ -340,7 +381,22 @@ def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.
     η_c. m and v are updated as torch updates them (``lerp_``, ``addcmul_``); the
     direction is computed as (√(1−β₂ᵗ)/(1−β₁ᵗ))·m/(√v + ε√(1−β₂ᵗ)), the same number
     up to rounding with two passes fewer over the state (the limit's states are P×P).
-    ``work``, a buffer of G's shape, saves allocating √v at every call."""
+
+    Parameters
+    ----------
+    acc : torch.Tensor
+        A, updated in place.
+    m, v : torch.Tensor
+        Adam's first and second moment states, updated in place.
+    grad : torch.Tensor
+        G, the rescaled gradient of step k.
+    k : int
+        The step, 0-based.
+    opt : Adam
+        The optimizer: betas, ε, η_c(k) and, for AdamW, λ.
+    work : torch.Tensor, optional
+        A buffer of G's shape, which saves allocating √v at every call.
+    """
     beta1, beta2 = opt.betas
     t = k + 1
     eta = float(opt.eta_c[k])
@@ -358,8 +414,28 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
                     eps=None, hidden_lr: str = "depth-mup") -> SGD | Adam:
     """The optimizer of a run of K steps from the user's arguments: :class:`SGD`
     for ``optimizer="sgd"`` (:func:`check_sgd`), :class:`Adam` for ``"adam"`` and
-    ``"adamw"``. ``betas=None`` and ``eps=None`` stand for torch's defaults
-    (0.9, 0.999) and 1e-8.
+    ``"adamw"``.
+
+    Parameters
+    ----------
+    optimizer : {"sgd", "adam", "adamw"}
+        ``torch.optim.SGD``, ``torch.optim.Adam`` or ``torch.optim.AdamW``.
+    eta_c, K, momentum, weight_decay, gamma0
+        As for :func:`check_sgd`; with Adam, ``momentum`` must be 0 and ``gamma0``
+        1, and ``weight_decay`` (AdamW's λ) must be 0 for ``"adam"``.
+    betas : (float, float), optional
+        Adam's (β₁, β₂), each in [0, 1); None stands for torch's default
+        (0.9, 0.999). SGD takes none.
+    eps : float, optional
+        Adam's ε ≥ 0 (:class:`Adam`); None stands for torch's default 1e-8. SGD
+        takes none.
+    hidden_lr : {"depth-mup", "block-only"}
+        Adam's depth rule of the hidden rate (:data:`HIDDEN_LRS`); ``"depth-mup"``
+        with SGD.
+
+    Returns
+    -------
+    SGD or Adam
 
     Raises
     ------
@@ -368,7 +444,7 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
         with Adam, ``momentum`` (Adam's first-moment decay is ``betas[0]``),
         ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"`` (use ``"adamw"``), betas
         outside [0, 1), ε < 0; ``hidden_lr`` not in :data:`HIDDEN_LRS`, or other than
-    ``"depth-mup"`` with SGD; and everything :func:`check_sgd` refuses.
+        ``"depth-mup"`` with SGD; and everything :func:`check_sgd` refuses.
     """
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")

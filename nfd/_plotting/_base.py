@@ -35,15 +35,46 @@ def pyplot():
 
 
 def figure(rows: int, cols: int, size: float = 3.6, aspect: float = 0.85):
-    """``(fig, axes)`` with ``axes`` a ``rows × cols`` array, each panel
-    ``size × aspect·size`` inches."""
+    """A figure of ``rows × cols`` panels, each ``size × aspect·size`` inches.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Number of panel rows and columns.
+    size : float
+        Panel width in inches.
+    aspect : float
+        Panel height as a fraction of its width.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : ndarray of Axes, shape (rows, cols)
+        Always two-dimensional, even for one row or column.
+    """
     fig, axes = pyplot().subplots(rows, cols, figsize=(size * cols, size * aspect * rows),
                                   squeeze=False)
     return fig, axes
 
 
 def save(fig, path: str | Path, dpi: int = 110, tight: bool = True) -> Path:
-    """Lay out ``fig`` (``tight``: by ``tight_layout``), write it as a PNG and close it."""
+    """Lay out ``fig``, write it as a PNG and close it.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : str or pathlib.Path
+        File to write.
+    dpi : int
+        Resolution in dots per inch.
+    tight : bool
+        Lay the figure out by ``tight_layout`` before writing.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     path = Path(path)
     if tight:
         fig.tight_layout()
@@ -53,12 +84,27 @@ def save(fig, path: str | Path, dpi: int = 110, tight: bool = True) -> Path:
 
 
 def axis_label(name: str, ds: xr.Dataset | None = None, width: int = 38) -> str:
-    """``"long_name [units]"`` of a variable or coordinate, wrapped to ``width``
-    characters; dimensionless quantities (units ``"1"``) and units the name already
-    says ("SGD step k", units "step") carry no bracket.
+    """``"long_name [units]"`` of a variable or coordinate, wrapped to ``width`` characters.
+
+    Dimensionless quantities (units ``"1"``) and units the name already says
+    ("SGD step k", units "step") carry no bracket.
 
     The name and unit come from ``ds[name].attrs`` when set there, otherwise from
     the schema (:data:`nfd.schema.VARIABLES`, ``EXTRA_VARIABLES``, ``COORDS``).
+
+    Parameters
+    ----------
+    name : str
+        A variable or coordinate name; a name with no ``long_name`` in ``ds`` or
+        the schema labels itself.
+    ds : xarray.Dataset, optional
+        Dataset whose ``attrs`` of ``name`` take precedence over the schema.
+    width : int
+        Line width at which the label is wrapped (the lines joined by newlines).
+
+    Returns
+    -------
+    str
     """
     attrs = dict(ds[name].attrs) if ds is not None and name in ds.variables else {}
     if name in VARIABLES or name in EXTRA_VARIABLES:
@@ -76,10 +122,18 @@ def axis_label(name: str, ds: xr.Dataset | None = None, width: int = 38) -> str:
 
 
 def log_ticks(ax, axis: str = "y") -> None:
-    """Log scale on ``axis`` with readable labels that never overlap: plain numbers
-    at 1, 2, 5 × 10^k when the data span less than two decades (every digit
-    under a factor 3), otherwise labels on
-    decades only (``10⁻³``); minor ticks unlabelled."""
+    """Log scale on ``axis`` with readable labels that never overlap.
+
+    Plain numbers at 1, 2, 5 × 10^k when the data span less than two decades (every
+    digit under a factor 3), otherwise labels on decades only (``10⁻³``); minor ticks
+    unlabelled. The span is read from the axis limits when this is called.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    axis : {"y", "x"}
+        The axis to put on a log scale.
+    """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     getattr(ax, f"set_{axis}scale")("log")
@@ -96,8 +150,24 @@ def log_ticks(ax, axis: str = "y") -> None:
 
 
 def running_mean(values: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
-    """Trailing running mean along ``axis`` over at most ``window`` entries (the
-    first entries average what precedes them), same shape as ``values``."""
+    """Trailing running mean along ``axis`` over at most ``window`` entries.
+
+    The first entries (fewer than ``window`` from the start) average what precedes
+    them, themselves included.
+
+    Parameters
+    ----------
+    values : array_like
+    window : int
+        Number of entries averaged, the current one included.
+    axis : int
+        Axis along which to average.
+
+    Returns
+    -------
+    ndarray
+        Float array of the same shape as ``values``.
+    """
     values = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
     csum = np.cumsum(values, axis=-1)
     n = values.shape[-1]
@@ -110,7 +180,28 @@ def running_mean(values: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
 
 def band(ax, x, mean, se, color, label: str | None = None, *, dashed: bool = False,
          marker: str | None = None, alpha: float = 0.2) -> None:
-    """A line at ``mean`` and a shaded band ``mean ± 2·se`` (``se`` may be None)."""
+    """A line at ``mean`` and a shaded band ``mean ± 2·se``.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    x : array_like
+        Abscissae.
+    mean : array_like
+        The line's ordinates.
+    se : array_like or None
+        Standard errors of ``mean``; None draws the line without a band.
+    color
+        A matplotlib colour for the line and band.
+    label : str, optional
+        Legend label of the line.
+    dashed : bool
+        Draw a thinner dashed line instead of a solid one.
+    marker : str, optional
+        A matplotlib marker for the line's points.
+    alpha : float
+        Opacity of the band.
+    """
     mean = np.asarray(mean, dtype=float)
     ax.plot(x, mean, color=color, ls="--" if dashed else "-", lw=1.4 if dashed else 2,
             marker=marker, ms=3, label=label)

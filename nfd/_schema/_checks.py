@@ -28,13 +28,27 @@ __all__ = [
     "check_divergence",
 ]
 
-#: |x|²/d outside [1/INPUT_SCALE_FACTOR, INPUT_SCALE_FACTOR] is "far from the sphere
+#: ‖x‖²/d outside [1/INPUT_SCALE_FACTOR, INPUT_SCALE_FACTOR] is "far from the sphere
 #: convention" x ∈ √d·S^{d−1} that the step sizes (η_c, T) of the docs assume.
 INPUT_SCALE_FACTOR = 4.0
 
 
 def check_int(name: str, value, minimum: int) -> int:
-    """Return ``value`` as an int ≥ ``minimum``."""
+    """Return ``value`` as an int ≥ ``minimum``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value : int
+        An integer (``numbers.Integral``, not a bool).
+    minimum : int
+        The smallest value accepted.
+
+    Returns
+    -------
+    int
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     if value < minimum:
@@ -43,7 +57,21 @@ def check_int(name: str, value, minimum: int) -> int:
 
 
 def check_positive_float(name: str, value, *, allow_zero: bool = False) -> float:
-    """Return ``value`` as a finite float > 0 (or ≥ 0 with ``allow_zero``)."""
+    """Return ``value`` as a finite float > 0 (or ≥ 0 with ``allow_zero``).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value : float
+        A real number (``numbers.Real``, not a bool).
+    allow_zero : bool
+        Accept 0.
+
+    Returns
+    -------
+    float
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
@@ -69,7 +97,21 @@ def _finite(name: str, arr: np.ndarray) -> np.ndarray:
 
 
 def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
-    """Return ``value`` as a finite float64 array of shape (m, d), m ≥ 1."""
+    """Return ``value`` as a finite float64 array of shape (m, d), m ≥ 1.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value : array_like or torch.Tensor
+        Shape (m, d) with m, d ≥ 1; a vector (d,) is taken as one row (1, d).
+    columns : int, optional
+        The required d (that of the training inputs).
+
+    Returns
+    -------
+    ndarray, shape (m, d)
+    """
     arr = _float_array(name, value)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -84,7 +126,22 @@ def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
 
 
 def check_targets(name: str, value, length: int) -> np.ndarray:
-    """Return ``value`` as a finite float64 vector of the given length."""
+    """Return ``value`` as a finite float64 vector of the given length.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value : array_like or torch.Tensor
+        Shape (length,); a two-dimensional array with one axis of size 1 is
+        flattened.
+    length : int
+        The number of samples (rows of X).
+
+    Returns
+    -------
+    ndarray, shape (length,)
+    """
     arr = _float_array(name, value)
     arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
     if arr.shape != (length,):
@@ -93,15 +150,44 @@ def check_targets(name: str, value, length: int) -> np.ndarray:
 
 
 def check_choice(name: str, value, choices) -> str:
-    """Return ``value`` if it is one of ``choices``."""
+    """Return ``value`` if it is one of ``choices``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value
+        The value to check.
+    choices : collection
+        The accepted values (sorted in the error message).
+
+    Returns
+    -------
+    object
+        ``value`` itself.
+    """
     if value not in choices:
         raise ValueError(f"{name}={value!r} is not one of {sorted(choices)}")
     return value
 
 
 def resolve_device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
-    """Resolve ``device`` (default: CUDA when available, else CPU) and ``dtype``
-    (default float32; ``"float32"``/``"float64"`` strings accepted)."""
+    """Resolve ``device`` and ``dtype`` to torch objects.
+
+    Parameters
+    ----------
+    device : str, torch.device or None
+        Default (None): CUDA when available, else CPU. A CUDA device must exist on
+        this machine.
+    dtype : torch.dtype, str or None
+        float32 or float64 (default float32; ``"float32"``/``"float64"`` strings
+        accepted).
+
+    Returns
+    -------
+    device : torch.device
+    dtype : torch.dtype
+    """
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -125,7 +211,21 @@ def resolve_device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
 
 def check_steps(name: str, value, lo: int, hi: int) -> list[int]:
     """Return ``value`` (an int or a sequence of ints) as sorted unique steps in
-    ``lo..hi``."""
+    ``lo..hi``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value : int or sequence of int
+        The steps.
+    lo, hi : int
+        The smallest and largest step accepted.
+
+    Returns
+    -------
+    list of int
+    """
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = [value]
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
@@ -142,11 +242,28 @@ def check_steps(name: str, value, lo: int, hi: int) -> list[int]:
 
 
 def check_probes(probes, d: int, loss_name, outputs: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
-    """Return ``probes`` as checked arrays ``(X_probe (Q, d), y_probe)``, or
-    ``None``; the probe targets must suit the loss as the training targets do:
-    (Q,) for scalar outputs, (Q, C) for ``outputs`` = C ≥ 2 with an element-wise
-    loss, integer labels (Q,) in 0..C−1 for ``"cross_entropy"`` (``loss_name`` is a
-    loss name or a :class:`nfd.Loss`)."""
+    """Return ``probes`` as checked arrays ``(X_probe (Q, d), y_probe)``, or ``None``.
+
+    The probe targets must suit the loss as the training targets do: (Q,) for scalar
+    outputs, (Q, C) for ``outputs`` = C ≥ 2 with an element-wise loss, integer
+    labels (Q,) in 0..C−1 for ``"cross_entropy"``.
+
+    Parameters
+    ----------
+    probes : (X_probe, y_probe) or None
+        A tuple or list of the probe inputs and their targets.
+    d : int
+        The number of features of the training inputs, which ``X_probe`` must have.
+    loss_name : str or nfd.Loss
+        The training loss, by name or as a :class:`nfd.Loss`.
+    outputs : int
+        C, the number of outputs of the training run.
+
+    Returns
+    -------
+    tuple of ndarray or None
+        ``(X_probe, y_probe)``, or None when ``probes`` is None.
+    """
     if probes is None:
         return None
     if not isinstance(probes, (tuple, list)) or len(probes) != 2:
@@ -188,7 +305,28 @@ def check_outputs(name: str, value, length: int, loss, *, classes=None,
       refused: it belongs to ``"cross_entropy"``. Integer-typed ``loss="mse"``
       targets with more than two distinct values are refused as class labels.
 
-    ``outputs`` (the training run's C, for probes) fixes C.
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    value : array_like or torch.Tensor
+        The targets.
+    length : int
+        The number of samples (rows of X).
+    loss : nfd.Loss
+        The resolved loss (:func:`nfd.get_loss`).
+    classes : int, optional
+        ``"cross_entropy"`` only: the number C ≥ 2 of classes.
+    outputs : int, optional
+        The training run's C, for probes: fixes C (before ``classes``).
+
+    Returns
+    -------
+    y : ndarray
+        int64 labels (length,) for ``loss.labels``; else float64 targets, (length,)
+        for C = 1 or (length, C).
+    C : int
+        The number of outputs.
     """
     integer = _is_integer_array(value)
     arr = _float_array(name, value)
@@ -246,7 +384,22 @@ def check_outputs(name: str, value, length: int, loss, *, classes=None,
 
 def check_labels(name: str, y: np.ndarray, loss_name: str) -> np.ndarray:
     """Refuse targets the loss cannot use: ``loss="logistic"`` needs labels ±1
-    (with 0/1 labels the y = 0 samples get dℒ/df = 0 and never train)."""
+    (with 0/1 labels the y = 0 samples get dℒ/df = 0 and never train).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, which starts the error messages.
+    y : ndarray
+        The targets.
+    loss_name : str
+        The loss's name; only ``"logistic"`` restricts the targets.
+
+    Returns
+    -------
+    ndarray
+        ``y`` itself.
+    """
     if loss_name == "logistic" and not np.all(np.isin(y, (-1.0, 1.0))):
         found = np.unique(y)[:5].tolist()
         advice = ("map 0/1 labels with y = 2*y - 1" if np.all(np.isin(y, (0.0, 1.0)))
@@ -257,15 +410,41 @@ def check_labels(name: str, y: np.ndarray, loss_name: str) -> np.ndarray:
 
 
 def input_scale(X: np.ndarray) -> float:
-    """Mean of |x|²/d over the rows of X: 1 on the sphere convention x ∈ √d·S^{d−1}."""
+    """Mean of ‖x‖²/d over the rows of X: 1 on the sphere convention x ∈ √d·S^{d−1}.
+
+    Parameters
+    ----------
+    X : ndarray, shape (m, d)
+        Inputs, one per row.
+
+    Returns
+    -------
+    float
+    """
     return float(np.mean(np.sum(np.square(X), axis=1)) / X.shape[1])
 
 
 def check_input_scale(name: str, X: np.ndarray, stacklevel: int = 3) -> float:
     """Warn once (``UserWarning``) when the inputs are far from the sphere
-    convention, and return their scale :func:`input_scale`. ``stacklevel`` counts
-    frames as :func:`warnings.warn` does, from the caller of this function (3: the
-    caller's caller, the user's line when an entry point calls this directly)."""
+    convention, and return their scale :func:`input_scale`.
+
+    Far means a scale outside [1/4, 4] (:data:`INPUT_SCALE_FACTOR`).
+
+    Parameters
+    ----------
+    name : str
+        The inputs' argument name, which starts the warning.
+    X : ndarray, shape (m, d)
+        Inputs, one per row.
+    stacklevel : int
+        Counts frames as :func:`warnings.warn` does, from the caller of this function
+        (3: the caller's caller, the user's line when an entry point calls this
+        directly).
+
+    Returns
+    -------
+    float
+    """
     scale = input_scale(X)
     if not 1 / INPUT_SCALE_FACTOR <= scale <= INPUT_SCALE_FACTOR:
         warnings.warn(
@@ -278,8 +457,18 @@ def check_input_scale(name: str, X: np.ndarray, stacklevel: int = 3) -> float:
 
 def check_divergence(value) -> float | None:
     """Return the divergence bound: ``None`` (stop on NaN/inf only) or a growth factor
-    over the step-0 scale, which must exceed 1 (a bound at or below the starting
-    scale would stop healthy runs at their first step)."""
+    over the step-0 scale.
+
+    Parameters
+    ----------
+    value : float or None
+        The growth factor, which must exceed 1 (a bound at or below the starting
+        scale would stop healthy runs at their first step), or None.
+
+    Returns
+    -------
+    float or None
+    """
     if value is None:
         return None
     value = check_positive_float("divergence", value)

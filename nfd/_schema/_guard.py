@@ -35,7 +35,7 @@ class DivergenceGuard:
         Growth factor over the step-0 scale that counts as divergence; ``None``
         checks finiteness only.
     input_scale : float
-        Mean |x|²/d of the training inputs; named as a likely cause when it is far
+        Mean ‖x‖²/d of the training inputs; named as a likely cause when it is far
         from 1.
     seeds : list of int, optional
         Seeds of a network ensemble (the trailing axis of ``h2``, ``g2``), named in
@@ -112,7 +112,7 @@ class DivergenceGuard:
 
     def hint(self) -> str:
         """What to do, ending every message: lower η_c or T (or the momentum), or
-        rescale the inputs when |x|²/d is far from 1, then the ``advice``."""
+        rescale the inputs when ‖x‖²/d is far from 1, then the ``advice``."""
         hint = "; lower eta_c or T"
         if self.momentum > 0:
             hint += (f", or the momentum (with momentum={self.momentum:g} the steps add up "

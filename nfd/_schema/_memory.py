@@ -17,7 +17,16 @@ def available_memory(device: torch.device | str) -> int:
     allocated): they are free to the next run, which would otherwise be refused
     after a large earlier run in the same process. CPU: ``MemAvailable`` of
     ``/proc/meminfo`` when present (it counts reclaimable page cache), otherwise
-    ``SC_PAGE_SIZE · SC_AVPHYS_PAGES``.
+    ``SC_PAGE_SIZE · SC_AVPHYS_PAGES`` (2⁶³ − 1 where neither can be read).
+
+    Parameters
+    ----------
+    device : torch.device or str
+        A CUDA device, or any other device, which is taken as the host's memory.
+
+    Returns
+    -------
+    int
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -47,7 +56,28 @@ def ensure_fits(
 ) -> None:
     """Raise ``MemoryError`` before allocating if ``required`` bytes exceed
     ``fraction`` of what is available; the message names the figure, the largest
-    ``parts`` and ``advice`` (what to lower)."""
+    ``parts`` and ``advice`` (what to lower).
+
+    Parameters
+    ----------
+    required : int
+        Bytes the run will allocate.
+    device : torch.device or str
+        Where it allocates them (:func:`available_memory`).
+    advice : str
+        What to lower, ending the message.
+    what : str
+        The run, as the message names it.
+    parts : dict of str to int, optional
+        Bytes by buffer; the message names the three largest.
+    fraction : float
+        The share of the available memory a run may take.
+
+    Raises
+    ------
+    MemoryError
+        When ``required`` exceeds ``fraction`` of :func:`available_memory`.
+    """
     free = available_memory(device)
     if required <= fraction * free:
         return

@@ -27,7 +27,18 @@ def package_version() -> str:
 
 def base_attrs(**params) -> dict:
     """Parameters of a run as netCDF-safe ``attrs``: ``None`` → ``"none"``,
-    ``bool`` → ``int``, sequences → lists; plus package version and the paper."""
+    ``bool`` → ``int``, sequences → lists; plus package version and the paper.
+
+    Parameters
+    ----------
+    **params
+        The run's parameters by name; other values are kept as they are.
+
+    Returns
+    -------
+    dict
+        ``nfd_version`` and ``reference`` (:data:`PAPER`), then ``params``.
+    """
     attrs = {"nfd_version": package_version(), "reference": PAPER}
     for key, value in params.items():
         if value is None:
@@ -59,15 +70,39 @@ def netcdf_engine() -> str:
 
 
 def fingerprint(array) -> str:
-    """First 16 hex digits of the SHA-256 of ``array`` as contiguous float64: equal
-    for the same numbers whatever their container, so two runs can be checked to have
-    seen the same inputs (:func:`nfd.compare`)."""
+    """First 16 hex digits of the SHA-256 of ``array``'s shape and its numbers as
+    contiguous float64: equal for the same numbers in the same shape whatever their
+    container, so two runs can be checked to have seen the same inputs
+    (:func:`nfd.compare`).
+
+    Parameters
+    ----------
+    array : array_like
+        Anything :func:`numpy.asarray` converts to float64.
+
+    Returns
+    -------
+    str
+    """
     data = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
     return hashlib.sha256(repr(data.shape).encode() + data.tobytes()).hexdigest()[:16]
 
 
 def data_attrs(X, X_probe=None) -> dict:
     """``attrs`` naming the data a run saw: fingerprints of its training inputs and
-    of its probe inputs (``"none"`` without probes)."""
+    of its probe inputs (``"none"`` without probes).
+
+    Parameters
+    ----------
+    X : array_like
+        The training inputs.
+    X_probe : array_like, optional
+        The probe inputs.
+
+    Returns
+    -------
+    dict
+        ``X_sha256`` and ``X_probe_sha256``, each a :func:`fingerprint`.
+    """
     return {"X_sha256": fingerprint(X),
             "X_probe_sha256": "none" if X_probe is None else fingerprint(X_probe)}

@@ -33,7 +33,18 @@ DEFAULT_PROGRESS = True
 
 @dataclass(frozen=True)
 class Variable:
-    """One recorded quantity: its dimensions (without ``seed``), name and unit."""
+    """One recorded quantity: its dimensions (without ``seed``), name and unit.
+
+    Attributes
+    ----------
+    dims : tuple of str
+        The dimensions, without ``seed`` and without the ``output`` dimension of
+        runs with C ≥ 2 outputs (:func:`variable_dims`).
+    long_name : str
+        The CF ``long_name``.
+    units : str
+        The CF ``units``; ``"1"`` for a dimensionless quantity.
+    """
 
     dims: tuple[str, ...]
     long_name: str
@@ -110,9 +121,23 @@ TARGET_VARIABLES = ("y", "probe_y")
 
 def variable_dims(name: str, outputs: int = 1, labels: bool = False) -> tuple[str, ...]:
     """The dims of variable ``name`` (without ``seed``) in a run with ``outputs`` = C
-    outputs whose targets are class ``labels`` or not: the schema's dims, with
-    ``output`` last for the :data:`OUTPUT_VARIABLES` (and the
-    :data:`TARGET_VARIABLES` unless ``labels``) when C ≥ 2."""
+    outputs whose targets are class ``labels`` or not.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`VARIABLES` or :data:`EXTRA_VARIABLES`.
+    outputs : int
+        C, the run's number of outputs.
+    labels : bool
+        Whether the run's targets are class labels (``loss="cross_entropy"``).
+
+    Returns
+    -------
+    tuple of str
+        The schema's dims, with ``output`` last for the :data:`OUTPUT_VARIABLES`
+        (and the :data:`TARGET_VARIABLES` unless ``labels``) when C ≥ 2.
+    """
     dims = {**VARIABLES, **EXTRA_VARIABLES}[name].dims
     if outputs >= 2 and (name in OUTPUT_VARIABLES
                          or (name in TARGET_VARIABLES and not labels)):
@@ -137,7 +162,20 @@ COORDS: dict[str, tuple[str, str]] = {
 
 def annotate(ds: xr.Dataset) -> xr.Dataset:
     """Set ``long_name`` and ``units`` of every known variable and coordinate of
-    ``ds`` in place (and return it)."""
+    ``ds`` in place (and return it).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result Dataset; the variables of :data:`VARIABLES` and
+        :data:`EXTRA_VARIABLES` and the coordinates of :data:`COORDS` it holds are
+        annotated, others are left alone.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` itself.
+    """
     for name, var in {**VARIABLES, **EXTRA_VARIABLES}.items():
         if name in ds.data_vars:
             ds[name].attrs.update(long_name=var.long_name, units=var.units)
@@ -148,7 +186,23 @@ def annotate(ds: xr.Dataset) -> xr.Dataset:
 
 
 def default_steps(K: int, count: int, include_end: bool) -> list[int]:
-    """At most ``count`` evenly spaced steps in 0..K (``include_end``) or 0..K−1."""
+    """At most ``count`` evenly spaced steps in 0..K (``include_end``) or 0..K−1.
+
+    Parameters
+    ----------
+    K : int
+        The number of SGD steps.
+    count : int
+        The most steps returned.
+    include_end : bool
+        Whether K itself may be returned (the range is 0..K rather than 0..K−1).
+
+    Returns
+    -------
+    list of int
+        Sorted, unique, rounded from an even spacing that includes both ends of the
+        range; empty when the range is.
+    """
     last = K if include_end else K - 1
     if last < 0:
         return []

@@ -67,7 +67,7 @@ def memory_estimate(
     dtype : torch.dtype
     backward : {"coupled", "decoupled"}
         The ``backward`` argument of :func:`nfd.simulate`.
-    eta_c, momentum, weight_decay, gamma0 :
+    eta_c, momentum, weight_decay, gamma0
         The optimizer of :func:`nfd.simulate` (``eta_c=None``: one learning rate).
         Anything but plain SGD adds the ``"optimizer"`` entry: the recurrence's
         coefficient vectors (2·K float64 on the host) and each step's trajectory
@@ -89,7 +89,7 @@ def memory_estimate(
         a layer's update (its gradient and √v̂ + ε), and the (P, d) and (P, C)
         states of U and V. At L = 8 in float32 that is 1.6 GB at P = 4096 and
         6.7 GB at P = 8192.
-    branch_exponent, trainable :
+    branch_exponent, trainable
         As for :func:`nfd.simulate` (validated the same way); neither changes a
         buffer: every α has the same drivers and history, and a frozen U or v keeps
         its stored initial value.

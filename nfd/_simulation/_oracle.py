@@ -345,10 +345,10 @@ def linear_limit(
 
     Parameters
     ----------
-    X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps, classes :
+    X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps, classes
         As for :func:`nfd.simulate` (vector targets and ``"cross_entropy"`` labels
         included).
-    momentum, weight_decay, gamma0 :
+    momentum, weight_decay, gamma0
         As for :func:`nfd.simulate`: the network's optimizer is ``torch.optim.SGD``
         with lr = η_c(k)·γ₀²·n, ``momentum``, weight_decay = λ/(γ₀²n); f is divided
         by γ₀. The optimizer's linear recurrence (``nfd._optim``) gives the weights
@@ -368,7 +368,7 @@ def linear_limit(
         one Adam step the linear network's features are no longer Gaussian
         (sign-like functions of the gradients), so there is no closed oracle. The
         exact references of Adam's limit are in tests/test_simulate_adam.py.
-    branch_exponent, trainable :
+    branch_exponent, trainable
         As for :func:`nfd.simulate`: the branch multiplier (T/L)^α, α ∈ [½, 1]
         (one-layer blocks), which scales the drivers and response terms by
         (T/L)^{α−½}; the trained parameters (a frozen U or v keeps its initial

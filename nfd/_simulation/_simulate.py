@@ -228,7 +228,7 @@ def simulate(
         tests/test_options.py). Measured on CPU with torch 2.13, 1 vs 2 threads:
         training f identical up to P = 8192, L = 32; probe_f 2.9e-6 apart on digits
         (float32, P = 4096, L = 16); issue 11 reported 3.3e-5 in f.
-    device, dtype :
+    device, dtype
         Default CUDA if available, float32.
     progress : bool
         Show a tqdm progress bar over SGD steps (default ``nfd.schema.DEFAULT_PROGRESS``).

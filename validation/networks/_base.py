@@ -248,6 +248,14 @@ class ResNetEnsemble(ABC):
     check_memory : bool
         Compare the weight memory with what is available before allocating.
 
+    Other Parameters
+    ----------------
+    *args, **kw
+        The signature of ``ResNetEnsemble(...)`` is that of ``__new__``, which reads
+        only ``style``, ``block`` and ``scaling`` (to pick the architecture class)
+        and passes over the others: ``input_dim`` and the keywords above, which
+        ``__init__`` takes.
+
     Attributes
     ----------
     U : Tensor (S, n, d)

@@ -240,7 +240,7 @@ def train_resnet(
     Warns
     -----
     UserWarning
-        Once, when the inputs' mean |x|²/d is far from 1 (the sphere convention the
+        Once, when the inputs' mean ‖x‖²/d is far from 1 (the sphere convention the
         documented η_c ranges assume).
 
     Raises

@@ -1,5 +1,5 @@
 """The validation studies: one module per study (the learning-rate transfer study is
-the subpackage :mod:`validation.studies.transfer`), the registry :data:`STUDIES`, the
+the subpackage ``validation.studies.transfer``), the registry :data:`STUDIES`, the
 findings of the report and the study plots.
 
 ``nfd-validate`` (``python -m validation``) runs them through :func:`run_validation`.

@@ -324,9 +324,23 @@ def write_report(out: str | Path, *, header: str = "", refit: bool = False) -> P
     different studies accumulate), findings recomputed from the files.
 
     A study without its netCDF in ``out`` keeps its section of the REPORT.md
-    already there, verbatim, marked as not regenerated. With ``refit=True`` the
-    fits kept in each file's attrs are discarded and recomputed (after a change
-    to the fitting code), and the files and figures are rewritten.
+    already there, verbatim, marked as not regenerated.
+
+    Parameters
+    ----------
+    out : str or pathlib.Path
+        The directory holding the studies' ``<name>.nc`` files and figures; the
+        report is written there as ``REPORT.md``.
+    header : str
+        Text under the report's title (run parameters).
+    refit : bool
+        Discard the fits kept in each file's attrs and recompute them (after a
+        change to the fitting code), rewriting the files and figures.
+
+    Returns
+    -------
+    pathlib.Path
+        The path of the REPORT.md written.
     """
     out = Path(out)
     report = out / "REPORT.md"
