@@ -57,7 +57,8 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["nfd.css"]
 templates_path = ["_templates"]
 
 

@@ -2,7 +2,7 @@
 
 Discretisation (τ = T/L, trajectories i = 0, 1, … in SGD order, B per step, trajectory i
 from step s(i), χ_i = ℒ′(f̊^{(i)}, y^{(i)})/B, history = trajectories of earlier steps),
-at SGD step k with the optimizer's coefficients a_k, c_{k,s} (below):
+at SGD step k with the optimizer's coefficients a_k, c_{k,s} (below)::
 
     h_0^{(k)} = a_k u·x^{(k)}/√d − Σ_i w_i (x^{(i)}·x^{(k)}/d) g_0^{(i)}
     h_ℓ^{(k)} = h_{ℓ−1}^{(k)} − τ Σ_i w_i Σ_{ℓ−1}[i,k] g_ℓ^{(i)} + a_k √τ z_ℓ^{(k)}
@@ -38,7 +38,7 @@ f̊_c^{(k)} = E[v_c(k) h_L^{(k)}]/γ₀. Backprop is linear in the output error:
 gradient of ℒ^{(i)} at h_L is Σ_c χ_{i,c} v_c(k)/(γ₀n), one backward field per
 trajectory as for C = 1, with χ_i = ℒ′(f̊^{(i)}, y^{(i)}) ∈ ℝ^C. Every field's
 drift takes it with a scalar weight, so the history stores the field of the unit
-direction ê_i = χ_i/‖χ_i‖ (Σ_c/√C when χ_i = 0, weight 0) and its norm:
+direction ê_i = χ_i/‖χ_i‖ (Σ_c/√C when χ_i = 0, weight 0) and its norm::
 
     g_L^{(k)} = Σ_c ê_{k,c} v_c(k),                 v_c(k) = a_k v_c − Σ_i γ₀ c_{k,s(i)} χ_{i,c}/B h_L^{(i)}
     w_i = γ₀ c_{k,s(i)} ‖χ_i‖/B                     (the drifts of h_0, h_ℓ, g_{ℓ−1} above)
@@ -59,7 +59,7 @@ Ordinary backprop (``backward="coupled"``) uses W_ℓ forward and W_ℓᵀ backw
 the sources z_ℓ = W_ℓφ/√n and z̃_ℓ = W_ℓᵀg/√n respond to each other. Its n → ∞ limit
 (Bordelon, Noci, Li, Hanin & Pehlevan, "Depthwise hyperparameter transfer in
 residual networks: dynamics and scaling limit", ICLR 2024, paper 000 eq. 38, here
-for SGD steps) adds two response drifts:
+for SGD steps) adds two response drifts::
 
     h_ℓ^{(k)}     += a_k √τ Σ_{s<k} A_ℓ(k,s) g_ℓ^{(s)},      A_ℓ(k,s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
     g_{ℓ−1}^{(k)} += a_k √τ φ′(h_{ℓ−1}^{(k)}) Σ_{s≤k} B_ℓ(k,s) φ(h_{ℓ−1}^{(s)}),
@@ -142,7 +142,8 @@ def simulate(
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
     Particles carry their row ``u ~ N(0, I_d)`` of U and readout ``v ~ N(0, 1)``; the
-    L-step Euler–Maruyama system (module docstring) is the n → ∞ limit of a depth-L
+    L-step Euler–Maruyama system (the module docstring, :doc:`/guide/equations`) is
+    the n → ∞ limit of a depth-L
     ResNet (eq. 1 of paper 002) trained in the feature-learning regime (α = 1/√n,
     learning rate η_c·n on every parameter), either by ordinary backprop
     (``backward="coupled"``, the response-function limit of paper 000) or with an
@@ -169,7 +170,7 @@ def simulate(
         ``"mse"``: ½(f − y)² (½‖f − y‖² for C outputs); ``"logistic"``:
         log(1 + e^{−yf}); ``"cross_entropy"``: −log softmax(f)_y over C ≥ 2
         outputs; or a callable returning ∂ℒ/∂f(f, y) element-wise (the recorded
-        loss is then NaN). Vector outputs: module docstring.
+        loss is then NaN). Vector outputs: :doc:`/guide/equations`.
     T : float
         Time horizon.
     steps : int
@@ -177,13 +178,7 @@ def simulate(
     particles : int
         P ≥ 2. The coupled limit's response functions are Stein estimates over the
         K·B trajectories of the history, heavy-tailed unless P ≫ K·B: use
-        P ≥ 64·K·B where it matters. Measured (ten-class digits, relu, K·B = 192,
-        P = 2048, i.e. P/(K·B) = 11, depth-μP, η_c ≥ 0.35): 24 of 105 runs diverged,
-        and one that did not reached a train loss of 11.0 where width-512 networks
-        trained at 0.70, with nothing to warn of it (no error replicas). At
-        P = 64·K·B (K·B = 64) it diverged where the networks did (η_c = 1) and in 1
-        of 15 runs at η_c = 0.71, and agreed with them elsewhere (``nfd-validate
-        branch``).
+        P ≥ 64·K·B where it matters (measurements: :ref:`arg-particles`).
     batch_size : int
         B; each SGD step averages the gradient over B samples, each with its own
         trajectory in the history.
@@ -209,25 +204,18 @@ def simulate(
         backward response functions A_ℓ, B_ℓ of Bordelon, Noci, Li, Hanin &
         Pehlevan, "Depthwise hyperparameter transfer in residual networks: dynamics
         and scaling limit", ICLR 2024 (paper 000, eq. 38, App. E), estimated from
-        the particles by Stein's lemma (module docstring). ``"decoupled"``: the
+        the particles by Stein's lemma (:doc:`/guide/equations`). ``"decoupled"``: the
         backward pass uses an independent weight copy receiving the same updates
         (gradient independence); its limit is Definition 1 of paper 002. The two
-        differ by O(1) at every depth (docs/validation/REPORT.md). The coupled
+        differ by O(1) at every depth (:doc:`/guide/steps_backward`). The coupled
         estimate's finite-P error grows with the number k of trajectories relative
-        to P: keep P ≫ K·B (measured on digits 3 vs 8, K = 200, L = 8: P = 16384
-        agrees with P = 65536 within Monte Carlo error, P = 4096 drifts by an rms
-        of 0.08 in f over the last 50 steps).
+        to P: keep P ≫ K·B (:ref:`arg-backward`).
     seed : int
         Seed of the run. Each random role draws from its own stream derived from it
         (particles u, v; forward driver; backward driver; probe draws), so probes,
         ``paths``, ``eig_steps`` and ``progress`` never change a training number.
         Reproducibility: bit for bit for the same seed, device, dtype, torch version
-        and thread count (``torch.get_num_threads()``). Across thread counts the
-        reductions may be summed in another order, so runs agree to float rounding,
-        at most K·(2L+1)·max(P, K·B)·u·max|f| with u the unit roundoff (tested in
-        tests/test_options.py). Measured on CPU with torch 2.13, 1 vs 2 threads:
-        training f identical up to P = 8192, L = 32; probe_f 2.9e-6 apart on digits
-        (float32, P = 4096, L = 16); issue 11 reported 3.3e-5 in f.
+        and thread count (:ref:`arg-seed`).
     device, dtype
         Default CUDA if available, float32.
     progress : bool
@@ -236,11 +224,8 @@ def simulate(
         Relative eigenvalue floor of the growing drivers (singular covariances from
         repeated inputs or dead units are regularised; ``sigma_floored`` and
         ``theta_floored`` count the floored components); default 1e-5 in float32,
-        1e-10 in float64. At the default, floors never moved f by more than 0.41
-        Monte Carlo s.e. in our measurements, at any floored share; a
-        ``RuntimeWarning`` is issued only for rel_jitter ≥ 1e-3 with ≥ 2% of the
-        components floored (measured at K = 64, L = 8, P = 2048 against rel_jitter
-        = 1e-10: up to 0.86 s.e. at 1e-3 and 4.3 s.e. at 1e-2).
+        1e-10 in float64. A ``RuntimeWarning`` is issued for rel_jitter ≥ 1e-3 with
+        ≥ 2% of the components floored (:ref:`arg-rel-jitter`).
     divergence : float or None
         Stop with ``FloatingPointError`` once E[h_t²] or E[g_t²] exceeds this many
         times its largest value at step 0, or f² this many times E[h²]E[g²] at step
@@ -257,21 +242,14 @@ def simulate(
         which the standard errors ``f_se`` and ``probe_f_se`` take the particles'
         interaction into account (``nfd._simulation._errors``): the error of a particle
         mean is not its per-particle spread / √P, because every particle moves with
-        the noise of the shared mean-field estimates (measured: the per-particle error was up to 25–33% too
-        small early in training in the coupled limit, and up to 2–3× too large late
-        in a K = 200 run in both limits). The reported error is the per-particle one
-        times the inflation ρ̂ pooled over the R + 1 runs within windows of the
-        history (variables ``f_se_inflation``, ``probe_f_se_inflation``). Never
-        changes an estimate. Default 2 (measured: the seed spread over the reported
-        error was 0.84–1.06, over the per-particle one 0.30–1.33; README, "Error
-        bars"); ``0`` reports the per-particle errors (inflations NaN) and saves the
-        replicas' cost (measured: +109% coupled, +100% decoupled at P = 4096, L = 64,
-        K = 200 on 2 CPU threads, mostly the fixed cost per layer-step that a
-        replica pays in full; ``benchmarks/bench_simulate.py --errors-only``).
-        With ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles, as
-        many as the main run (:func:`~nfd._simulation._errors.replica_particles`:
-        Adam's inflation depends on P, at batch 1 up to ρ = 3.3 at P = 4096 and
-        growing), so they cost R times the run.
+        the noise of the shared mean-field estimates. The reported error is the
+        per-particle one times the inflation ρ̂ pooled over the R + 1 runs within
+        windows of the history (variables ``f_se_inflation``,
+        ``probe_f_se_inflation``). Never changes an estimate. Default 2; ``0``
+        reports the per-particle errors (inflations NaN) and saves the replicas'
+        cost. With ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles,
+        as many as the main run, so they cost R times the run. Calibration and
+        cost: :ref:`arg-error-replicas`.
     momentum : float
         β in [0, 1): ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov) on
         every parameter (paper 000, App. K.5).
@@ -308,11 +286,8 @@ def simulate(
         increment's learned part (eq. 33–34), as the networks record them. They
         have no standard error, and a root mean square over particles is biased
         upward by the Monte Carlo noise of the drift and response coefficients
-        (≈ noise²/(2·value), so most where the learned change is small): measured
-        (relu, η_c = 0.1, K = 32, depth-μP) against P = 16384, the first step's
-        internal_update was 7–10% high at P = 4096 and 17% at P = 1024 (L = 64,
-        256), its mean over steps 2–4% high at P = 4096. Check a value by doubling
-        P.
+        (≈ noise²/(2·value), so most where the learned change is small): check a
+        value by doubling P (:ref:`arg-record-collapse`).
     optimizer : {"sgd", "adam", "adamw"}
         The matching network's optimizer. ``"sgd"`` (default): ``torch.optim.SGD``
         as above. ``"adam"`` / ``"adamw"``: ``torch.optim.Adam`` / ``AdamW`` with
@@ -328,10 +303,7 @@ def simulate(
         ``betas[0]``), ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"`` (torch's
         L2 term has no width-independent meaning: use ``"adamw"``) and two-layer
         blocks. Use P ≥ 16·K·B and, where the amplification warning fires,
-        ``dtype="float64"``: on ten-class digits (K·B = 64, L = 4, η_c = 0.16,
-        P = 1024) one of six float32 runs left the float64 trajectory (train loss
-        4.75 against 1.35–1.44 in float64 and in networks of widths 64–1024) with
-        only that warning to show, and at P = 4·K·B the loss sat 0.1–0.2 high.
+        ``dtype="float64"`` (:ref:`arg-optimizer`).
     betas : (float, float), optional
         Adam's (β₁, β₂), each in [0, 1); default (0.9, 0.999), torch's.
     eps : float, optional
@@ -365,14 +337,10 @@ def simulate(
         The initial particles (u, v): independent N(0, I) draws (the default), or
         those draws whitened jointly, so that their empirical mean is 0 and their
         covariance exactly I_{d+C} (:func:`~nfd._simulation._state.whiten_jointly`;
-        a variance reduction, issue 36). Measured at the quickstart setting
-        (P = 1024, 4096): the seed variance of ``f`` and ``probe_f`` falls to 0.72
-        (coupled) and 0.62 (decoupled) of i.i.d. draws', about 1.4–1.6 times fewer
-        particles for the same error, with no bias resolved (tested against
-        ``linear_limit``). The rows are then not independent: the per-particle
-        error is not the run's, so keep ``error_replicas`` (whitened the same way,
-        they calibrate the errors). Needs more particles than d + C in every run,
-        error replicas included.
+        a variance reduction, issue 36; :ref:`arg-particle-init`). The rows are then
+        not independent: the per-particle error is not the run's, so keep
+        ``error_replicas`` (whitened the same way, they calibrate the errors). Needs
+        more particles than d + C in every run, error replicas included.
 
     Returns
     -------
@@ -399,7 +367,7 @@ def simulate(
         ``probe_f``, ``probe_f_se`` and their inflations have a last dimension
         ``output`` (c = 0..C−1), and so do ``y`` and ``probe_y`` unless they are
         class labels; ``loss`` and ``probe_loss`` are per sample; ``g2`` and
-        ``g_path`` are those of the unit-direction fields (module docstring).
+        ``g_path`` are those of the unit-direction fields (:doc:`/guide/equations`).
         Every parameter is in ``attrs``;
         every variable and coordinate has ``long_name`` and ``units``
         (:mod:`nfd.schema`).
