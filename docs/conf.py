@@ -57,6 +57,8 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
+# the top-level pages without subpages have nothing to navigate: no left sidebar
+html_sidebars = {"examples": [], "benchmarks": []}
 html_static_path = ["_static"]
 html_css_files = ["nfd.css"]
 templates_path = ["_templates"]
