@@ -188,8 +188,10 @@ def forward_sde(
         P ≥ 2; expectations are particle means.
     seed : int
         Seed of the run's generator (bit-for-bit reproducible on one device).
-    device, dtype
-        Default: CUDA if available, float32.
+    device : str or torch.device, optional
+        Default: CUDA if available, else CPU.
+    dtype : torch.dtype or str, optional
+        Default float32.
     paths : int
         Number of particle paths to keep (dimension ``particle``).
 
@@ -228,8 +230,10 @@ def backward_sde(
         P ≥ 2; expectations are particle means.
     seed : int
         Seed of the run's generator (bit-for-bit reproducible on one device).
-    device, dtype
-        Default: CUDA if available, float32.
+    device : str or torch.device, optional
+        Default: CUDA if available, else CPU.
+    dtype : torch.dtype or str, optional
+        Default float32.
     paths : int
         Number of particle paths to keep (dimension ``particle``).
 

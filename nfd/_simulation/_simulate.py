@@ -216,8 +216,10 @@ def simulate(
         ``paths``, ``eig_steps`` and ``progress`` never change a training number.
         Reproducibility: bit for bit for the same seed, device, dtype, torch version
         and thread count (:ref:`arg-seed`).
-    device, dtype
-        Default CUDA if available, float32.
+    device : str or torch.device, optional
+        Default: CUDA if available, else CPU.
+    dtype : torch.dtype or str, optional
+        Default float32.
     progress : bool
         Show a tqdm progress bar over SGD steps (default ``nfd.schema.DEFAULT_PROGRESS``).
     rel_jitter : float, optional

@@ -187,8 +187,10 @@ def train_resnet(
     record_collapse : bool
         Two-layer blocks: record the collapse observables of eq. 27, 33–34
         (two extra matrix products per block and step).
-    device, dtype
-        Default: CUDA when available, float32.
+    device : str or torch.device, optional
+        Default: CUDA when available, else CPU.
+    dtype : torch.dtype or str, optional
+        Default float32.
     progress : bool
         Show a tqdm progress bar (default ``nfd.schema.DEFAULT_PROGRESS``, as
         ``nfd.simulate``).
