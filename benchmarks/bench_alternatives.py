@@ -178,7 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ref-factor", type=int, default=8)
     ap.add_argument("--error-replicas", type=int, default=0,
                     help="simulate's error_replicas (0: the integration alone, as the "
-                         "README table; the default of simulate, 2, roughly doubles its "
+                         "table of docs/benchmarks.md; the default of simulate, 2, roughly doubles its "
                          "time: benchmarks/bench_simulate.py --errors-only)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)

@@ -30,7 +30,7 @@ fixed cost per layer-step and pass, never measured on a GPU):
 ``--quick`` (25–55 s on 2 CPU cores shared with other processes): L = 16, K = 64, P = 2048 and the
 largest that fits capped at 8192; alternatives at P = 512 and 1024 (K = 50, L = 8,
 S = 1 and 4, reference 4× the particles); engine at P = 100 000, L = 256 (the
-README's size); the device tests of ``tests/test_engine.py`` only. ``--no-tests``
+size of docs/benchmarks.md); the device tests of ``tests/test_engine.py`` only. ``--no-tests``
 skips section 5.
 """
 

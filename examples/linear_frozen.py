@@ -21,7 +21,7 @@ Usage::
 
     python examples/linear_frozen.py [--out docs/linear_frozen.png] [--quick]
 
-It prints the numbers the README quotes. About a minute on 2 cores (--quick: 5 s).
+It prints the numbers docs/guide/depth.md quotes. About a minute on 2 cores (--quick: 5 s).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def plot(a: dict, bc: dict, depths, path: Path) -> None:
 
 
 def summary(a: dict, bc: dict, depths) -> dict:
-    """The numbers the README quotes."""
+    """The numbers docs/guide/depth.md quotes."""
     t_big, change = a["limit"][max(a["limit"])]
     tn, mean, se = a["network"]
     # the networks' depth-64 reference; at τ = 0 (U frozen) both are exactly 0
