@@ -234,6 +234,10 @@ def test_the_scanner_sees_each_kind_of_violation(tmp_path, monkeypatch):
         "nfd/_simulation/_b.py": "from .. import simulate\nfrom .. import _cli\n",
         "nfd/_simulation/_a.py": "from .._checks import check_int\nfrom ._b import c\n"
                                  "from .. import _guard\n",  # all allowed
+        "nfd/_model/__init__.py": "", "nfd/_schema/__init__.py": "",
+        "nfd/_model/_m.py": "from .._schema import check_int\n",  # below the schema
+        "nfd/_schema/_s.py": "from .._model import get_loss\n",  # allowed
+        "nfd/_simulation/_c.py": "from .._schema._checks import check_int\n",  # private
         "validation/networks/_n.py": "from .._fit import fit\nfrom ..studies import STUDIES\n",
         "validation/_grid.py": "from .networks import train_resnet\n"
                                "from .networks._train import train_resnet\n"
@@ -255,6 +259,8 @@ def test_the_scanner_sees_each_kind_of_violation(tmp_path, monkeypatch):
     assert _violations("sde")[0] == ["sde/m.py:1: sde uses nfd"]
     direction, private = _violations("nfd")
     assert direction == ["nfd/_cli.py:3: nfd uses validation",
+                         "nfd/_model/_m.py:1: nfd._model uses nfd._schema",
+                         "nfd/_model/_m.py:1: nfd._model uses nfd._schema.check_int",
                          "nfd/_simulation/_b.py:1: nfd._simulation uses nfd.simulate",
                          "nfd/_simulation/_b.py:2: nfd._simulation uses nfd._cli",
                          "nfd/_x.py:1: nfd uses nfd._simulation",
@@ -263,6 +269,8 @@ def test_the_scanner_sees_each_kind_of_violation(tmp_path, monkeypatch):
                          "nfd/m.py:1: nfd uses validation.STUDIES"]
     assert private == ["nfd/_cli.py:2: nfd._simulation._state",
                        "nfd/_cli.py:2: nfd._simulation._state.seed_word",
+                       "nfd/_simulation/_c.py:1: nfd._schema._checks",
+                       "nfd/_simulation/_c.py:1: nfd._schema._checks.check_int",
                        "nfd/m.py:2: sde._linalg", "nfd/m.py:2: sde._linalg.psd_factor"]
     direction, private = _violations("validation")
     assert direction == [
@@ -307,18 +315,20 @@ def test_every_package_is_packaged():
 #: the modules at the top of validation/: statistics, sweeps (and the code digest of
 #: their store keys), grids, data and the CLI
 VALIDATION_TOP = {"__init__", "__main__", "_cli", "_code", "_fit", "_grid", "_sweep", "data"}
+#: the modules at the top of nfd/: the public surface (the package, nfd.plot,
+#: nfd.schema, the CLI) and what sits above the subpackages (compare, data streams)
+NFD_TOP = {"__init__", "_cli", "_compare", "_data", "plot", "schema"}
 
 
 def test_the_layout_holds():
     # the finite networks live in validation/networks/, the studies in
-    # validation/studies/, the simulation of the limit in nfd/_simulation/; a new
-    # module at the top of validation/ is a decision: add it to VALIDATION_TOP
+    # validation/studies/, nfd's pieces in its subpackages (_model, _schema, _optim,
+    # _init, _plotting, _simulation); a new module at the top of validation/ or nfd/
+    # is a decision: add it to VALIDATION_TOP or NFD_TOP
     stray = sorted(f"validation/{p.name}" for p in (ROOT / "validation").glob("*.py")
                    if p.stem not in VALIDATION_TOP)
-    simulation = {p.stem for p in (ROOT / "nfd" / "_simulation").glob("_*.py")}
-    simulation -= {"__init__", "_checks", "_memory"}  # nfd has its own of these two
-    stray += sorted(f"nfd/{p.name}" for p in (ROOT / "nfd").glob("_*.py")
-                    if p.stem in simulation or p.stem.startswith("_sim_"))
+    stray += sorted(f"nfd/{p.name}" for p in (ROOT / "nfd").glob("*.py")
+                    if p.stem not in NFD_TOP)
     assert not stray, f"modules outside their subpackage: {stray}"
 
 
