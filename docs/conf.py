@@ -3,13 +3,18 @@
 (MyST), the API reference generated from the numpydoc docstrings (autosummary and
 napoleon), the validation report and the examples with their committed figures."""
 
+import re
 import sys
 from pathlib import Path
+
+from sphinx.util import logging
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # document the tree being built, installed or not
 
 import nfd  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 project = "nfd"
 author = "nfd developers"
@@ -41,12 +46,17 @@ napoleon_use_rtype = False
 napoleon_use_ivar = True
 
 # -n (nitpicky): a reference to one of nfd's own names that does not resolve is an
-# error; references to other libraries' types (torch, numpy, xarray: no intersphinx
-# inventory offline) are not checked.
+# error, qualified (nfd.simulate) or not (simulate). Not checked: other libraries'
+# names (no intersphinx inventory offline), the plain-word types of numpydoc's type
+# fields (array_like, optional, callable), and private names (nfd._model._depth),
+# which the reference does not document.
+EXTERNAL = r"(torch|numpy|np|xarray|xr|scipy|matplotlib|dask|distributed|threadpoolctl|" \
+           r"torchsde|tqdm|pathlib|typing|collections|concurrent|numbers|os|io|warnings|abc)"
 nitpick_ignore_regex = [
-    (r"py:.*", r"(?!(nfd|sde|validation)\b).*"),
-    # a docstring may point a reader at a private module or helper (nfd._model._depth):
-    # the reference documents public names only, so such a name stays plain text
+    (r"py:.*", EXTERNAL + r"(\..*)?"),
+    # a type field's words (float, Tensor, {"coupled", "decoupled"}, K·B): checked only
+    # where they name one of our classes in full
+    (r"py:class", r"(?!(nfd|sde|validation)\.).*"),
     (r"py:.*", r"(nfd|sde|validation)(\.\w+)*\._[a-z]\w*.*"),
 ]
 
@@ -64,19 +74,20 @@ html_css_files = ["nfd.css"]
 templates_path = ["_templates"]
 
 
-def _attribute_docs() -> dict[str, list[str]]:
-    """The ``#:`` comments above module-level constants of sde, nfd and validation, by
-    name: a constant re-exported elsewhere (``nfd.ACTIVATIONS``) has no docstring of
-    its own, and autodoc would show its type's (``dict``'s) instead."""
+def _attribute_docs() -> dict[str, list[tuple[str, list[str]]]]:
+    """The ``#:`` comments above module-level constants of sde, nfd and validation:
+    name → [(module, comment lines)]. A constant re-exported elsewhere
+    (``nfd.ACTIVATIONS``) has no docstring of its own, and autodoc would show its
+    type's (``dict``'s) instead."""
     from sphinx.pycode import ModuleAnalyzer
 
-    docs = {}
+    docs: dict[str, list[tuple[str, list[str]]]] = {}
     for path in sorted(p for pkg in ("sde", "nfd", "validation") for p in (ROOT / pkg).rglob("*.py")):
         parts = path.relative_to(ROOT).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         for (cls, attr), lines in ModuleAnalyzer.for_file(str(path), name).find_attr_docs().items():
             if not cls:
-                docs.setdefault(attr, list(lines))
+                docs.setdefault(attr, []).append((name, list(lines)))
     return docs
 
 
@@ -84,17 +95,63 @@ ATTRIBUTE_DOCS = _attribute_docs()
 
 
 def _data_docstring(app, what, name, obj, options, lines):
-    """A constant's docstring is its ``#:`` comment where it is defined."""
-    if what == "data":
-        lines[:] = list(ATTRIBUTE_DOCS.get(name.rsplit(".", 1)[-1], []))
+    """A constant's docstring is the ``#:`` comment where it is defined: in the module
+    that binds this very object under this name. None, or two that differ, is a
+    warning (an error under -W)."""
+    if what != "data":
+        return
+    import importlib
+
+    attr = name.rsplit(".", 1)[-1]
+    found = {tuple(doc) for module, doc in ATTRIBUTE_DOCS.get(attr, [])
+             if getattr(importlib.import_module(module), attr, None) is obj}
+    if len(found) != 1:
+        logger.warning(f"{name}: {len(found)} '#:' comments where it is defined; want one")
+    lines[:] = list(min(found)) if found else []
+
+
+#: spans whose ``|`` is not prose: inline literals (across lines too) and roles
+_SPANS = re.compile(r"``.*?``|:[\w:.-]+:`[^`]*`|`[^`]*`", re.S)
+#: a line that opens a block whose indented body is literal: "…::" or a directive
+_OPENS_BLOCK = re.compile(r"::\s*$|^\s*\.\. [\w:-]+::")
+
+
+def _prose_lines(lines: list[str]) -> list[bool]:
+    """Which lines are prose: not inside a literal block or directive (the indented
+    body after a line that opens one), not a doctest line, not a table row."""
+    prose, block = [], None
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if block is not None and (not line.strip() or indent > block):
+            prose.append(False)
+            continue
+        block = None
+        stripped = line.lstrip()
+        prose.append(not stripped.startswith((">>>", "...", "|", "+-", "+=")))
+        if _OPENS_BLOCK.search(line):
+            block = indent
+    return prose
 
 
 def _escape_bars(app, what, name, obj, options, lines):
     """Plain-text math in the docstrings (|x|²/d, E|h_t|²) uses ``|``, which
-    reStructuredText reads as a substitution: escape it outside inline literals."""
-    for i, line in enumerate(lines):
-        pieces = line.split("``")
-        lines[i] = "``".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(pieces))
+    reStructuredText reads as a substitution: escape it in prose only, not in
+    inline literals, roles, literal blocks, directives, doctests or tables."""
+    prose = _prose_lines(lines)
+    text = "\n".join(lines)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    spans = [m.span() for m in _SPANS.finditer(text)]
+    out, row, span = [], 0, 0
+    for i, ch in enumerate(text):
+        while i >= starts[row + 1]:
+            row += 1
+        while span < len(spans) and i >= spans[span][1]:
+            span += 1
+        inside = span < len(spans) and spans[span][0] <= i < spans[span][1]
+        out.append("\\|" if ch == "|" and prose[row] and not inside else ch)
+    lines[:] = "".join(out).split("\n")
 
 
 def setup(app):

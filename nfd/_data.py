@@ -16,6 +16,8 @@ from ._schema import check_choice, check_int, check_matrix, check_positive_float
 
 __all__ = ["sphere_stream", "Teacher", "teacher", "TEACHERS", "synthetic_task"]
 
+#: The teacher functions that :func:`nfd.teacher` and :func:`nfd.synthetic_task` know,
+#: by the name their ``kind`` takes.
 TEACHERS = ("linear", "sign", "tanh", "relu2")
 
 

@@ -199,7 +199,26 @@ class GrowingGaussianDriver:
     def memory_bytes(times: int, particles: int, capacity: int, itemsize: int, *,
                      storage: bool = False, responses: bool = True) -> int:
         """Bytes allocated by a driver of this size (innovations unless the caller
-        gives ``storage``; inverse factor and covariance; the Stein inverse)."""
+        gives ``storage``; inverse factor and covariance; the Stein inverse).
+
+        Parameters
+        ----------
+        times, particles, capacity : int
+            The driver's ``times``, ``particles`` and ``capacity``.
+        itemsize : int
+            Bytes per element of the working dtype (4 for float32).
+        storage : bool
+            Whether the caller gives the innovation buffer (``storage=``): then it
+            is not counted.
+        responses : bool
+            Whether the driver keeps the Stein inverse (``responses=``).
+
+        Returns
+        -------
+        int
+            times·capacity·particles·itemsize (without ``storage``) plus
+            (2 + responses)·times·capacity²·8.
+        """
         xi = 0 if storage else times * capacity * particles * itemsize
         return xi + (2 + responses) * times * capacity**2 * 8
 
@@ -402,7 +421,26 @@ class GrowingGaussianDriver:
 
     def stein_from_moment(self, t: int, moment: torch.Tensor) -> torch.Tensor:
         """E[∂F/∂z_j] from the particle moment E[ξ_j F] (k, B): ``L_s^{−T} moment``
-        with the truncated inverse (:meth:`stein_derivative`), float64."""
+        with the truncated inverse (:meth:`stein_derivative`), float64.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        moment : Tensor, shape (k, B)
+            E[ξ_j F_b] over the particles for the k components committed at ``t``
+            (converted to float64).
+
+        Returns
+        -------
+        Tensor, shape (k, B), float64
+            Column b holds E[∂F_b/∂z_j], j < k.
+
+        Raises
+        ------
+        RuntimeError
+            For a driver built with ``responses=False``.
+        """
         if self._inv_stein is None:
             raise RuntimeError("this driver was built with responses=False")
         if self._pending:
@@ -448,7 +486,19 @@ class GrowingGaussianDriver:
         return self.stein_from_moment(t, moment)
 
     def covariance(self, t: int) -> torch.Tensor:
-        """The requested covariance of the committed components at time index ``t``."""
+        """The requested covariance of the committed components at time index ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+
+        Returns
+        -------
+        Tensor, shape (k, k), float64
+            The full symmetric matrix (from the stored lower triangle), k the
+            components committed at ``t``; a new tensor.
+        """
         if self._pending:
             self._flush()
         k = self.sizes[t]

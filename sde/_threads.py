@@ -181,7 +181,7 @@ class ThreadTeam:
     """Torch's intra-op team for one run, sized to the free cores (module docstring).
 
     Use as a context manager and call :meth:`tick` between steps of the run (it
-    reads two files every :data:`WINDOW` seconds, nothing in between); the team
+    reads two files every ``sde._threads.WINDOW`` seconds, nothing in between); the team
     starts at the previous run's measurement when it is recent, else at one thread,
     and torch's count is restored on exit. Teams of runs that go on at once in one
     process (Python threads, a dask threaded scheduler) share the free cores: each

@@ -37,10 +37,41 @@ class TorchsdeAdapter(torch.nn.Module):
         self.mv = sde
 
     def f(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """torchsde's drift: the wrapped SDE's :meth:`~sde.McKeanVlasovSDE.drift`.
+
+        Parameters
+        ----------
+        t : Tensor
+            Time, a scalar tensor (passed on as a float).
+        y : Tensor, shape (P, m)
+            The whole ensemble.
+
+        Returns
+        -------
+        Tensor, shape (P, m)
+            The drift; zeros where the wrapped SDE's drift is ``None``.
+        """
         b = self.mv.drift(float(t), y)
         return torch.zeros_like(y) if b is None else b
 
     def g(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """torchsde's diffusion: the wrapped SDE's
+        :meth:`~sde.McKeanVlasovSDE.diffusion`, expanded to one matrix per particle.
+
+        Parameters
+        ----------
+        t : Tensor
+            Time, a scalar tensor (passed on as a float).
+        y : Tensor, shape (P, m)
+            The whole ensemble.
+
+        Returns
+        -------
+        Tensor
+            σ of shape (P, m, D) for ``noise_type="general"``; its diagonal, shape
+            (P, m), for ``"diagonal"`` (the off-diagonal entries are dropped, not
+            checked).
+        """
         sigma = self.mv.diffusion(float(t), y).expand(y.shape[0], -1, -1)
         if self.noise_type == "diagonal":
             return torch.diagonal(sigma, dim1=-2, dim2=-1)

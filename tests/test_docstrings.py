@@ -1,9 +1,20 @@
 """The public API's docstrings against its signatures (numpydoc, what the reference
 site renders): every public name of ``nfd``, ``nfd.schema``, ``nfd.plot``, ``sde``,
 ``validation``, ``validation.networks`` and ``validation.studies`` that can carry a
-docstring has one; each parameter of a public function or class is documented in its
-``Parameters`` (or ``Other Parameters``; ``Attributes`` for a class) section; and no
-documented parameter is missing from the signature.
+docstring has one, and so does every public method and property of a public class
+(one whose name does not start with ``_``, defined in the class or inherited from one
+of our own classes; what torch or the standard library lends is theirs to document).
+
+Each parameter of a public function, method or class is documented in its
+``Parameters`` (or ``Other Parameters``; ``Attributes`` for a class) section, and no
+name in ``Parameters`` or ``Other Parameters`` is missing from the signature (a
+class's ``Attributes`` may name more than its constructor takes). A class's
+signature is its constructor's: its ``__new__``'s where it defines one (the one the
+reference shows) and its ``__init__``'s where that is ours. A class's docstring is
+read with its own ``__init__``'s docstring, if it defines one: an ``__init__``
+inherited from a base (torch.nn.Module's "Initialize internal Module state") is the
+base's. A property is a value, not a call: it needs a docstring, not a
+``Parameters`` section.
 
 Data (tuples, dicts, numbers) cannot carry a docstring of its own: the reference
 documents it by name. The parser below reads numpydoc sections only: a section is a
@@ -39,6 +50,37 @@ def _public() -> dict[str, object]:
 
 
 PUBLIC = _public()
+OURS = ("nfd", "sde", "validation")
+
+
+def _ours(obj) -> bool:
+    """Whether ``obj`` was defined in one of our packages (not torch's, not stdlib's)."""
+    module = getattr(obj, "__module__", None) or ""
+    return module.split(".")[0] in OURS
+
+
+def _members() -> dict[str, object]:
+    """Every public method and property of a public class, by ``address.name``: those
+    the class defines and those it inherits from one of our own classes."""
+    out = {}
+    for address, cls in PUBLIC.items():
+        if not inspect.isclass(cls):
+            continue
+        for name in dir(cls):
+            if name.startswith("_"):
+                continue
+            owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
+            if owner is None or not _ours(owner):
+                continue
+            member = owner.__dict__[name]
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            if isinstance(member, property) or inspect.isfunction(member):
+                out[f"{address}.{name}"] = member
+    return out
+
+
+MEMBERS = _members()
 
 
 def sections(doc: str) -> dict[str, list[str]]:
@@ -78,8 +120,29 @@ def signature_names(obj) -> list[str]:
     return [p.name for p in params if p.name not in ("self", "cls")]
 
 
+def constructor_names(cls) -> list[str]:
+    """What a class's constructor takes: the signature the reference shows (its
+    ``__new__``'s, where it defines one) and, since ``__init__`` receives the same
+    arguments, its ``__init__``'s where that is one of ours."""
+    names = signature_names(cls)
+    init = next((k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__),
+                None)
+    if init is not None and _ours(init):
+        names += [n for n in signature_names(init) if n not in names]
+    return names
+
+
 def _doc(obj) -> str:
     return inspect.getdoc(obj) or ""
+
+
+def _class_doc(cls) -> str:
+    """A class's docstring and its own ``__init__``'s, joined by a blank line; an
+    inherited ``__init__`` (and its docstring) is left out."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    init = cls.__dict__.get("__init__")
+    init_doc = inspect.cleandoc(getattr(init, "__doc__", None) or "")
+    return f"{doc}\n\n{init_doc}" if init_doc else doc
 
 
 @pytest.mark.parametrize("address", sorted(PUBLIC))
@@ -90,14 +153,29 @@ def test_public_name_has_a_docstring(address):
 @pytest.mark.parametrize("address", sorted(PUBLIC))
 def test_parameters_match_the_signature(address):
     obj = PUBLIC[address]
-    doc = _doc(obj)
-    titles = CLASS_SECTIONS if inspect.isclass(obj) else PARAMETER_SECTIONS
-    if inspect.isclass(obj) and obj.__init__ is not object.__init__ \
-            and _doc(obj.__init__) != _doc(object.__init__):
-        doc += "\n" + _doc(obj.__init__)
-    names, in_doc = signature_names(obj), documented(doc, titles)
+    if inspect.isclass(obj):
+        doc, titles = _class_doc(obj), CLASS_SECTIONS
+    else:
+        doc, titles = _doc(obj), PARAMETER_SECTIONS
+    names = constructor_names(obj) if inspect.isclass(obj) else signature_names(obj)
+    missing = [n for n in names if n not in documented(doc, titles)]
+    # a class's Attributes may name more than its constructor takes; its Parameters not
+    stale = [n for n in documented(doc) if n not in names]
+    assert not missing, f"{address}: parameters not documented: {missing}"
+    assert not stale, f"{address}: documented but not in the signature: {stale}"
+
+
+@pytest.mark.parametrize("address", sorted(MEMBERS))
+def test_public_method_has_a_docstring(address):
+    assert _doc(MEMBERS[address]).strip(), f"{address} has no docstring"
+
+
+@pytest.mark.parametrize("address", sorted(a for a, m in MEMBERS.items()
+                                           if not isinstance(m, property)))
+def test_method_parameters_match_the_signature(address):
+    method = MEMBERS[address]
+    names, in_doc = signature_names(method), documented(_doc(method))
     missing = [n for n in names if n not in in_doc]
     stale = [n for n in in_doc if n not in names]
     assert not missing, f"{address}: parameters not documented: {missing}"
-    if not inspect.isclass(obj):  # a class's Attributes may name more than __init__ takes
-        assert not stale, f"{address}: documented but not in the signature: {stale}"
+    assert not stale, f"{address}: documented but not in the signature: {stale}"

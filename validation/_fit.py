@@ -115,7 +115,18 @@ class PowerFit:
 
     def search_range(self, param: str) -> tuple[float, float]:
         """Where the fit searched ``param``: exponents in [0.25, 6] with a
-        plateau and [−6, 6] without; coefficients ≥ 0 for unsigned fits."""
+        plateau and [−6, 6] without; coefficients ≥ 0 for unsigned fits.
+
+        Parameters
+        ----------
+        param : {"a", "p", "b", "q", "c"}
+            The parameter.
+
+        Returns
+        -------
+        (float, float)
+            The search's (lower, upper) bounds; infinite where there is none.
+        """
         if param in ("p", "q"):
             return (_EXP_MIN if "c" in self.estimate else -_EXP_BOUND), _EXP_BOUND
         return (-np.inf if self.signed else 0.0), np.inf
@@ -124,7 +135,21 @@ class PowerFit:
         """The bound of :meth:`search_range` that the value ``x`` of ``param``
         sits at (None if it is inside): an exponent within 10⁻³ of a bound; a
         non-negative coefficient below 10⁻⁶ of its interval's upper end (and,
-        for c, below :attr:`resolution`) is at 0."""
+        for c, below the attribute ``resolution``) is at 0.
+
+        Parameters
+        ----------
+        param : {"a", "p", "b", "q", "c"}
+            The parameter.
+        x : float
+            A value of it (the estimate, or a replicate's).
+
+        Returns
+        -------
+        float or None
+            The bound, or None if ``x`` is inside the search range (a coefficient
+            of a signed fit never sits at a bound).
+        """
         lo, hi = self.search_range(param)
         if param in ("p", "q"):
             for bound in (lo, hi):
@@ -142,7 +167,17 @@ class PowerFit:
         """Whether the power term of exponent ``param`` (``"p"`` or ``"q"``) is
         resolved: the 95% interval of its coefficient (a for p, b for q) excludes
         zero (for non-negative coefficients: its lower end exceeds 10⁻⁶ of its
-        upper end)."""
+        upper end).
+
+        Parameters
+        ----------
+        param : {"p", "q"}
+            The exponent.
+
+        Returns
+        -------
+        bool
+        """
         lo, hi = self.ci[{"p": "a", "q": "b"}[param]]
         if lo >= 0:
             return lo > _ZERO_REL * hi
@@ -158,8 +193,21 @@ class PowerFit:
         not resolved (:meth:`term_resolved`); a non-negative coefficient that is
         numerically zero (at its bound 0); an estimate outside its own 95%
         percentile interval by more than the solver's resolution
-        (:func:`outside_interval`: the bootstrap replicates are biased against
+        (``outside_interval``: the bootstrap replicates are biased against
         the data, so neither the number nor the interval is trustworthy).
+
+        Parameters
+        ----------
+        param : {"a", "p", "b", "q", "c"}
+            A fitted parameter.
+        scale : float
+            Factor of the numbers quoted in the reason (the bound, the estimate and
+            its interval).
+
+        Returns
+        -------
+        str
+            The first reason that applies, or ``""``.
         """
         est = self.estimate[param]
         bound = self.pinned(param, est)
@@ -179,7 +227,25 @@ class PowerFit:
         return ""
 
     def predict(self, n=None, L=None) -> np.ndarray:
-        """The fitted model at widths ``n`` and/or depths ``L`` (broadcast)."""
+        """The fitted model at widths ``n`` and/or depths ``L`` (broadcast).
+
+        Parameters
+        ----------
+        n, L : array_like, optional
+            Widths and depths; each is required when the fit has its term (and
+            ignored otherwise).
+
+        Returns
+        -------
+        numpy.ndarray
+            a·n^(−p) + b·L^(−q) + c with the estimates (the terms the fit has), of
+            the broadcast shape of ``n`` and ``L``.
+
+        Raises
+        ------
+        ValueError
+            If the fit has a term whose variable is not given.
+        """
         e = self.estimate
         out = np.asarray(e.get("c", 0.0), float)
         for key, coef, x, name in (("p", "a", n, "n"), ("q", "b", L, "L")):
@@ -191,7 +257,21 @@ class PowerFit:
 
     @classmethod
     def from_attrs(cls, attrs: dict, prefix: str) -> "PowerFit":
-        """Rebuild a fit stored by :meth:`to_attrs` (without ``value``)."""
+        """Rebuild a fit stored by :meth:`to_attrs` (without ``value``).
+
+        Parameters
+        ----------
+        attrs : dict
+            The attrs holding the fit (e.g. a Dataset's ``attrs``); a
+            ``{prefix}_resolution`` missing from older files reads as 0.
+        prefix : str
+            The prefix they were written under.
+
+        Returns
+        -------
+        PowerFit
+            With ``value`` and ``value_se`` None.
+        """
         keys = [k for k in "apbqc" if f"{prefix}_{k}" in attrs]
         return cls(
             model=str(attrs[f"{prefix}_model"]),
@@ -204,9 +284,20 @@ class PowerFit:
         )
 
     def to_attrs(self, prefix: str) -> dict:
-        """Flat netCDF-safe attrs: ``{prefix}_model``, ``{prefix}_{k}`` and
-        ``{prefix}_{k}_ci`` (a two-element list) for every parameter,
-        ``{prefix}_plateau`` (0/1) and ``{prefix}_resolution``."""
+        """Flat netCDF-safe attrs: ``{prefix}_model``, ``{prefix}_n_boot``,
+        ``{prefix}_{k}`` and ``{prefix}_{k}_ci`` (a two-element list) for every
+        parameter, ``{prefix}_plateau`` (0/1) and ``{prefix}_resolution``.
+
+        Parameters
+        ----------
+        prefix : str
+            Prefix of every key (e.g. the fitted variable's name).
+
+        Returns
+        -------
+        dict
+            The attrs (``value`` and ``value_se`` are not stored).
+        """
         attrs: dict = {f"{prefix}_model": self.model, f"{prefix}_n_boot": self.n_boot,
                        f"{prefix}_plateau": int(self.plateau),
                        f"{prefix}_resolution": float(self.resolution)}

@@ -9,11 +9,11 @@ computes it (:func:`code_version`: the nfd version, the job function's qualified
 name and a hash of the source file of the module defining it), so a resumed sweep
 recomputes the jobs of a study whose code changed instead of reusing stale files.
 
-The store survives the faults of a long sweep (README, "Faults survived by the
-results store"): an entry is written to a temporary file and renamed, so a crash or a
-full disk leaves no partial entry; an entry that does not open, or whose attributes do
-not match its job, is moved to ``root/quarantine/`` with a ``RuntimeWarning`` and its
-job recomputed; a temporary file left by a killed sweep on this host is deleted when
+The store survives the faults of a long sweep (docs/guide/cli.md, "Faults survived by
+the results store"): an entry is written to a temporary file and renamed, so a crash
+or a full disk leaves no partial entry; an entry that does not open, or whose
+attributes do not match its job, is moved to ``root/quarantine/`` with a
+``RuntimeWarning`` and its job recomputed; a temporary file left by a killed sweep on this host is deleted when
 the study is run again; and a store directory that cannot be written is reported
 before any job runs.
 """
@@ -185,10 +185,11 @@ class ResultsStore:
     def key(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> str:
         """Deterministic, filename-safe file stem of ``job`` of ``fn``: its
         ``name=value`` pairs sorted by name (cut at 120 characters) and an 8-hex
-        hash of the canonical JSON of the job *and* of :func:`code_version` of
+        hash of the canonical JSON of the job *and* of ``code_version`` of
         ``fn``, e.g. ``"depth=16_seeds=0-7_width=256__1a2b3c4d"``. The same job of
-        another function, of an edited study module or of another nfd version has
-        another key, so its stored result is not reused.
+        another function, of an edited study module (or any edited code of ``sde``,
+        ``nfd`` and ``validation``; docstrings and comments aside) or of another nfd
+        version has another key, so its stored result is not reused.
 
         Parameters
         ----------
@@ -200,6 +201,19 @@ class ResultsStore:
             accepted) or lists/tuples of those.
         fn : callable
             The job function (module-level, defined in a source file).
+
+        Returns
+        -------
+        str
+            The file stem.
+
+        Raises
+        ------
+        ValueError
+            For an invalid ``study`` name.
+        TypeError
+            For a job that is not keyword arguments of plain values, or an ``fn``
+            without a source file.
         """
         _check_study(study)
         canonical = _canonical(job)
@@ -211,13 +225,42 @@ class ResultsStore:
         return f"{label}__{hashlib.sha256(versioned.encode()).hexdigest()[:8]}"
 
     def path(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> pathlib.Path:
-        """Path of the file of ``job`` of ``fn`` (which may not exist yet)."""
+        """Path of the file of ``job`` of ``fn`` (which may not exist yet).
+
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (:meth:`key`).
+        job : Mapping[str, Any]
+            Keyword arguments of the job (:meth:`key`).
+        fn : callable
+            The job function.
+
+        Returns
+        -------
+        pathlib.Path
+            ``root/<study>/<key>.nc``.
+        """
         return self.root / study / f"{self.key(study, job, fn)}.nc"
 
     def has(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any]) -> bool:
         """Whether a file of ``job`` of ``fn`` in ``study`` exists under the key of
-        the current version of the code (:func:`code_version`). A cheap check: the
-        file is validated when it is read (:meth:`get`)."""
+        the current version of the code (``code_version``). A cheap check: the
+        file is validated when it is read (:meth:`get`).
+
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (:meth:`key`).
+        job : Mapping[str, Any]
+            Keyword arguments of the job (:meth:`key`).
+        fn : callable
+            The job function.
+
+        Returns
+        -------
+        bool
+        """
         return self.path(study, job, fn).is_file()
 
     def get(self, study: str, job: Mapping[str, Any],
@@ -231,6 +274,20 @@ class ResultsStore:
         them). An entry that fails is moved to ``root/quarantine/`` (keeping its
         name, with a unique suffix if taken) with a ``RuntimeWarning`` naming the
         file and the reason, and None is returned so that the job is recomputed.
+
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (:meth:`key`).
+        job : Mapping[str, Any]
+            Keyword arguments of the job (:meth:`key`).
+        fn : callable
+            The job function.
+
+        Returns
+        -------
+        xarray.Dataset or None
+            The entry, loaded; None if there is none or it failed validation.
         """
         path = self.path(study, job, fn)
         try:
@@ -256,6 +313,19 @@ class ResultsStore:
              fn: Callable[..., Any]) -> xr.Dataset:
         """The stored result of ``job`` of ``fn``, validated and loaded as by
         :meth:`get`.
+
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (:meth:`key`).
+        job : Mapping[str, Any]
+            Keyword arguments of the job (:meth:`key`).
+        fn : callable
+            The job function.
+
+        Returns
+        -------
+        xarray.Dataset
 
         Raises
         ------
@@ -299,6 +369,11 @@ class ResultsStore:
         before any job runs. Permission bits do not stop root, so the check can
         pass as root where another user would fail.
 
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (:meth:`key`): the sub-directory prepared.
+
         Raises
         ------
         OSError
@@ -326,10 +401,34 @@ class ResultsStore:
     def save(self, study: str, job: Mapping[str, Any], fn: Callable[..., Any],
              ds: xr.Dataset) -> pathlib.Path:
         """Write ``ds`` (with ``attrs["job"]``, the job as JSON, and
-        ``attrs["code_version"]``, :func:`code_version` of ``fn`` as JSON)
+        ``attrs["code_version"]``, ``code_version`` of ``fn`` as JSON)
         atomically: to a temporary file in the same directory, then renamed; a
         failed write (e.g. a full disk) deletes the temporary file and adds a note
-        naming the entry to the error. Returns the path."""
+        naming the entry to the error.
+
+        Parameters
+        ----------
+        study : str
+            Name of the sweep (:meth:`key`).
+        job : Mapping[str, Any]
+            Keyword arguments of the job (:meth:`key`).
+        fn : callable
+            The job function that computed ``ds``.
+        ds : xarray.Dataset
+            The result; written with the two attributes added, not modified itself.
+
+        Returns
+        -------
+        pathlib.Path
+            The entry's path (:meth:`path`).
+
+        Raises
+        ------
+        TypeError
+            If ``ds`` is not an ``xarray.Dataset``.
+        OSError
+            A failed write, with a note naming the entry.
+        """
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
         path = self.path(study, job, fn)
@@ -385,8 +484,9 @@ def run_jobs(
     """Run ``fn(**job)`` for each job, skipping jobs already in ``store``.
 
     A stored job is reused only if it was computed by the same code: same
-    function, same source of its module and same nfd version (see
-    :func:`code_version`); otherwise it is recomputed and stored under its new key.
+    function, same code of its module and of ``sde``, ``nfd`` and ``validation``
+    (docstrings and comments aside) and same nfd version (see ``code_version``);
+    otherwise it is recomputed and stored under its new key.
 
     Parameters
     ----------
@@ -411,7 +511,7 @@ def run_jobs(
     -------
     list of xarray.Dataset
         Results in the order of ``jobs``, each with ``attrs["job"]`` (JSON) and,
-        with a store, ``attrs["code_version"]`` (JSON of :func:`code_version`).
+        with a store, ``attrs["code_version"]`` (JSON of ``code_version``).
 
     Raises
     ------

@@ -58,7 +58,22 @@ class ForwardSDE(McKeanVlasovSDE):
         self.state_dim = self.noise_dim = inputs
 
     def diffusion(self, t: float, y: torch.Tensor) -> torch.Tensor:
-        """``chol Σ_t`` with ``Σ_t = E[φ(h)φ(h)ᵀ]`` over the particles, shape (1, m, m)."""
+        """``chol Σ_t`` with ``Σ_t = E[φ(h)φ(h)ᵀ]`` over the particles, shape (1, m, m).
+
+        Parameters
+        ----------
+        t : float
+            Time (unused: Σ_t is read from the ensemble).
+        y : Tensor, shape (P, m)
+            The features h_t of every particle at the m inputs.
+
+        Returns
+        -------
+        Tensor, shape (1, m, m)
+            The lower-triangular factor of Σ_t that :func:`sde.psd_factor` returns
+            (eigenvalues below 1e-7 times the mean variance raised to it), shared by
+            every particle.
+        """
         phi = self.act.phi(y)
         with serial():  # MKL rounds this Gram by thread count (15 inputs, float64)
             cov = phi.transpose(0, 1) @ phi / y.shape[0]
@@ -67,7 +82,23 @@ class ForwardSDE(McKeanVlasovSDE):
     def diffusion_prod(self, t: float, y: torch.Tensor, dw: torch.Tensor) -> torch.Tensor:
         """``chol Σ_t · dw``; for one input (m = 1) the scalar √E[φ(h)²] (Prop. 2),
         regularised as :func:`sde.psd_factor` does, written into ``dw`` with φ in a
-        reused buffer: no allocation of size P per step."""
+        reused buffer: no allocation of size P per step.
+
+        Parameters
+        ----------
+        t : float
+            Time.
+        y : Tensor, shape (P, m)
+            The features h_t of every particle at the m inputs.
+        dw : Tensor, shape (P, m)
+            The Brownian increments of the step; overwritten when m = 1.
+
+        Returns
+        -------
+        Tensor, shape (P, m)
+            ``dw · (chol Σ_t)ᵀ``, a new tensor for m > 1; ``dw`` itself, scaled in
+            place, for m = 1.
+        """
         if self.state_dim > 1:
             return dw @ self.diffusion(t, y)[0].transpose(0, 1)
         if getattr(self, "_phi", None) is None or self._phi.shape != y.shape:

@@ -57,11 +57,39 @@ class Activation:
     _dphi_out: OutFn | None = field(default=None, repr=False, compare=False)
 
     def phi_into(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """φ(x) written into ``out`` (allocation-free for the built-ins)."""
+        """φ(x) written into ``out`` (allocation-free for the built-ins).
+
+        Parameters
+        ----------
+        x : Tensor
+            The pre-activations.
+        out : Tensor
+            Where φ(x) goes: a tensor of ``x``'s shape and dtype. Without a
+            private ``_phi_out`` form, ``phi(x)`` is evaluated and copied into it.
+
+        Returns
+        -------
+        Tensor
+            ``out``.
+        """
         return self._phi_out(x, out) if self._phi_out else out.copy_(self.phi(x))
 
     def dphi_into(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """φ′(x) written into ``out`` (allocation-free for the built-ins)."""
+        """φ′(x) written into ``out`` (allocation-free for the built-ins).
+
+        Parameters
+        ----------
+        x : Tensor
+            The pre-activations.
+        out : Tensor
+            Where φ′(x) goes: a tensor of ``x``'s shape and dtype. Without a
+            private ``_dphi_out`` form, ``dphi(x)`` is evaluated and copied into it.
+
+        Returns
+        -------
+        Tensor
+            ``out``.
+        """
         return self._dphi_out(x, out) if self._dphi_out else out.copy_(self.dphi(x))
 
     def pair_moments(
@@ -182,6 +210,8 @@ def _erf_grad_out(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return torch.mul(x, x, out=out).neg_().exp_().mul_(2 / math.sqrt(math.pi))
 
 
+#: The built-in activations by name, what :func:`get_activation` resolves a string
+#: against; the ones with a ``closed_form`` have exact Gaussian pair moments.
 ACTIVATIONS: dict[str, Activation] = {
     "relu": Activation("relu", torch.relu, _relu_grad, "relu",
                        lambda x, out: torch.clamp_min(x, 0, out=out),

@@ -73,30 +73,93 @@ class Parametrization:
 
     @property
     def default(self) -> bool:
-        """Depth-μP with every parameter trained: the runs before these options."""
+        """Whether this is depth-μP with every parameter trained.
+
+        Returns
+        -------
+        bool
+            ``True`` for α = ½ with U, W and V trained: the runs before these
+            options.
+        """
         return self.branch_exponent == 0.5 and self.trainable == PARAMETERS
 
     def trains(self, name: str) -> bool:
-        """Whether family ``name`` ("U", "W" or "V") learns."""
+        """Whether family ``name`` ("U", "W" or "V") learns.
+
+        Parameters
+        ----------
+        name : str
+            The family: ``"U"``, ``"W"`` or ``"V"`` (any other name is not trained).
+
+        Returns
+        -------
+        bool
+        """
         return name in self.trainable
 
     def branch(self, tau: float) -> float:
         """τ^α, the branch multiplier (√τ at α = ½); in the limit the factor of the
         initial weights' drivers and, coupled, of the response terms (module
-        docstring; √τ in paper 002's Definition 1)."""
+        docstring; √τ in paper 002's Definition 1).
+
+        Parameters
+        ----------
+        tau : float
+            τ = T/L.
+
+        Returns
+        -------
+        float
+            τ^α.
+        """
         return power(tau, self.branch_exponent)
 
     def sgd_hidden_mult(self, tau: float) -> float:
-        """τ^{1−2α}: SGD's lr of W_ℓ over that of U and v (1 at α = ½)."""
+        """τ^{1−2α}: SGD's lr of W_ℓ over that of U and v (1 at α = ½).
+
+        Parameters
+        ----------
+        tau : float
+            τ = T/L.
+
+        Returns
+        -------
+        float
+            τ^{1−2α}.
+        """
         return power(tau, 1.0 - 2.0 * self.branch_exponent)
 
     def adam_hidden_rate(self, tau: float) -> float:
-        """τ^{1−α}: Adam's lr of W_ℓ is η_c times this over √n (√τ at α = ½)."""
+        """τ^{1−α}: Adam's lr of W_ℓ is η_c times this over √n (√τ at α = ½).
+
+        Parameters
+        ----------
+        tau : float
+            τ = T/L.
+
+        Returns
+        -------
+        float
+            τ^{1−α}.
+        """
         return power(tau, 1.0 - self.branch_exponent)
 
     def adam_hidden_words(self, hidden_lr: str = "depth-mup") -> str:
         """Adam's lr of W in words: η_c·(T/L)^{1−α}/√n, times L^{1−α} under
-        ``hidden_lr="block-only"`` (at α = ½ the strings of before these options)."""
+        ``hidden_lr="block-only"`` (at α = ½ the strings of before these options).
+
+        Parameters
+        ----------
+        hidden_lr : {"depth-mup", "block-only"}
+            Adam's hidden-rate rule (:class:`nfd.schema.Adam`); any value other
+            than ``"block-only"`` reads as ``"depth-mup"``.
+
+        Returns
+        -------
+        str
+            E.g. ``"eta_c*sqrt(T/(L*n))"`` at α = ½, ``"eta_c/sqrt(n)"`` at α = 1 (for
+            either rule: L^{1−α} = 1).
+        """
         a = self.branch_exponent
         if a == 0.5:
             return "eta_c*sqrt(T/n)" if hidden_lr == "block-only" else "eta_c*sqrt(T/(L*n))"
@@ -109,7 +172,23 @@ class Parametrization:
                    hidden_lr: str = "depth-mup") -> str:
         """torch's lr of every trained family in words (``base``: SGD's lr of U and v,
         e.g. "eta_c*gamma0^2*n"); plain depth-μP SGD with everything trained is
-        ``base`` alone, as before these options."""
+        ``base`` alone, as before these options.
+
+        Parameters
+        ----------
+        optimizer : {"sgd", "adam", "adamw"}
+            The optimizer; any value but ``"sgd"`` reads as Adam.
+        base : str
+            SGD's lr of U and v in words.
+        hidden_lr : {"depth-mup", "block-only"}
+            Adam's hidden-rate rule (:meth:`adam_hidden_words`); ignored for SGD.
+
+        Returns
+        -------
+        str
+            ``"U, V: <rate>; W: <rate>"`` over the trained families (U and V share
+            a rate), e.g. ``"U, V: eta_c; W: eta_c*sqrt(T/(L*n))"``.
+        """
         if optimizer == "sgd":
             if self.default:
                 return base

@@ -54,7 +54,21 @@ class Loss:
     def per_sample(self, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The loss of each sample of vector outputs f (B, C): the label loss itself,
         or the element-wise loss summed over the C outputs (½‖f − y‖² for mse); NaN
-        without a value."""
+        without a value.
+
+        Parameters
+        ----------
+        f : Tensor, shape (..., C)
+            Outputs, the C outputs on the last axis.
+        y : Tensor
+            Targets: integer class labels of shape (...) for a loss with
+            ``labels=True``, else of ``f``'s shape.
+
+        Returns
+        -------
+        Tensor, shape (...)
+            One loss per sample (``f`` without its last axis).
+        """
         if self.value is None:
             return torch.full_like(f[..., 0], float("nan"))
         out = self.value(f, y)
@@ -70,7 +84,21 @@ class Loss:
         """1.0 where the decision of f is the label y, else 0.0 (float64): sign f = y
         for ``"logistic"`` (f = 0 counts as wrong), argmax f = y over the last axis
         for ``"cross_entropy"`` (a tie at the maximum counts as wrong, as f = 0 does
-        for the logistic loss: at initialization the limit's outputs are all 0)."""
+        for the logistic loss: at initialization the limit's outputs are all 0).
+
+        Parameters
+        ----------
+        f : Tensor
+            Outputs: of ``y``'s shape for a loss without labels, (..., C) with the
+            C outputs on the last axis for one with ``labels=True``.
+        y : Tensor
+            Labels: ±1 of ``f``'s shape, or integer classes 0..C−1 of shape (...).
+
+        Returns
+        -------
+        Tensor
+            float64, of ``y``'s shape: 1.0 for a right decision, 0.0 otherwise.
+        """
         if self.labels:
             mine = f.gather(-1, y.to(torch.long).unsqueeze(-1))  # f_y
             ties = (f >= mine).sum(-1)  # classes at or above f_y, f_y itself included
@@ -106,6 +134,8 @@ def _cross_entropy_grad(f, y):
     return torch.softmax(f, -1) - onehot
 
 
+#: The built-in losses by name, what :func:`get_loss` resolves a string against:
+#: ``"mse"``, ``"logistic"`` (labels ±1) and ``"cross_entropy"`` (integer labels).
 LOSSES: dict[str, Loss] = {
     "mse": Loss("mse", _mse, _mse_grad),
     "logistic": Loss("logistic", _logistic, _logistic_grad),

@@ -111,8 +111,15 @@ class SGD:
 
     @property
     def plain(self) -> bool:
-        """Plain SGD at one learning rate with γ₀ = 1: the runs of nfd before these
-        options, kept bit for bit (no coefficient is recomputed)."""
+        """Whether this is plain SGD at one learning rate with γ₀ = 1.
+
+        Returns
+        -------
+        bool
+            ``True`` for one η_c at every step, no momentum, no weight decay and
+            γ₀ = 1: the runs of nfd before these options, kept bit for bit (no
+            coefficient is recomputed).
+        """
         return (self.constant and self.momentum == 0 and self.weight_decay == 0
                 and self.gamma0 == 1)
 
@@ -328,7 +335,20 @@ class Adam:
 
     def hidden_mult(self, depth: int, branch_exponent: float = 0.5) -> float:
         """m, the hidden rate's factor over the table's: 1 under depth-μP, L^{1−α}
-        (√L at the branch exponent α = ½) for ``hidden_lr="block-only"``."""
+        (√L at the branch exponent α = ½) for ``hidden_lr="block-only"``.
+
+        Parameters
+        ----------
+        depth : int
+            L.
+        branch_exponent : float
+            α ∈ [½, 1].
+
+        Returns
+        -------
+        float
+            m.
+        """
         return power(depth, 1.0 - branch_exponent) if self.hidden_lr == "block-only" else 1.0
 
     def groups(self, width: int, depth: int, T: float,
@@ -338,7 +358,27 @@ class Adam:
         ``eps`` and torch's ``weight_decay`` (``lr_mult``, ``eps``, ``weight_decay``);
         the hidden ``lr_mult`` is m·√(T/(Ln)) (:meth:`hidden_mult`). A branch
         exponent α (``param``, ``nfd._model._depth``): W at lr m·(T/L)^{1−α}/√n with eps
-        ε·(T/L)^α/n^{3/2}; frozen families (``param.trainable``) get no group."""
+        ε·(T/L)^α/n^{3/2}; frozen families (``param.trainable``) get no group.
+
+        Parameters
+        ----------
+        width : int
+            n.
+        depth : int
+            L.
+        T : float
+            The time horizon.
+        param : Parametrization
+            The branch exponent α and the trained families (default depth-μP, all
+            trained).
+
+        Returns
+        -------
+        dict of str to dict of str to float
+            Per trained family (``"U"``, ``"W"``, ``"V"``): ``lr_mult``, ``eps`` and
+            ``weight_decay`` (λ over the hidden ``lr_mult`` for W, so that
+            lr·weight_decay = η_c·λ; λ for U and V).
+        """
         n = float(width)
         alpha = param.branch_exponent
         if alpha == 0.5:

@@ -64,7 +64,36 @@ class DivergenceGuard:
               *, phase: str = "SGD step") -> None:
         """Check step ``k``: ``h2``, ``g2`` are (L+1[, S]) mean squares over t_ℓ,
         ``f`` ([S,] B) outputs; ``g2`` is ``None`` for forward-only probe passes.
-        The first call sets the step-0 scale."""
+        The first call sets the step-0 scales, the largest E[h_t²] and E[g_t²] over t
+        (per seed); a value fails when it is not finite or exceeds ``divergence``
+        times its scale (f² times the product of the two).
+
+        Parameters
+        ----------
+        k : int
+            The step (or probe evaluation), named in the message.
+        h2 : Tensor, shape (L+1,) or (L+1, S)
+            E[h_t²] at every layer t_ℓ (for each seed of an ensemble).
+        g2 : Tensor, shape (L+1,) or (L+1, S), or None
+            E[g_t²] likewise; ``None`` for a forward-only pass (when the first call has
+            none, the backward scale is 1).
+        f : Tensor, shape (B,) or (S, B)
+            The outputs (any trailing axes, e.g. C outputs, are folded into B).
+        phase : str
+            What a step is called in the message (``"SGD step"``, or a probe's name).
+
+        Returns
+        -------
+        None
+            When every value is finite and within the bound.
+
+        Raises
+        ------
+        FloatingPointError
+            Naming the step, the layer and the quantity (the first bad forward layer,
+            else the bad backward layer nearest the output, else the output), then
+            :meth:`hint`.
+        """
         if self.ref_h is None:
             self.ref_h = h2.detach().amax(0).clamp_min(torch.finfo(h2.dtype).tiny)
             self.ref_g = (torch.ones_like(self.ref_h) if g2 is None
@@ -80,7 +109,7 @@ class DivergenceGuard:
 
     def _error(self, k, h2, g2, f2, phase: str) -> FloatingPointError:
         """The message: the first bad forward layer, else the bad backward layer
-        nearest the input, else the output."""
+        nearest the output (the first the backward pass reaches), else the output."""
         bad_h = ~_within(h2, self.bound * self.ref_h)
         bad_g = None if g2 is None else ~_within(g2, self.bound * self.ref_g)
         if bool(bad_h.any()):

@@ -11,6 +11,8 @@ import numpy as np
 __all__ = ["base_attrs", "PAPER", "package_version", "netcdf_engine", "fingerprint",
            "data_attrs"]
 
+#: The paper whose limit nfd computes: the ``reference`` attr of every result
+#: (:func:`nfd.schema.base_attrs`).
 PAPER = (
     "Yao, Wu & Gao, Understanding Scaling Laws in Deep Neural Networks via Feature "
     "Learning Dynamics (Neural Feature Dynamics)"

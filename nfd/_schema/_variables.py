@@ -21,7 +21,8 @@ __all__ = ["Variable", "VARIABLES", "EXTRA_VARIABLES", "COORDS", "OUTPUT_VARIABL
 #: Probe evaluations by default: at most this many evenly spaced steps, 0 and K included.
 #: An evaluation of Q probes costs about 8·k·P·Q flops per layer (k trajectories so
 #: far), some Q/16 training steps of the limit: 17 evaluations kept the probes at
-#: 20–25% of a run at the README's sizes (K = 200, L = 16, P = 8192, 64 probes), 33 at 40%.
+#: 20–25% of a run at the sizes of docs/guide/first_study.md, "Probes" (K = 200,
+#: L = 16, P = 8192, 64 probes), 33 at 40%.
 DEFAULT_PROBE_STEPS = 17
 #: Eigenvalue recordings of ``nfd.simulate`` by default (at most this many steps).
 #: ``train_resnet`` records none by default: a network must keep every layer's

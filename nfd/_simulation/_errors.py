@@ -67,7 +67,8 @@ __all__ = ["DEFAULT_ERROR_REPLICAS", "REPLICA_SHARE", "REPLICA_MIN_PARTICLES",
 #: they give R + 1 = 3 estimates of every output. Measured (relu K = 64 and tanh
 #: K = 200, L = 8, P = 2048, 16 seeds, both limits): ρ̂ varies from run to run by
 #: 5–20% at R = 2, and the seed spread over the reported error, √(mean z²), was
-#: 0.84–1.06 (per-particle errors: 0.30–1.33); README "Error bars" has the table.
+#: 0.84–1.06 (per-particle errors: 0.30–1.33); docs/guide/first_study.md, "Error bars"
+#: has the table.
 DEFAULT_ERROR_REPLICAS = 2
 #: A replica has 1/REPLICA_SHARE of the main run's particles ...
 REPLICA_SHARE = 8

@@ -3,8 +3,8 @@ SGD (exactly ``torch.optim.SGD``'s update: schedules, momentum, weight decay, γ
 or ``torch.optim.Adam`` / ``AdamW`` (the depth-μP groups of issue 34)
 with a hand-written backward pass: one module per architecture (pre-activation
 eq. 1, post-activation eq. 9, two-layer blocks eq. 6), their branch scalings, the
-trainer :func:`train_resnet` and its checks, records and Dataset assembly, and the
-memory estimate consulted before a run allocates.
+trainer :func:`validation.train_resnet` and its checks, records and Dataset
+assembly, and the memory estimate consulted before a run allocates.
 
 This package stands alone: it uses ``nfd``, nothing of the rest of ``validation``. The studies (:mod:`validation.studies`) and the sweeps use it through
 the names below.

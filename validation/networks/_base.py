@@ -442,7 +442,18 @@ class ResNetEnsemble(ABC):
 
     def learning_rate(self, eta_c: float | None = None) -> float:
         """torch's ``lr`` of U, v and W at η_c (default: the attribute):
-        η = η_c·γ₀²/α² (η_c·γ₀²·n in the feature regime)."""
+        η = η_c·γ₀²/α² (η_c·γ₀²·n in the feature regime).
+
+        Parameters
+        ----------
+        eta_c : float, optional
+            η_c; default the attribute ``eta_c``. Not checked here.
+
+        Returns
+        -------
+        float
+            η, before a family's :meth:`lr_mult`.
+        """
         eta_c = self._eta_c if eta_c is None else eta_c
         return eta_c * self.gamma0**2 / self.alpha**2
 
@@ -458,7 +469,13 @@ class ResNetEnsemble(ABC):
 
     @property
     def torch_weight_decay(self) -> float:
-        """torch's ``weight_decay``: λα²/γ₀² (λ/(γ₀²n) in the feature regime)."""
+        """torch's ``weight_decay`` of SGD, λα²/γ₀² (λ/(γ₀²n) in the feature regime).
+
+        Returns
+        -------
+        float
+            λα²/γ₀², before a family's :meth:`decay_mult` over its :meth:`lr_mult`.
+        """
         return self.weight_decay * self.alpha**2 / self.gamma0**2
 
     @property
@@ -474,7 +491,20 @@ class ResNetEnsemble(ABC):
         blocks, (T/L)^{1−2α} for W at a branch exponent α, else 1; times the family's
         fan-in (d for U, n for the others) under ``scaling="standard"``, where one
         torch lr η on weights stored as N(0, 1/fan-in) is lr η·fan-in on the N(0, 1)
-        weights kept here (θ = √fan-in·θ_sp, ∂/∂θ = ∂/∂θ_sp/√fan-in)."""
+        weights kept here (θ = √fan-in·θ_sp, ∂/∂θ = ∂/∂θ_sp/√fan-in).
+
+        Parameters
+        ----------
+        name : str
+            The weight family: ``"U"``, ``"W"``, ``"W1"``, ``"W2"`` or ``"V"`` (any
+            name other than ``"W"`` and ``"W1"`` gets the factor 1, times its
+            fan-in under ``"standard"``).
+
+        Returns
+        -------
+        float
+            The family's learning rate over η (:meth:`learning_rate`).
+        """
         if name == "W":
             mult = self.param.sgd_hidden_mult(self.tau)
         else:
@@ -487,19 +517,45 @@ class ResNetEnsemble(ABC):
         """lr·weight_decay of family ``name`` over η_c·λ: :meth:`lr_mult` for
         W_{ℓ,1} (eq. 8 scales its whole step), 1 for every other family (the torch
         ``weight_decay`` of W at a branch exponent α, and of every family under
-        ``scaling="standard"``, is divided by its lr factor: ``nfd._model._depth``)."""
+        ``scaling="standard"``, is divided by its lr factor: ``nfd._model._depth``).
+
+        Parameters
+        ----------
+        name : str
+            The weight family: ``"U"``, ``"W"``, ``"W1"``, ``"W2"`` or ``"V"``.
+
+        Returns
+        -------
+        float
+            :attr:`lr_mult_first` for ``"W1"``, else 1.
+        """
         return self.lr_mult_first if name == "W1" else 1.0
 
     @property
     def backward_scale(self) -> dict[str, float]:
-        """a_k per weight family: the decoupled copy's difference after k updates is
-        W̃⁽ᵏ⁾ − W⁽ᵏ⁾ = a_k (W̃⁽⁰⁾ − W⁽⁰⁾) (1 without weight decay), a_k of
-        :meth:`nfd.schema.SGD.weight_scales` at the family's learning rates."""
+        """The scale a_k of the decoupled copy's difference, per weight family.
+
+        After k updates W̃⁽ᵏ⁾ − W⁽ᵏ⁾ = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of
+        :meth:`nfd.schema.SGD.weight_scales` (:meth:`nfd.schema.Adam.weight_scales`
+        with Adam) at the family's learning rates; 1 without weight decay.
+
+        Returns
+        -------
+        dict of str to float
+            a_k by family name (``"W"``, or ``"W1"`` and ``"W2"``), after the updates
+            made so far.
+        """
         return {k: a for k, (a, _) in self._decay.items()}
 
     @property
     def tau(self) -> float:
-        """τ: T/L (depth-μP), T (μP ResNet), NaN (MLP)."""
+        """The depth step τ of the residual stream.
+
+        Returns
+        -------
+        float
+            T/L (depth-μP), T (μP ResNet), NaN (MLP).
+        """
         return self.stream.tau
 
     @property
@@ -551,7 +607,19 @@ class ResNetEnsemble(ABC):
     def backward_weights(self, name: str = "W") -> torch.Tensor:
         """Weights used in the backward pass, (S, L, n, n): W (coupled) or
         W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + a_k (W̃⁽⁰⁾ − W⁽⁰⁾) (decoupled, a_k of :attr:`backward_scale`);
-        a new tensor when decoupled."""
+        a new tensor when decoupled.
+
+        Parameters
+        ----------
+        name : str
+            The hidden weight family: ``"W"`` (one-layer blocks), ``"W1"`` or
+            ``"W2"`` (two-layer blocks); another raises ``AttributeError``.
+
+        Returns
+        -------
+        Tensor, shape (S, L, n, n)
+            A view of the stored weights (coupled), or a new tensor (decoupled).
+        """
         w = self._seed_first(name)
         if not self._dback:
             return w
@@ -641,6 +709,20 @@ class ResNetEnsemble(ABC):
         Its buffers are reused by the next ``forward_pass`` on the same batch size.
         Two-layer blocks with ``record_collapse`` also compute the collapse
         observables of eq. 27 and 33–34 (``internal``, ``residual``).
+
+        Parameters
+        ----------
+        X : array_like or Tensor, shape (B, d)
+            The inputs (one input of shape (d,) for a tensor); moved to the network's
+            device and dtype.
+
+        Returns
+        -------
+        ForwardPass
+            The inputs, the residual stream h (L+1, S, B, n), the outputs f (S, B)
+            ((S, B, C) with C ≥ 2 outputs) and the architecture's extra buffers;
+            h and those buffers are the network's workspace, valid until its next
+            forward pass on B inputs.
         """
         X = self._as_input(X)
         buf = self._buffers(X.shape[0])
@@ -655,7 +737,20 @@ class ResNetEnsemble(ABC):
     @torch.no_grad()
     def evaluate(self, X) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward-only pass storing nothing: outputs f (S, B) and the mean square
-        features ‖h_ℓ‖²/n averaged over the batch, (L+1, S) (for divergence checks)."""
+        features ‖h_ℓ‖²/n averaged over the batch, (L+1, S) (for divergence checks).
+
+        Parameters
+        ----------
+        X : array_like or Tensor, shape (B, d)
+            The inputs.
+
+        Returns
+        -------
+        f : Tensor, shape (S, B)
+            The outputs ((S, B, C) with C ≥ 2 outputs).
+        h2 : Tensor, shape (L+1, S)
+            ‖h_ℓ‖²/n averaged over the batch, ℓ = 0..L.
+        """
         h2 = torch.empty((self.L + 1, self.S), device=self.device, dtype=self.dtype)
         return self._forward_only(self._as_input(X), h2), h2
 
@@ -682,6 +777,20 @@ class ResNetEnsemble(ABC):
         columns (Σ_c v_c/√C where χ = 0), each sample's gradients carrying ‖χ‖/B
         (as ``nfd.simulate`` does: the same g2); V's gradient has the C columns
         Σ_b χ_{b,c} h_L^{(b)}/B.
+
+        Parameters
+        ----------
+        fp : ForwardPass
+            The pass of :meth:`forward_pass` on this batch (still the network's
+            workspace: no forward pass on B inputs since).
+        chi : Tensor, shape (S, B), or (S, B, C) with C ≥ 2 outputs
+            χ = ℒ'(f, y), the loss's derivative at every output.
+
+        Returns
+        -------
+        Gradients
+            g_ℓ (L+1, S, B, n), written into the network's workspace, and the
+            rank-B factors of the gradients of U, v and every hidden weight matrix.
         """
         S, L, B = self.S, self.L, fp.X.shape[0]
         G = self._buffers(B)["g"]
@@ -812,7 +921,19 @@ class ResNetEnsemble(ABC):
 
     def layer_inputs(self, fp: ForwardPass) -> torch.Tensor:
         """z_ℓ, ℓ = 0..L−1, (L, S, B, n): the input of block ℓ+1's first weight matrix
-        (whose Gram matrix is the empirical Σ of Definition 1 for pre-activation)."""
+        (whose Gram matrix is the empirical Σ of Definition 1 for pre-activation).
+
+        Parameters
+        ----------
+        fp : ForwardPass
+            A pass of :meth:`forward_pass`.
+
+        Returns
+        -------
+        Tensor, shape (L, S, B, n)
+            h_ℓ (a view of ``fp.h``) for post-activation and two-layer blocks;
+            φ(h_ℓ), a new tensor, for pre-activation one-layer blocks.
+        """
         return fp.h[:self.L]
 
     # ---------------------------------------------------- convenience API
@@ -822,12 +943,27 @@ class ResNetEnsemble(ABC):
         (S, B, C) with C ≥ 2 outputs.
 
         Forward only: nothing is stored, nothing trained.
+
+        Parameters
+        ----------
+        X : array_like or Tensor, shape (B, d)
+            The inputs.
+
+        Returns
+        -------
+        Tensor, shape (S, B), or (S, B, C) with C ≥ 2 outputs
+            f of every network on every input (divided by γ₀).
         """
         return self._forward_only(self._as_input(X), None)
 
     @torch.no_grad()
     def propagate(self, X) -> dict[str, torch.Tensor]:
         """Forward and backward pass without an update.
+
+        Parameters
+        ----------
+        X : array_like or Tensor, shape (B, d)
+            The inputs.
 
         Returns
         -------
@@ -854,6 +990,22 @@ class ResNetEnsemble(ABC):
         For ``backward="coupled"`` this is the true gradient (appendix E, eq. 3,
         24); for ``"decoupled"`` it is the GIA gradient that the decoupled network
         follows. Seed axis first, same shapes as :meth:`parameters`.
+
+        Parameters
+        ----------
+        X : array_like or Tensor, shape (B, d)
+            The inputs.
+        y : array_like or Tensor
+            The targets: (B,) values, (B, C) values with C ≥ 2 outputs, or (B,)
+            integer class labels for a loss with labels (``"cross_entropy"``).
+        loss : str, nfd.Loss or callable
+            ℒ, resolved by :func:`nfd.get_loss`.
+
+        Returns
+        -------
+        dict of str to Tensor
+            ∂ℒ̄/∂θ by parameter name (``"U"``, ``"v"``, ``"W"`` or ``"W1"``,
+            ``"W2"``), new tensors. Nothing moves.
         """
         loss = nfd.get_loss(loss)
         fp = self.forward_pass(X)
@@ -870,6 +1022,22 @@ class ResNetEnsemble(ABC):
         ``first_layer_lr="depth-aware"``), or by ``torch.optim.Adam`` / ``AdamW``'s
         with ``optimizer="adam"`` / ``"adamw"``, at this step's ``eta_c`` (default:
         the attribute).
+
+        Parameters
+        ----------
+        X : array_like or Tensor, shape (B, d)
+            The batch's inputs.
+        y : array_like or Tensor
+            Its targets, as in :meth:`gradients`.
+        loss : str, nfd.Loss or callable
+            ℒ, resolved by :func:`nfd.get_loss`.
+        eta_c : float, optional
+            η_c of this step (≥ 0); default the attribute ``eta_c``.
+
+        Returns
+        -------
+        Tensor, shape (S, B), or (S, B, C) with C ≥ 2 outputs
+            The outputs f before the update.
         """
         loss = nfd.get_loss(loss)
         fp = self.forward_pass(X)

@@ -75,6 +75,8 @@ class Study:
     conclude: Callable[[xr.Dataset], str] | None = None
 
 
+#: The validation studies by CLI name, in the order of their numbers (1 to 12): what
+#: :func:`validation.run_validation` runs and :func:`validation.write_report` reports.
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("init", 1, "Initialization: strong error by synchronous coupling (Props. 2, 6)",
           "Finite networks driven against fine-grid forward/backward SDEs with their own "
