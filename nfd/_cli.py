@@ -22,10 +22,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from ._schema import check_choice, check_int, check_positive_float
+from ._schema import check_choice, check_int, check_positive_float, netcdf_engine
 from ._data import TEACHERS, synthetic_task
 from ._plotting import pyplot
-from ._schema import netcdf_engine
 from ._simulation import simulate
 from ._optim import BACKWARD_LIMITS
 

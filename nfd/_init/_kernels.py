@@ -7,10 +7,9 @@ import numpy as np
 import xarray as xr
 
 from .._model import get_activation
-from .._schema import check_choice, check_int, check_matrix, check_positive_float
+from .._schema import base_attrs, check_choice, check_int, check_matrix, check_positive_float
 from ._exact import _solve_pairs, _square, exact_covariance
 from ._sde import backward_sde
-from .._schema import base_attrs
 
 __all__ = ["nngp_kernel", "ntk_kernel"]
 

@@ -29,8 +29,8 @@ import xarray as xr
 from sde import McKeanVlasovSDE, euler_maruyama, psd_factor, serial
 
 from .._model import Activation, get_activation
-from .._schema import check_int, check_matrix, check_positive_float, resolve_device_dtype
-from .._schema import base_attrs
+from .._schema import (base_attrs, check_int, check_matrix, check_positive_float,
+                       resolve_device_dtype)
 
 __all__ = ["forward_sde", "backward_sde", "ForwardSDE"]
 

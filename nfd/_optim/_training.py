@@ -4,18 +4,11 @@ stream and its hyperparameters."""
 
 from __future__ import annotations
 
-from .._schema import (
-    check_choice,
-    check_int,
-    check_matrix,
-    check_outputs,
-    check_positive_float,
-    check_probes,
-    check_steps,
-)
+from .._schema import (DEFAULT_PROBE_STEPS, check_choice, check_int, check_matrix,
+                       check_outputs, check_positive_float, check_probes, check_steps,
+                       default_steps)
 from .._model import get_loss
 from ._optimizers import check_optimizer
-from .._schema import DEFAULT_PROBE_STEPS, default_steps
 
 __all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "check_block", "check_stream"]
 

@@ -12,20 +12,10 @@ import torch
 
 from sde import default_jitter
 
-from .._model import Activation, get_activation
-from .._schema import (
-    check_choice,
-    check_divergence,
-    check_int,
-    check_positive_float,
-    check_steps,
-    resolve_device_dtype,
-)
-from .._model import Parametrization, check_parametrization
-from .._model import Loss
-from .._optim import SGD, Adam
-from .._schema import DEFAULT_EIG_STEPS, default_steps
-from .._optim import check_block, check_stream
+from .._model import Activation, Loss, Parametrization, check_parametrization, get_activation
+from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_int,
+                       check_positive_float, check_steps, default_steps, resolve_device_dtype)
+from .._optim import SGD, Adam, check_block, check_stream
 
 __all__ = ["Config", "check_simulate", "check_whitening", "PARTICLE_INITS"]
 

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .._schema import base_attrs, data_attrs
-from .._schema import EXTRA_VARIABLES, VARIABLES, annotate, variable_dims
+from .._schema import (EXTRA_VARIABLES, VARIABLES, annotate, base_attrs, data_attrs,
+                       variable_dims)
 from ._checks import Config
 from ._errors import replica_particles
 

@@ -11,8 +11,7 @@ from sde import GrowingGaussianDriver
 
 from .._schema import check_choice, check_int, resolve_device_dtype
 from .._model import check_parametrization
-from .._optim import SGD, check_optimizer
-from .._optim import BACKWARD_LIMITS, BLOCKS
+from .._optim import BACKWARD_LIMITS, BLOCKS, SGD, check_optimizer
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]

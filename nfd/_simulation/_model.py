@@ -24,8 +24,7 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._model import Activation
-from .._model import Parametrization
+from .._model import Activation, Parametrization
 from ._streams import Pass, history_rows
 
 __all__ = ["History", "Model"]

@@ -46,8 +46,7 @@ from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
 from .._model import Parametrization, check_parametrization
-from .._schema import base_attrs, data_attrs
-from .._schema import variable_dims
+from .._schema import base_attrs, data_attrs, variable_dims
 from .._optim import check_block, check_stream
 
 __all__ = ["linear_limit"]

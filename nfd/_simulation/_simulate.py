@@ -83,11 +83,8 @@ from tqdm.auto import tqdm
 
 from sde import ThreadTeam, serial
 
-from .._model import Activation
-from .._schema import check_input_scale
-from .._schema import DEFAULT_DIVERGENCE
-from .._model import Loss
-from .._schema import DEFAULT_PROGRESS
+from .._model import Activation, Loss
+from .._schema import DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, check_input_scale
 from ._checks import Config, check_simulate, check_whitening
 from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,

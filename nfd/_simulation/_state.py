@@ -12,9 +12,7 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._schema import DivergenceGuard
-from .._schema import ensure_fits
-from .._schema import variable_dims
+from .._schema import DivergenceGuard, ensure_fits, variable_dims
 from ._checks import Config
 from ._memory import memory_estimate
 from ._adam import adam_state

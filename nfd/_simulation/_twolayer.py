@@ -53,8 +53,7 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._model import Activation
-from .._model import Parametrization
+from .._model import Activation, Parametrization
 from ._model import Model
 
 __all__ = ["TwoLayerHistory", "TwoLayerModel"]
