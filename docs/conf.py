@@ -3,6 +3,7 @@
 (MyST), the API reference generated from the numpydoc docstrings (autosummary and
 napoleon), the validation report and the examples with their committed figures."""
 
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -100,8 +101,6 @@ def _data_docstring(app, what, name, obj, options, lines):
     warning (an error under -W)."""
     if what != "data":
         return
-    import importlib
-
     attr = name.rsplit(".", 1)[-1]
     found = {tuple(doc) for module, doc in ATTRIBUTE_DOCS.get(attr, [])
              if getattr(importlib.import_module(module), attr, None) is obj}

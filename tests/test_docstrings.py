@@ -150,19 +150,23 @@ def test_public_name_has_a_docstring(address):
     assert _doc(PUBLIC[address]).strip(), f"{address} has no docstring"
 
 
+def _assert_match(address: str, names: list[str], doc: str, titles=PARAMETER_SECTIONS):
+    """Every name of the signature is documented under ``titles``, and nothing under
+    ``Parameters`` / ``Other Parameters`` is missing from the signature (a class's
+    Attributes may name more than its constructor takes)."""
+    missing = [n for n in names if n not in documented(doc, titles)]
+    stale = [n for n in documented(doc) if n not in names]
+    assert not missing, f"{address}: parameters not documented: {missing}"
+    assert not stale, f"{address}: documented but not in the signature: {stale}"
+
+
 @pytest.mark.parametrize("address", sorted(PUBLIC))
 def test_parameters_match_the_signature(address):
     obj = PUBLIC[address]
     if inspect.isclass(obj):
-        doc, titles = _class_doc(obj), CLASS_SECTIONS
+        _assert_match(address, constructor_names(obj), _class_doc(obj), CLASS_SECTIONS)
     else:
-        doc, titles = _doc(obj), PARAMETER_SECTIONS
-    names = constructor_names(obj) if inspect.isclass(obj) else signature_names(obj)
-    missing = [n for n in names if n not in documented(doc, titles)]
-    # a class's Attributes may name more than its constructor takes; its Parameters not
-    stale = [n for n in documented(doc) if n not in names]
-    assert not missing, f"{address}: parameters not documented: {missing}"
-    assert not stale, f"{address}: documented but not in the signature: {stale}"
+        _assert_match(address, signature_names(obj), _doc(obj))
 
 
 @pytest.mark.parametrize("address", sorted(MEMBERS))
@@ -174,8 +178,4 @@ def test_public_method_has_a_docstring(address):
                                            if not isinstance(m, property)))
 def test_method_parameters_match_the_signature(address):
     method = MEMBERS[address]
-    names, in_doc = signature_names(method), documented(_doc(method))
-    missing = [n for n in names if n not in in_doc]
-    stale = [n for n in in_doc if n not in names]
-    assert not missing, f"{address}: parameters not documented: {missing}"
-    assert not stale, f"{address}: documented but not in the signature: {stale}"
+    _assert_match(address, signature_names(method), _doc(method))
