@@ -57,25 +57,32 @@ def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     """
     k = inv.shape[0]
     coef = torch.mv(inv, col[:k])
-    min_eig, pivot2, shrink, skip = _regularise(col[k:], torch.dot(coef, coef), rel_jitter)
+    var, gram = col[k:], torch.dot(coef, coef)
+    min_eig = var - gram
+    pivot2, shrink, skip = _regularise(var, min_eig, gram, _floor(var, rel_jitter))
     return coef * shrink, pivot2.sqrt(), min_eig, skip
 
 
-def _regularise(var: torch.Tensor, gram: torch.Tensor, rel_jitter: float,
-                min_eig: torch.Tensor | None = None):
-    """The Schur complement ``var − gram`` of new components whose regression on the
-    committed ones has squared norm ``gram`` (or ``min_eig``, when the caller has it
-    from a factorisation: the floor and skip decisions then use exactly its numbers),
-    its floored square pivot, the shrink of the regression that keeps
+def _floor(var: torch.Tensor, rel_jitter: float) -> torch.Tensor:
+    """The eigenvalue floor of components with variances ``var``: ``rel_jitter · var``
+    (kept positive)."""
+    return var.clamp_min(TINY) * rel_jitter
+
+
+def _regularise(var: torch.Tensor, min_eig: torch.Tensor, gram: torch.Tensor,
+                floor: torch.Tensor):
+    """For new components of variances ``var`` whose regression on the committed
+    ones has squared norm ``gram`` and whose Schur complement is ``min_eig`` (var −
+    gram, or the caller's factorisation's own numbers: the floor and skip decisions
+    then use exactly those): the squared pivot floored at ``floor``
+    (:func:`_floor`), the shrink of the regression that keeps
     ``pivot² + shrink²·gram = var`` exact, and the skip mask (:func:`border_column`,
     :func:`border_block`, :func:`condition_each`; any matching shapes)."""
-    floor = var.clamp_min(TINY) * rel_jitter
-    min_eig = var - gram if min_eig is None else min_eig
     pivot2 = torch.maximum(min_eig, floor)
     # (var − floor)/gram ≥ 1 when min_eig ≥ floor (no shrink, up to one float64
     # rounding), and the shrink that puts the pivot at the floor otherwise
     shrink = ((var - floor) / gram.clamp_min(1e-300)).clamp_(0.0, 1.0).sqrt_()
-    return min_eig, pivot2, shrink, skipped(pivot2, floor)
+    return pivot2, shrink, skipped(pivot2, floor)
 
 
 def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
@@ -117,12 +124,12 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     cross, block = col[:k], col[k:]
     hist = inv @ cross  # (k, B): L21ᵀ before the shrink
     var = torch.diagonal(block)
-    floor = var.clamp_min(TINY) * rel_jitter
+    floor = _floor(var, rel_jitter)
     schur, lower = _block_factor(block - hist.T @ hist, floor)
-    min_eig, pivot2, shrink, skip = _regularise(var, var - schur, rel_jitter, schur)
+    pivot2, shrink, skip = _regularise(var, schur, var - schur, floor)
     rows = torch.cat((hist.T, lower), 1).mul_(shrink[:, None])
     rows.diagonal(k).copy_(pivot2.sqrt())
-    return rows, min_eig.min().reshape(1), skip
+    return rows, schur.min().reshape(1), skip
 
 
 def _block_factor(schur: torch.Tensor, floor: torch.Tensor):
@@ -176,5 +183,7 @@ def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,
     mask (B,).
     """
     coef = inv @ cross
-    min_eig, pivot2, shrink, skip = _regularise(var, (coef * coef).sum(0), rel_jitter)
+    gram = (coef * coef).sum(0)
+    min_eig = var - gram
+    pivot2, shrink, skip = _regularise(var, min_eig, gram, _floor(var, rel_jitter))
     return (coef * shrink).T, pivot2.sqrt(), min_eig.min(), skip
