@@ -329,18 +329,31 @@ def block_cost(dev: str, s: int, reps: int) -> None:
 #: P, batch sizes and depth of :func:`layer_step_cost` (issue 36, item 5).
 LAYER_STEP_P = (1024, 4096, 16384)
 LAYER_STEP_BATCHES = (1, 2, 8)
+#: Particles of the run whose operations are counted: no other axis of the run has
+#: this length (trajectories K·B ≤ 256, their rows (twice as many, paired) multiples of 4).
+COUNT_P = 333
 
 
 class _CountOps(TorchDispatchMode):
-    """Counts the operations that reach torch's dispatcher (views included)."""
+    """Counts the operations that reach torch's dispatcher (views included), and
+    among them those on particles: an operand or result with an axis of length
+    ``particles`` (choose it unlike every other size of the run). The others are the
+    small algebra of vectors and k×k matrices, whose count a grouped run of the error
+    replicas would pay once (issue 36, item 2)."""
 
-    def __init__(self) -> None:
+    def __init__(self, particles: int) -> None:
         super().__init__()
-        self.count = 0
+        self.count, self.on_particles, self.particles = 0, 0, particles
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
         self.count += 1
-        return func(*args, **(kwargs or {}))
+        operands = [*args, *(kwargs or {}).values(),
+                    *(out if isinstance(out, (tuple, list)) else (out,))]
+        operands = [t for a in operands for t in (a if isinstance(a, (tuple, list)) else (a,))]
+        self.on_particles += any(isinstance(t, torch.Tensor) and self.particles in t.shape
+                                 for t in operands)
+        return out
 
 
 def layer_step_cost(dev: str, s: int, reps: int) -> None:
@@ -349,7 +362,9 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
     error replicas at P = 1024, 4096, 16384 (divided by 2 with --quick), batch 1, 2
     and 8, L = 8, K·B = 256 trajectories, both limits: the fastest of ``reps`` runs.
     The operations do not depend on P; at small P the time is mostly their dispatch
-    (about 2 µs each on the development CPU), at large P the history streams."""
+    (about 2 µs each on the development CPU), at large P the history streams. The
+    count on particles (:class:`_CountOps`) is what an error replica run inside the
+    main run's layer loop would still add; the rest it would share."""
     L, N = 8, 256 // s
     print(f"per layer-step (forward + backward), L={L}, K*B={N}, no error replicas:")
     for B in LAYER_STEP_BATCHES:
@@ -357,9 +372,9 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
         for m in MODES:
             kw = dict(eta_c=ETA_C, steps=L, progress=False, eig_steps=[], device=dev,
                       backward=m, error_replicas=0, batch_size=B)
-            counter = _CountOps()
+            counter = _CountOps(COUNT_P)
             with counter:
-                nfd.simulate(X, y, particles=256, **kw)
+                nfd.simulate(X, y, particles=COUNT_P, **kw)
             row = []
             for P in LAYER_STEP_P:
                 P //= s
@@ -370,8 +385,9 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
                     nfd.simulate(X, y, particles=P, **kw)
                     best = min(best, _synced(dev, start))
                 row.append(f"P={P} {best / (L * N / B) * 1e6:.0f} us")
-            print(f"  B={B} {m}: {counter.count / (L * N / B):.0f} operations; "
-                  f"{', '.join(row)}")
+            steps = L * N / B
+            print(f"  B={B} {m}: {counter.count / steps:.0f} operations "
+                  f"({counter.on_particles / steps:.0f} on particles); {', '.join(row)}")
 
 
 def main() -> None:
