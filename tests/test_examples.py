@@ -123,3 +123,27 @@ def test_linear_frozen_quick_writes_its_figure_and_numbers(tmp_path, capsys):
     summary = json.loads(text[text.index("{"):text.rindex("}") + 1])
     assert summary["eq7_limit_max_dev_corrected"] < 0.06
     assert summary["eq7_limit_max_dev_printed"] > 0.5
+
+
+def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
+    """``examples/error_calibration.py`` at a tiny size (about 5 s): a seed whose run
+    diverges and a seed whose errors are NaN (a diverged error replica) are counted
+    and left out, not averaged in as NaN; the rest gives finite statistics."""
+    example = _example("error_calibration")
+    real = example.nfd.simulate
+
+    def simulate(X, y, particles, seed, **kw):
+        if particles == 256 and seed == 1:
+            raise FloatingPointError("SGD step 3: diverging output f^2")
+        ds = real(X, y, particles=particles, seed=seed, **kw)
+        if particles == 256 and seed == 2:
+            ds["f_se"] = ds["f_se"] * np.nan
+        return ds
+
+    monkeypatch.setattr(example.nfd, "simulate", simulate)
+    example.main(["--seeds", "4", "--particles", "256", "--reference", "512", "--steps",
+                  "6", "--batch", "2", "--depth", "2"])
+    printed = capsys.readouterr().out
+    assert "2 of 4 seeds" in printed and "(1 diverged, 1 without errors" in printed
+    lines = [line for line in printed.splitlines() if "mean z²" in line]
+    assert len(lines) == 4 and "nan" not in printed.lower()
