@@ -178,7 +178,7 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
         return real(cfg, scale, progress, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", replicas_diverge)
-    with pytest.warns(RuntimeWarning, match="replica 0 .* diverged.*raise particles"):
+    with pytest.warns(RuntimeWarning, match="replica 0 .* diverged.*Lower eta_c"):
         ds = nfd.simulate(X, y, eta_c=0.3, steps=3, particles=64, probes=probes,
                           progress=False)
     assert np.isnan(ds.f_se).all() and np.isnan(ds.probe_f_se).all()
