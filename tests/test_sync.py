@@ -117,6 +117,7 @@ PER_LAYER = [
     ("sde/_drivers.py", "GrowingGaussianDriver.stein_from_moment"),
     ("sde/_border.py", "border_column"),
     ("sde/_border.py", "_regularise"),
+    ("sde/_border.py", "_floor"),
     ("sde/_border.py", "border_block"),
     ("sde/_border.py", "_block_factor"),
     ("sde/_border.py", "truncated_rows"),
