@@ -11,10 +11,11 @@ per seed, then its mean over the S seeds with a 95% t interval (the seeds are
 independent; the outputs of one seed are not, so the interval comes from the spread
 over seeds, not from the count of outputs). 1 means the reported errors are right;
 above 1, too narrow (or a finite-P bias of P above its error); below 1, too wide.
-It does the same over the last two fifths of the steps (f) and evaluations (probe_f),
-where the inflation ρ̂ (``f_se_inflation``) is largest, and prints ρ̂'s mean there.
-The two reference runs are compared the same way. A seed whose run diverges, or
-whose errors are NaN because an error replica diverged, is counted and left out.
+It does the same over the outputs after at least 0.6·K updates (the last two fifths of
+training), where the inflation ρ̂ (``f_se_inflation``) is largest, and prints ρ̂'s
+mean there. The two reference runs are compared the same way. A seed whose run
+diverges, or whose errors are NaN because an error replica diverged, is counted and
+left out; a reference that does either stops the example with a message.
 
 The setting is the coupled limit on all ten digit classes with softmax
 cross-entropy, relu and momentum 0.9 with a warm-up + cosine schedule to η_c (0.1);
@@ -60,23 +61,45 @@ from validation import load_digits  # noqa: E402
 
 def _mean_z2(runs, ref, var: str, late: bool = False) -> np.ndarray:
     """Per run, the mean of z² against the reference over the outputs after step 0,
-    or (``late``) over the last two fifths of the steps or evaluations."""
+    or (``late``) over the last two fifths of training (:func:`_late`)."""
     q_ref = np.mean([r[var].values for r in ref], 0)
     se_ref2 = np.mean([r[f"{var}_se"].values ** 2 for r in ref], 0) / len(ref)
-    part = _late(q_ref) if late else slice(1, None)
+    part = _late(ref[0], var) if late else slice(1, None)
     return np.array([np.mean(((r[var].values - q_ref) ** 2
                               / (r[f"{var}_se"].values ** 2 + se_ref2))[part]) for r in runs])
 
 
-def _late(values: np.ndarray) -> slice:
-    """The last two fifths of the leading (step or probe_step) axis."""
-    return slice(int(0.6 * values.shape[0]), None)
+def _late(ds, var: str) -> np.ndarray:
+    """The entries of ``var``'s leading axis (``step`` for f, ``probe_step`` for
+    probe_f) in the last two fifths of the K steps: after at least 0.6·K updates."""
+    return ds[ds[var].dims[0]].values >= 0.6 * ds.sizes["step"]
+
+
+def _late_inflation(runs, var: str) -> float:
+    """The mean inflation ρ̂ of ``var`` over the runs' outputs of :func:`_late`."""
+    return float(np.mean([r[f"{var}_se_inflation"].values[_late(r, var)] for r in runs]))
 
 
 def _interval(m: np.ndarray) -> str:
     S = len(m)
     half = stats.t.ppf(0.975, S - 1) * m.std(ddof=1) / np.sqrt(S)
     return f"{m.mean():.2f} [{m.mean() - half:.2f}, {m.mean() + half:.2f}]"
+
+
+def _references(X, y, args, kw) -> list:
+    """The two reference runs; exits with a message when one diverges or loses its
+    errors (every z² would be NaN)."""
+    ref = []
+    for r in range(2):
+        try:
+            ds = nfd.simulate(X, y, particles=args.reference, seed=1000 + r, **kw)
+        except FloatingPointError as err:
+            sys.exit(f"reference run {r} diverged ({err}): raise --reference or lower --eta-c")
+        if np.isnan(ds["f_se"].values).any():
+            sys.exit(f"reference run {r} lost its errors to a diverging error replica: "
+                     "raise --reference or lower --eta-c")
+        ref.append(ds)
+    return ref
 
 
 def _seeds(X, y, args, kw) -> tuple[list, int, int]:
@@ -116,8 +139,7 @@ def main(argv: list[str] | None = None) -> None:
               batch_size=B, probes=(X[K * B:], y[K * B:]), eig_steps=[],
               probe_steps=np.unique(np.linspace(0, K, 11).round().astype(int)),
               device=args.device, progress=False)
-    ref = [nfd.simulate(X[:K * B], y[:K * B], particles=args.reference, seed=1000 + r, **kw)
-           for r in range(2)]
+    ref = _references(X[:K * B], y[:K * B], args, kw)
     runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw)
     print(f"P = {args.particles}, eta_c = {args.eta_c}, K·B = {K * B}: {len(runs)} of "
           f"{args.seeds} seeds against 2 runs at P = {args.reference} ({diverged} diverged, "
@@ -127,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  replicas of {runs[0].attrs['error_replica_particles']} particles")
     for var in ("f", "probe_f"):
         m, late = _mean_z2(runs, ref, var), _mean_z2(runs, ref, var, late=True)
-        rho = np.mean([r[f"{var}_se_inflation"].values[_late(r[var].values)] for r in runs])
+        rho = _late_inflation(runs, var)
         pair = _mean_z2(ref[:1], ref[1:], var)[0]  # (q0 − q1)²/(se0² + se1²)
         print(f"  {var:8s} mean z² {_interval(m)} over seeds (per seed: "
               f"{np.array2string(m, precision=2)}); reference pair {pair:.2f}")

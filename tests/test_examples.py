@@ -126,24 +126,72 @@ def test_linear_frozen_quick_writes_its_figure_and_numbers(tmp_path, capsys):
 
 
 def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
-    """``examples/error_calibration.py`` at a tiny size (about 5 s): a seed whose run
-    diverges and a seed whose errors are NaN (a diverged error replica) are counted
-    and left out, not averaged in as NaN; the rest gives finite statistics."""
+    """``examples/error_calibration.py`` at a tiny size (about 5 s): seeds whose run
+    diverges (1 and 3) and a seed whose errors are NaN (2: a diverged error replica)
+    are counted apart and left out, not averaged in as NaN; ``--eta-c`` reaches the
+    schedule; the rest gives finite statistics."""
     example = _example("error_calibration")
-    real = example.nfd.simulate
+    real, real_schedule, peaks = example.nfd.simulate, example.nfd.warmup_cosine, []
 
     def simulate(X, y, particles, seed, **kw):
-        if particles == 256 and seed == 1:
+        if particles == 256 and seed in (1, 3):
             raise FloatingPointError("SGD step 3: diverging output f^2")
         ds = real(X, y, particles=particles, seed=seed, **kw)
         if particles == 256 and seed == 2:
             ds["f_se"] = ds["f_se"] * np.nan
         return ds
 
+    def schedule(K, peak, warmup):
+        peaks.append(peak)
+        return real_schedule(K, peak=peak, warmup=warmup)
+
     monkeypatch.setattr(example.nfd, "simulate", simulate)
-    example.main(["--seeds", "4", "--particles", "256", "--reference", "512", "--steps",
-                  "6", "--batch", "2", "--depth", "2"])
+    monkeypatch.setattr(example.nfd, "warmup_cosine", schedule)
+    example.main(["--seeds", "5", "--particles", "256", "--reference", "512", "--steps",
+                  "6", "--batch", "2", "--depth", "2", "--eta-c", "0.05"])
     printed = capsys.readouterr().out
-    assert "2 of 4 seeds" in printed and "(1 diverged, 1 without errors" in printed
+    assert peaks == [0.05] and "eta_c = 0.05" in printed
+    assert "2 of 5 seeds" in printed and "(2 diverged, 1 without errors" in printed
     lines = [line for line in printed.splitlines() if "mean z²" in line]
     assert len(lines) == 4 and "nan" not in printed.lower()
+
+
+def test_error_calibration_statistics():
+    """The example's statistics on runs of known z²: the mean over the outputs after
+    step 0 and over the last two fifths of training (steps ≥ 0.6·K, by the step
+    coordinates of f and of probe_f), and the t interval over seeds."""
+    import xarray as xr
+    from scipy import stats
+
+    example = _example("error_calibration")
+    K, probe_steps = 10, np.array([0, 2, 4, 10])
+
+    def run(scale_f, scale_p, se_f=1.0, se_p=1.0):
+        return xr.Dataset({
+            "f": (("step", "sample"), scale_f[:, None] * np.ones((K, 2))),
+            "f_se": (("step", "sample"), np.full((K, 2), se_f)),
+            "probe_f": (("probe_step", "probe"), scale_p[:, None] * np.ones((4, 3))),
+            "probe_f_se": (("probe_step", "probe"), np.full((4, 3), se_p))},
+            coords={"step": np.arange(K), "probe_step": probe_steps})
+
+    # references +1 and −1 with errors 1: their mean is 0 with variance 1/2, so a run
+    # of value q and error 1 has z² = q²/1.5
+    ref = [run(np.ones(K), np.ones(4)), run(-np.ones(K), -np.ones(4))]
+    steps = np.arange(K, dtype=float)  # z² ∝ k² at step k, s² at probe step s
+    seeds = [run(steps * c, probe_steps * c) for c in (1.0, 2.0)]
+    assert np.allclose(example._mean_z2(seeds, ref, "f"),
+                       [np.mean(steps[1:] ** 2) * c / 1.5 for c in (1, 4)])
+    assert np.allclose(example._mean_z2(seeds, ref, "f", late=True),
+                       [np.mean(steps[6:] ** 2) * c / 1.5 for c in (1, 4)])
+    assert np.allclose(example._mean_z2(seeds, ref, "probe_f", late=True),
+                       [100 * c / 1.5 for c in (1, 4)])  # probe step 10 only
+    for r in seeds:  # inflations 1 before step 6; after it 3 (f) and 2 (probe step 10)
+        r["f_se_inflation"] = r["f"].copy(data=np.where(steps[:, None] >= 6, 3.0, 1.0)
+                                          * np.ones((K, 2)))
+        r["probe_f_se_inflation"] = r["probe_f"].copy(
+            data=np.repeat([[1.0], [1.0], [1.0], [2.0]], 3, 1))
+    assert example._late_inflation(seeds, "f") == 3
+    assert example._late_inflation(seeds, "probe_f") == 2
+    m = np.array([0.8, 1.1, 0.9, 1.3])
+    half = stats.t.ppf(0.975, 3) * m.std(ddof=1) / 2
+    assert example._interval(m) == f"{m.mean():.2f} [{m.mean() - half:.2f}, {m.mean() + half:.2f}]"
