@@ -38,8 +38,10 @@ network of width n = P at the same L, K, B, the alternative a user would run;
 target: at most 1.5× the network's time).
 
 ``--layer-step-only`` prints the time and the number of dispatcher operations per
-layer-step at P = 1024, 4096 and 16384 for batches of 1, 2 and 8 (issue 36, item 5):
-the operations do not grow with P, and at small P their dispatch is most of the time.
+layer-step at P = 1024, 4096 and 16384 for batches of 1, 2 and 8 (issue 36, item 5),
+and how many of them touch the particles: the operations do not grow with P, and at
+small P their dispatch is most of the time. ``--errors-only`` also prints what the
+replicas would still cost inside the main run's layer loop (issue 36, item 2).
 
     python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
         [--optimizer-only] [--two-layer-only] [--adam-only] [--layer-step-only]
@@ -226,6 +228,30 @@ def error_cost(dev: str, s: int, reps: int) -> None:
         print(f"  {m}: {min(t[0]):.2f} s without, {min(t[R]):.2f} s with: +"
               f"{min(t[R]) / min(t[0]) - 1:.0%} (pairs "
               f"{', '.join(f'{b / a - 1:+.0%}' for a, b in zip(t[0], t[R]))})")
+        print(f"  {m}: {_replica_bound(P, size, R, L, K, dev, m, min(t[0]))}")
+
+
+def _replica_bound(P: int, size: int, R: int, L: int, K: int, dev: str, backward: str,
+                   main: float) -> str:
+    """What R replicas of ``size`` particles would still add if they ran inside the
+    main run's layer loop (issue 36, item 2), sharing its small algebra: at least
+    their proportional share of its particle work, R·size/P of (``main`` − the time
+    of a run of :data:`FIXED_P` particles, which is almost all fixed cost), and, at
+    the measured cost per operation, the dispatch of their operations on particles
+    (:class:`_CountOps`, counted at this L)."""
+    fixed = timed(FIXED_P, L, K, dev, backward)
+    work = R * size / P * (main - fixed)
+    X, y = _data(16)
+    counter = _CountOps(COUNT_P)
+    with counter:
+        nfd.simulate(X, y, eta_c=ETA_C, steps=L, particles=COUNT_P, progress=False,
+                     eig_steps=[], device=dev, backward=backward, error_replicas=0)
+    share = counter.on_particles / counter.count
+    dispatch = R * share * fixed
+    return (f"replicas inside the main run would add at least +{work / main:.0%} (their "
+            f"share of its particle work), +{(work + dispatch) / main:.0%} with their "
+            f"operations on particles ({share:.0%} of {counter.count / (L * 16):.0f} per "
+            f"layer-step at L={L}; a run of {FIXED_P} particles: {fixed:.2f} s)")
 
 
 #: The options of :func:`optimizer_cost`: all four at once.
@@ -330,8 +356,11 @@ def block_cost(dev: str, s: int, reps: int) -> None:
 LAYER_STEP_P = (1024, 4096, 16384)
 LAYER_STEP_BATCHES = (1, 2, 8)
 #: Particles of the run whose operations are counted: no other axis of the run has
-#: this length (trajectories K·B ≤ 256, their rows (twice as many, paired) multiples of 4).
+#: this length (trajectories K·B ≤ 256; the paired rows, up to 2·K·B, are even).
 COUNT_P = 333
+#: Particles of the run whose time :func:`error_cost` takes as the fixed cost of a run
+#: (its particle work is small beside its operations' dispatch).
+FIXED_P = 64
 
 
 class _CountOps(TorchDispatchMode):
