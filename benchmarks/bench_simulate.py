@@ -393,7 +393,8 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
     The operations do not depend on P; at small P the time is mostly their dispatch
     (about 2 µs each on the development CPU), at large P the history streams. The
     count on particles (:class:`_CountOps`) is what an error replica run inside the
-    main run's layer loop would still add; the rest it would share."""
+    main run's layer loop would still add; the rest it would batch with the main
+    run's."""
     L, N = 8, 256 // s
     print(f"per layer-step (forward + backward), L={L}, K*B={N}, no error replicas:")
     for B in LAYER_STEP_BATCHES:

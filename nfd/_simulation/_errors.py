@@ -102,8 +102,9 @@ WINDOW_TRAJECTORIES = 50
 WINDOW_MIN_OUTPUTS = 32
 #: A run whose inflation ρ̂ exceeds this anywhere warns: its errors may still be too
 #: narrow. Measured: where the replicas were calibrated ρ̂ was 1.1–2.0 in the settings
-#: above, and up to 3.2 on average on ten-class digits below. Ten digit classes (K = 60 of batch 8, K·B = 480, L = 8, momentum 0.9,
-#: warm-up + cosine; ``examples/error_calibration.py``), coupled, replicas of 1920:
+#: above, and up to 3.2 on average on ten-class digits below. Ten digit classes
+#: (K = 60 of batch 8, K·B = 480, L = 8, momentum 0.9, warm-up + cosine;
+#: ``examples/error_calibration.py``), coupled, replicas of 1920:
 #:
 #: - η_c = 0.1, P = 4096, 32 seeds: ρ̂ averaged 2.0 over the first fifth of the steps
 #:   and 3.0–3.2 over the last two (5–95% of its values there 1.8–5.3; single runs
