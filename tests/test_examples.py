@@ -129,7 +129,8 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     """``examples/error_calibration.py`` at a tiny size (about 5 s): seeds whose run
     diverges (1 and 3) and a seed whose errors are NaN (2: a diverged error replica)
     are counted apart and left out, not averaged in as NaN; ``--eta-c`` reaches the
-    schedule; the rest gives finite statistics."""
+    schedule; the rest gives finite statistics. Needs the ``data`` extra (the digits)."""
+    pytest.importorskip("sklearn")
     example = _example("error_calibration")
     real, real_schedule, peaks = example.nfd.simulate, example.nfd.warmup_cosine, []
 
