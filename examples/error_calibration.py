@@ -86,37 +86,43 @@ def _interval(m: np.ndarray) -> str:
     return f"{m.mean():.2f} [{m.mean() - half:.2f}, {m.mean() + half:.2f}]"
 
 
+def _run(X, y, particles: int, seed: int, kw) -> tuple[object, str]:
+    """One run and what kept it out, if anything: ``"diverged"``, or
+    ``"no errors"`` (a diverging error replica, whose NaN errors nfd.simulate warns
+    of); ``(None, why)`` then."""
+    try:
+        ds = nfd.simulate(X, y, particles=particles, seed=seed, **kw)
+    except FloatingPointError:
+        return None, "diverged"
+    if np.isnan(ds["f_se"].values).any():
+        return None, "no errors"
+    return ds, ""
+
+
 def _references(X, y, args, kw) -> list:
     """The two reference runs; exits with a message when one diverges or loses its
     errors (every z² would be NaN)."""
     ref = []
     for r in range(2):
-        try:
-            ds = nfd.simulate(X, y, particles=args.reference, seed=1000 + r, **kw)
-        except FloatingPointError as err:
-            sys.exit(f"reference run {r} diverged ({err}): raise --reference or lower --eta-c")
-        if np.isnan(ds["f_se"].values).any():
-            sys.exit(f"reference run {r} lost its errors to a diverging error replica: "
-                     "raise --reference or lower --eta-c")
+        ds, why = _run(X, y, args.reference, 1000 + r, kw)
+        if why:
+            sys.exit(f"reference run {r}: {why} (with no errors, an error replica "
+                     "diverged): raise --reference or lower --eta-c")
         ref.append(ds)
     return ref
 
 
 def _seeds(X, y, args, kw) -> tuple[list, int, int]:
-    """The seeds' runs that trained and have errors, and how many did not (a diverging
-    run; a diverging error replica, whose NaN errors nfd.simulate warns of)."""
-    runs, diverged, no_errors = [], 0, 0
+    """The seeds' runs that trained and have errors, and how many did not: diverged,
+    and without errors (:func:`_run`)."""
+    runs, left_out = [], {"diverged": 0, "no errors": 0}
     for s in range(args.seeds):
-        try:
-            ds = nfd.simulate(X, y, particles=args.particles, seed=s, **kw)
-        except FloatingPointError:
-            diverged += 1
-            continue
-        if np.isnan(ds["f_se"].values).any():
-            no_errors += 1
-            continue
-        runs.append(ds)
-    return runs, diverged, no_errors
+        ds, why = _run(X, y, args.particles, s, kw)
+        if why:
+            left_out[why] += 1
+        else:
+            runs.append(ds)
+    return runs, left_out["diverged"], left_out["no errors"]
 
 
 def main(argv: list[str] | None = None) -> None:
