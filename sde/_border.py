@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 __all__ = ["TINY", "border_column", "border_block", "condition_each", "skipped",
-           "truncated_rows"]
+           "truncated_rows", "border_columns", "border_blocks", "condition_groups"]
 
 #: Smallest positive float64 used to keep floors and ratios finite.
 TINY = torch.finfo(torch.float64).tiny
@@ -57,7 +57,25 @@ def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     """
     k = inv.shape[0]
     coef = torch.mv(inv, col[:k])
-    var, gram = col[k:], torch.dot(coef, coef)
+    return _column_tail(coef, torch.dot(coef, coef), col[k:], rel_jitter)
+
+
+def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
+    """:func:`border_column` for G independent drivers at once: ``invs`` their G
+    inverses (k, k), ``cols`` (G, k+1). The products with the inverses are made per
+    driver, exactly as :func:`border_column` makes them; the rest of the arithmetic
+    is elementwise and made once for all G (the same bits per element). Returns
+    coef (G, k), pivot, min_eig and skip (G, 1)."""
+    k = cols.shape[1] - 1
+    coefs = [torch.mv(inv, col) for inv, col in zip(invs, cols[:, :k].unbind(0))]
+    grams = torch.stack([torch.dot(c, c) for c in coefs])[:, None]
+    return _column_tail(torch.stack(coefs), grams, cols[:, k:], rel_jitter)
+
+
+def _column_tail(coef: torch.Tensor, gram: torch.Tensor, var: torch.Tensor,
+                 rel_jitter: float):
+    """The elementwise rest of :func:`border_column` from the regression ``coef``, its
+    squared norm ``gram`` and the variance ``var`` (any leading dims)."""
     min_eig = var - gram
     pivot2, shrink, skip = _regularise(var, min_eig, gram, _floor(var, rel_jitter))
     return coef * shrink, pivot2.sqrt(), min_eig, skip
@@ -121,31 +139,57 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     on a GPU, every layer), and the skip mask (B,).
     """
     k = inv.shape[0]
-    cross, block = col[:k], col[k:]
-    hist = inv @ cross  # (k, B): L21ᵀ before the shrink
-    var = torch.diagonal(block)
+    hist = inv @ col[:k]  # (k, B): L21ᵀ before the shrink
+    rows, min_eig, skip = _block_tail(hist[None], (hist.T @ hist)[None], col[None, k:],
+                                      rel_jitter)
+    return rows[0], min_eig[0], skip[0]
+
+
+def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
+    """:func:`border_block` for G independent drivers at once: ``invs`` their G
+    inverses (k, k), ``cols`` (G, k+B, B). The products are made per driver, exactly
+    as :func:`border_block` makes them, the elementwise rest once for all G (the
+    same bits per element). Returns rows (G, B, k+B), min_eig (G, 1), skip (G, B)."""
+    k = cols.shape[1] - cols.shape[2]
+    hists = [inv @ col for inv, col in zip(invs, cols[:, :k].unbind(0))]
+    return _block_tail(torch.stack(hists), torch.stack([h.T @ h for h in hists]),
+                       cols[:, k:], rel_jitter)
+
+
+def _block_tail(hist: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
+                rel_jitter: float):
+    """The rest of :func:`border_block` for G drivers from their regressions on the
+    history ``hist`` (G, k, B), its Gram matrix ``gram`` = histᵀhist (G, B, B) and the
+    blocks (G, B, B)."""
+    k = hist.shape[1]
+    var = torch.diagonal(block, dim1=1, dim2=2)
     floor = _floor(var, rel_jitter)
-    schur, lower = _block_factor(block - hist.T @ hist, floor)
+    schur, lower = _block_factor(block - gram, floor)
     pivot2, shrink, skip = _regularise(var, schur, var - schur, floor)
-    rows = torch.cat((hist.T, lower), 1).mul_(shrink[:, None])
-    rows.diagonal(k).copy_(pivot2.sqrt())
-    return rows, schur.min().reshape(1), skip
+    rows = torch.cat((hist.transpose(1, 2), lower), 2).mul_(shrink[..., None])
+    rows.diagonal(k, dim1=1, dim2=2).copy_(pivot2.sqrt())
+    return rows, schur.amin(1, keepdim=True), skip
 
 
 def _block_factor(schur: torch.Tensor, floor: torch.Tensor):
-    """The Cholesky factor of a Schur complement (B, B; only its upper triangle is
-    read, and it is overwritten) column by column, each pivot floored at ``floor``
-    (B,) and the column of a pivot at the floor (:func:`skipped`) set to zero.
-    Returns each component's squared pivot before the floor (its conditional
-    variance given the history and the block's earlier components that are not
-    skipped) and the strictly lower factor (B, B)."""
-    diag = torch.diagonal(schur)
-    for j in range(schur.shape[0] - 1):
-        at = floor[j]
-        pivot2 = torch.maximum(diag[j], at)
-        column = schur[j, j + 1:].div(pivot2.sqrt()).masked_fill_(skipped(pivot2, at), 0.0)
-        schur[j + 1:, j + 1:].addr_(column, column, alpha=-1.0)
-        schur[j + 1:, j] = column
+    """The Cholesky factors of G Schur complements (G, B, B; only their upper
+    triangles are read, and they are overwritten) column by column, each pivot
+    floored at ``floor`` (G, B) and the column of a pivot at the floor
+    (:func:`skipped`) set to zero. Returns each component's squared pivot before the
+    floor (its conditional variance given the history and the block's earlier
+    components that are not skipped) (G, B) and the strictly lower factors (G, B, B).
+    The rank-one updates are made per matrix (``addr_``, whose bits a batched
+    product need not match)."""
+    diag = torch.diagonal(schur, dim1=1, dim2=2)
+    each = schur.unbind(0)
+    for j in range(schur.shape[1] - 1):
+        at = floor[:, j]
+        pivot2 = torch.maximum(diag[:, j], at)
+        column = schur[:, j, j + 1:].div(pivot2.sqrt()[:, None]).masked_fill_(
+            skipped(pivot2, at)[:, None], 0.0)
+        for m, c in zip(each, column.unbind(0)):
+            m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
+        schur[:, j + 1:, j] = column
     return diag, torch.tril(schur, -1)
 
 
@@ -182,8 +226,24 @@ def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,
     (B,), the smallest conditional variance before regularisation (0-d) and the skip
     mask (B,).
     """
-    coef = inv @ cross
-    gram = (coef * coef).sum(0)
+    return _condition_tail(inv @ cross, var, rel_jitter)
+
+
+def condition_groups(invs: list[torch.Tensor], cross: torch.Tensor, var: torch.Tensor,
+                     rel_jitter: float):
+    """:func:`condition_each` for G independent drivers at once: ``invs`` their G
+    inverses (k, k), ``cross`` (G, k, B), ``var`` (G, B); the products per driver,
+    the rest once for all G. Returns weights (G, B, k), pivots (G, B), min_eig (G,)
+    and skip (G, B)."""
+    coef = torch.stack([inv @ c for inv, c in zip(invs, cross.unbind(0))])
+    return _condition_tail(coef, var, rel_jitter)
+
+
+def _condition_tail(coef: torch.Tensor, var: torch.Tensor, rel_jitter: float):
+    """The elementwise rest of :func:`condition_each` from the regressions ``coef``
+    (..., k, B) and the variances (..., B)."""
+    gram = (coef * coef).sum(-2)
     min_eig = var - gram
     pivot2, shrink, skip = _regularise(var, min_eig, gram, _floor(var, rel_jitter))
-    return (coef * shrink).T, pivot2.sqrt(), min_eig.min(), skip
+    return ((coef * shrink[..., None, :]).transpose(-1, -2), pivot2.sqrt(),
+            min_eig.amin(-1), skip)

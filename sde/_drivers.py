@@ -253,12 +253,7 @@ class GrowingGaussianDriver:
         skip : Tensor, shape (B,), bool
             New components whose pivot sat at the floor.
         """
-        if t in self._pending:
-            self._flush()
-        k, b = self.sizes[t], column.shape[1]
-        if k + b > self.capacity:
-            raise ValueError(f"driver capacity {self.capacity} exceeded at time index {t} "
-                             f"({k} + {b} components)")
+        k, b = self._open(t, column.shape[1]), column.shape[1]
         committed = self._committed(k)[0][t]
         if b == 1:
             coef, pivot, min_eig, skip = border_column(committed, column.view(-1),
@@ -268,11 +263,30 @@ class GrowingGaussianDriver:
             weights, min_eig, skip = border_block(committed, column, self.rel_jitter)
         # copies: the caller may reuse its column, or change the weights, before the
         # rows are written
-        self._pending[t] = (k, weights.clone(), skip, column.clone())
+        self._commit(t, k, weights.clone(), skip, column.clone())
+        return weights, min_eig, skip
+
+    def _open(self, t: int, b: int) -> int:
+        """Before bordering ``b`` components at time index ``t``: write the pending
+        rows there and check the capacity; returns the committed count k."""
+        if t in self._pending:
+            self._flush()
+        k = self.sizes[t]
+        if k + b > self.capacity:
+            raise ValueError(f"driver capacity {self.capacity} exceeded at time index {t} "
+                             f"({k} + {b} components)")
+        return k
+
+    def _commit(self, t: int, k: int, weights: torch.Tensor, skip: torch.Tensor,
+                column: torch.Tensor) -> None:
+        """Keep a border's rows (B, k+B), skip mask and column (k+B, B) pending for
+        :meth:`_flush` (the caller's own copies, which nothing changes before then),
+        draw the new innovations when needed and count the components."""
+        b = skip.shape[0]
+        self._pending[t] = (k, weights, skip, column)
         if not self._given and k + b > self.drawn:
             self._draw(k + b)
         self.sizes[t] = k + b
-        return weights, min_eig, skip
 
     def _draw(self, upto: int) -> None:
         """Draw the innovations of components ``drawn..upto−1`` at every time index,
@@ -291,11 +305,13 @@ class GrowingGaussianDriver:
         return ~(skip | (pivot.square() < STEIN_TRUNCATION * self.rel_jitter * var))
 
     def _committed(self, k: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """L⁻¹ and the truncated L⁻¹ of the first ``k`` components at every time index:
-        (k, k) views, made once per size (a training pass borders every time index
-        at the same size; making them per call cost as much as a k×k product)."""
+        """L⁻¹ and the transposed truncated L⁻¹ of the first ``k`` components at every
+        time index: (k, k) views, made once per size (a training pass borders every
+        time index at the same size; making them per call cost as much as a k×k
+        product)."""
         if self._views[0] != k:
-            stein = [] if self._inv_stein is None else list(self._inv_stein[:, :k, :k].unbind(0))
+            stein = ([] if self._inv_stein is None
+                     else list(self._inv_stein[:, :k, :k].transpose(1, 2).unbind(0)))
             self._views = (k, list(self._inv[:, :k, :k].unbind(0)), stein)
         return self._views[1], self._views[2]
 
@@ -445,7 +461,9 @@ class GrowingGaussianDriver:
             raise RuntimeError("this driver was built with responses=False")
         if self._pending:
             self._flush()
-        return self._committed(self.sizes[t])[1][t].T @ moment.to(torch.float64)
+        if moment.dtype != torch.float64:
+            moment = moment.to(torch.float64)
+        return self._committed(self.sizes[t])[1][t] @ moment
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
         """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.

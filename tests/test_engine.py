@@ -491,3 +491,94 @@ def test_border_keeps_its_own_copies_until_the_rows_are_written(b):
             col.mul_(10.0)
     for name in ("inv", "inv_stein", "cov"):
         assert torch.equal(getattr(drivers[0], name), getattr(drivers[1], name)), name
+
+
+# ------------------------------------------------------------------ driver groups
+
+def _group_and_alone(P=(40, 24, 56), times=2, capacity=12, responses=True):
+    """G drivers in a DriverGroup, and twins (same seeds) that border alone."""
+    def make(p, seed):
+        return sde.GrowingGaussianDriver(times, p, capacity, dtype=torch.float64,
+                                         generator=torch.Generator().manual_seed(seed),
+                                         responses=responses)
+    members = [make(p, i) for i, p in enumerate(P)]
+    return sde.DriverGroup(members), [make(p, i) for i, p in enumerate(P)]
+
+
+def _covariances(rng, n: int, G: int) -> np.ndarray:
+    """G random SPD (n, n) covariances; member 1's component n//2 copies its
+    component 0 (a singular block: that border sits at the floor, skipped)."""
+    A = rng.standard_normal((G, n, n + 2))
+    cov = A @ A.transpose(0, 2, 1) / n
+    c = cov[1]
+    c[n // 2, :], c[:, n // 2] = c[0, :], c[:, 0]
+    c[n // 2, n // 2] = c[0, 0]
+    return cov
+
+
+def _columns(covs: np.ndarray, k: int, B: int) -> torch.Tensor:
+    """Each member's column (k+B, B) of its covariance, in an aligned grouped tensor."""
+    out = sde.grouped(len(covs), (k + B, B), torch.float64, torch.device("cpu"))
+    out.copy_(torch.from_numpy(covs[:, :k + B, k:k + B].copy()))
+    return out
+
+
+@pytest.mark.parametrize("B", [1, 3])
+def test_a_driver_group_gives_each_member_its_own_numbers(B):
+    # Exact: a group makes each member's products as the member alone does and only
+    # stacks elementwise work, so every output and stored number is bit-identical.
+    rng = np.random.default_rng(7)
+    group, alone = _group_and_alone()
+    G = len(alone)
+    covs = [_covariances(rng, 3 * B + 2, G) for t in range(2)]
+    for step in range(3):
+        k = step * B
+        for t in range(2):
+            col = _columns(covs[t], k, B)
+            got = group.border(t, col)
+            for g, drv in enumerate(alone):
+                want = drv.border(t, col[g].clone())
+                for a, b in zip(got, want):
+                    assert torch.equal(a[g], b)
+            moment = sde.grouped(G, (k + B, 2), torch.float64, torch.device("cpu"))
+            moment.copy_(torch.from_numpy(rng.standard_normal((G, k + B, 2))))
+            stein = group.stein_from_moment(t, moment)
+            for g, drv in enumerate(alone):
+                assert torch.equal(stein[g], drv.stein_from_moment(t, moment[g].clone()))
+    cross = sde.grouped(G, (3 * B, 2), torch.float64, torch.device("cpu"))
+    cross.copy_(torch.from_numpy(rng.standard_normal((G, 3 * B, 2)) * 0.1))
+    var = torch.ones(G, 2, dtype=torch.float64)
+    var[2, 0] = 1e-12  # below its regression on the history: at the floor, skipped
+    for drv in alone:
+        drv._flush()
+    floored = [bool(d._floored) for d in alone]
+    got = group.condition(1, cross, var)
+    for g, drv in enumerate(alone):
+        for a, b in zip(got, drv.condition(1, cross[g].clone(), var[g].clone())):
+            assert torch.equal(a[g], b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the floor's warning, on the copied component
+        for mine, theirs in zip(group.drivers, alone):
+            for name in ("inv", "cov", "inv_stein", "xi"):
+                assert torch.equal(getattr(mine, name), getattr(theirs, name)), name
+            assert mine.finalize() == theirs.finalize()
+        assert not floored[2] and alone[2].finalize()  # the condition's skip counts
+    first = list(group.drivers)
+    group.keep([2, 0])
+    assert group.drivers == [first[2], first[0]]
+
+
+def test_a_driver_group_checks_its_members():
+    with pytest.raises(ValueError, match="at least one"):
+        sde.DriverGroup([])
+    a = sde.GrowingGaussianDriver(2, 8, 4)
+    with pytest.raises(ValueError, match="share times"):
+        sde.DriverGroup([a, sde.GrowingGaussianDriver(3, 8, 4)])
+
+
+def test_grouped_slabs_are_aligned():
+    # every member's slab starts on an ALIGN-byte boundary, as a tensor of its own
+    for dtype in (torch.float32, torch.float64):
+        x = sde.grouped(3, (5, 3), dtype, torch.device("cpu"))
+        assert x.shape == (3, 5, 3) and all(s.is_contiguous() for s in x.unbind(0))
+        assert all(s.data_ptr() % sde.ALIGN == 0 for s in x.unbind(0))

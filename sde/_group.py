@@ -1,0 +1,194 @@
+"""Several independent growing drivers advanced together: the small algebra of their
+borders made once for all of them.
+
+The error replicas of ``nfd.simulate`` are independent runs of the same training
+stream, so at every layer-step their drivers border the same number of components
+at the same time index. Each border is a few products with the driver's own stored
+inverse and a dozen elementwise operations on vectors of length k + B, each costing
+about its dispatch (2 µs on the development CPU) whatever its size. A
+:class:`DriverGroup` makes the products per driver, exactly as the driver itself
+makes them (a batched product need not give a matrix of the batch the bits it has
+alone: measured with torch 2.13 on CPU, ``bmm`` of a (1, 63, 63) and a (1, 63, 1)
+batch differs from its (2, …) batch in the last bits), and the elementwise rest
+once on the stacked results (elementwise operations give every element the same
+bits whatever the layout). So every driver of a group holds exactly the numbers it
+holds when it borders alone, and the group pays the elementwise dispatch once,
+provided each member's slab of the stacked operands starts where a tensor of its own
+would (:func:`grouped`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ._border import border_blocks, border_columns, condition_groups
+from ._drivers import GrowingGaussianDriver
+
+__all__ = ["DriverGroup", "grouped", "ALIGN"]
+
+#: Bytes by which every member's slab of a grouped tensor (:func:`grouped`) is aligned.
+ALIGN = 64
+
+
+def grouped(G: int, shape: Sequence[int], dtype: torch.dtype,
+            device: torch.device) -> torch.Tensor:
+    """An uninitialised ``(G, *shape)`` tensor whose G slabs are contiguous and each start
+    on an :data:`ALIGN`-byte boundary, as a tensor of its own does.
+
+    BLAS kernels take other paths on operands that are not so aligned (measured with
+    torch 2.13 on CPU: ``mv`` of a (k, k) matrix and a vector that starts 8 bytes off
+    a 16-byte boundary differs in the last bits from the aligned one for k ≥ 9), so
+    a member's slab of a stacked tensor gives the bits it gets alone only when
+    aligned: give :class:`DriverGroup` its columns and moments in such a tensor.
+
+    Parameters
+    ----------
+    G : int
+        Members (slabs).
+    shape : sequence of int
+        The shape of one slab.
+    dtype : torch.dtype
+        Their dtype.
+    device : torch.device
+        Their device.
+
+    Returns
+    -------
+    Tensor
+        Shape ``(G, *shape)``; slab g is ``out[g]``, contiguous.
+    """
+    numel = math.prod(shape)
+    item = torch.empty(0, dtype=dtype).element_size()
+    stride = -(-numel * item // ALIGN) * ALIGN // item
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    return torch.empty(G * stride, dtype=dtype, device=device).as_strided(
+        (G, *shape), (stride, *strides))
+
+
+class DriverGroup:
+    """G growing drivers (:class:`GrowingGaussianDriver`) with the same time grid,
+    capacity, floor and options, each with its own particles and generator,
+    bordered, conditioned and differentiated together. Every operation gives each
+    driver exactly what its own method gives it (module docstring).
+
+    Parameters
+    ----------
+    drivers : sequence of GrowingGaussianDriver
+        The members; they must agree in ``times``, ``capacity``, ``rel_jitter`` and
+        whether they keep responses. The group keeps them as ``drivers``, a list,
+        and :meth:`keep` drops members.
+    """
+
+    def __init__(self, drivers: Sequence[GrowingGaussianDriver]) -> None:
+        if not drivers:
+            raise ValueError("drivers must hold at least one driver")
+        first = drivers[0]
+        for d in drivers[1:]:
+            if (d.times, d.capacity, d.rel_jitter, d._inv_stein is None) != (
+                    first.times, first.capacity, first.rel_jitter, first._inv_stein is None):
+                raise ValueError("the drivers of a group must share times, capacity, "
+                                 "rel_jitter and responses")
+        self.drivers = list(drivers)
+
+    def keep(self, members: Sequence[int]) -> None:
+        """Keep only some members.
+
+        Parameters
+        ----------
+        members : sequence of int
+            Indices into ``drivers``, in order.
+        """
+        self.drivers = [self.drivers[i] for i in members]
+
+    def border(self, t: int, column: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`GrowingGaussianDriver.border` of every member at time index ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        column : Tensor, shape (G, k+B, B), float64
+            Each member's requested covariance column (only its upper triangle is
+            read below row k), in a :func:`grouped` tensor.
+
+        Returns
+        -------
+        weights : Tensor, shape (G, B, k+B), float64
+        min_eig : Tensor, shape (G, 1)
+        skip : Tensor, shape (G, B), bool
+            Each member's :meth:`GrowingGaussianDriver.border` results.
+        """
+        if len(self.drivers) == 1:  # the member's own border, without the stacking
+            weights, min_eig, skip = self.drivers[0].border(t, column[0])
+            return weights[None], min_eig[None], skip[None]
+        b = column.shape[2]
+        k = [d._open(t, b) for d in self.drivers][0]
+        invs = [d._committed(k)[0][t] for d in self.drivers]
+        if b == 1:
+            coef, pivot, min_eig, skip = border_columns(invs, column[..., 0], self.rel_jitter)
+            weights = torch.cat((coef, pivot), 1)[:, None]
+        else:
+            weights, min_eig, skip = border_blocks(invs, column, self.rel_jitter)
+        copies = zip(weights.clone().unbind(0), skip.unbind(0), column.clone().unbind(0))
+        for d, (w, s, c) in zip(self.drivers, copies):
+            d._commit(t, k, w, s, c)
+        return weights, min_eig, skip
+
+    @property
+    def rel_jitter(self) -> float:
+        """The members' eigenvalue floor."""
+        return self.drivers[0].rel_jitter
+
+    def stein_from_moment(self, t: int, moment: torch.Tensor) -> torch.Tensor:
+        """:meth:`GrowingGaussianDriver.stein_from_moment` of every member.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        moment : Tensor, shape (G, k, B), float64
+            Each member's particle moment E[ξ_j F_b] (in a :func:`grouped` tensor).
+
+        Returns
+        -------
+        Tensor, shape (G, k, B), float64
+            Each member's E[∂F_b/∂z_j].
+        """
+        if len(self.drivers) == 1:
+            return self.drivers[0].stein_from_moment(t, moment[0])[None]
+        return torch.stack([d.stein_from_moment(t, m)
+                            for d, m in zip(self.drivers, moment.unbind(0))])
+
+    def condition(self, t: int, cross: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`GrowingGaussianDriver.condition` of every member.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        cross : Tensor, shape (G, k, B), float64
+            Each member's covariance of its committed components with the new ones
+            (in a :func:`grouped` tensor).
+        var : Tensor, shape (G, B), float64
+            Each member's variances of the new components.
+
+        Returns
+        -------
+        weights : Tensor, shape (G, B, k), float64
+        pivots : Tensor, shape (G, B)
+        min_eig : Tensor, shape (G,)
+            Each member's :meth:`GrowingGaussianDriver.condition` results.
+        """
+        k = self.drivers[0].sizes[t]
+        invs = []
+        for d in self.drivers:
+            if d._pending:
+                d._flush()
+            invs.append(d._inv[t, :k, :k])
+        weights, pivots, min_eig, skip = condition_groups(invs, cross, var, self.rel_jitter)
+        for d, s in zip(self.drivers, skip.unbind(0)):
+            d._floored |= s.any()
+        return weights, pivots, min_eig
