@@ -123,10 +123,9 @@ def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
     X, y = nfd.synthetic_task("tanh", 16 * 12, 8, seed=0)
     real, sizes = _simulate._integrate, []
 
-    def record(cfg, scale, progress, replica=False):
-        if replica:
-            sizes.append(cfg.P)
-        return real(cfg, scale, progress, replica)
+    def record(cfgs, scale, progress, names=None, replica=False):
+        sizes.extend(c.P for c in cfgs[1:])
+        return real(cfgs, scale, progress, names, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", record)
     ds = nfd.simulate(X, y, eta_c=0.1, steps=2, particles=4000, batch_size=12,
@@ -168,16 +167,19 @@ def test_error_replicas_is_checked():
 
 def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
     """An error that cannot be measured is NaN with a warning, never the narrower
-    per-particle one; the estimates are kept."""
+    per-particle one; the estimates are kept. Here the replicas run after the run
+    (as for two-layer blocks, or replicas that do not fit in memory beside it;
+    tests/test_lockstep.py has a replica diverging in lockstep)."""
     X, y, probes = _task()
     real = _simulate._integrate
 
-    def replicas_diverge(cfg, scale, progress, replica=False):
+    def replicas_diverge(cfgs, scale, progress, names=None, replica=False):
         if replica:
             raise FloatingPointError("SGD step 3: E[h_t^2] exploded at layer 2")
-        return real(cfg, scale, progress, replica)
+        return real(cfgs, scale, progress, names, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", replicas_diverge)
+    monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: False)
     with pytest.warns(RuntimeWarning, match="replica 0 .* diverged.*Lower eta_c"):
         ds = nfd.simulate(X, y, eta_c=0.3, steps=3, particles=64, probes=probes,
                           progress=False)

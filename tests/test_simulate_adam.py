@@ -212,7 +212,7 @@ def _paired(path, **kw):
         dtype=torch.float64, rel_jitter=None, divergence=None, innovations=None,
         error_replicas=0, optimizer=kw.pop("optimizer", "adam"), betas=(0.0, 0.0),
         eps=0.0, **kw)
-    return _integrate(dataclasses.replace(cfg, adam_path=path), 1.0, progress=False)
+    return _integrate([dataclasses.replace(cfg, adam_path=path)], 1.0, progress=False)[0][0]
 
 
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
@@ -237,7 +237,7 @@ def test_sign_path_refuses_other_settings():
         divergence=None, innovations=None, error_replicas=0, optimizer="adam",
         betas=(0.0, 0.0), eps=0.0)
     with pytest.raises(ValueError, match="batch_size=1"):
-        _integrate(dataclasses.replace(cfg, adam_path="sign"), 1.0, progress=False)
+        _integrate([dataclasses.replace(cfg, adam_path="sign")], 1.0, progress=False)
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "adamw"])

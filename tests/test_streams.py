@@ -29,7 +29,7 @@ def _rows(layers: int, R: int, P: int, strided: bool, seed: int = 0) -> torch.Te
 @pytest.mark.parametrize("B", [1, 3])
 @pytest.mark.parametrize("count", [1, 5, 8])
 @pytest.mark.usefixtures("split_all")
-def test_pass_means_and_mix_equal_whole_products(strided, P, B, count):
+def test_pass_products_and_mix_equal_whole_products(strided, P, B, count):
     # Exact reference: the same products unsplit, in float64 (rule: agreement to
     # 1e-12 relative, float64 rounding over sums of at most P terms).
     layers = 3
@@ -40,12 +40,13 @@ def test_pass_means_and_mix_equal_whole_products(strided, P, B, count):
     paths = torch.randn(layers, B, P, generator=g, dtype=torch.float64)
     ops = Pass(rows, count, mix_rows, count, (paths,))
     for t in range(layers):
-        want = rows[t, :count] @ new.T / P
-        torch.testing.assert_close(ops.means(t, new), want, rtol=1e-12, atol=1e-14)
+        want = rows[t, :count] @ new.T
+        got = ops.products(t, new.expand(ops.gram_pieces, *new.shape))
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
     w = torch.randn(B, count, generator=g, dtype=torch.float64)
     base = paths[0].clone()
     want = base + w @ mix_rows[2, :count]
-    ops.mix(2, w, ops.paths[0][1], ops.paths[0][0])
+    ops.mix(2, w.expand(ops.mix_pieces, *w.shape), ops.paths[0][1], ops.paths[0][0])
     torch.testing.assert_close(paths[1], want, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(paths[0], base, rtol=0, atol=0)  # the base is only read
 

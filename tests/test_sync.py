@@ -77,12 +77,19 @@ LAYER_WORDS = {"L", "layers", "depth", "steps", "times", "per_layer", "hidden"}
 #: Functions a layer-step calls, and the passes that hold the layer loops, checked
 #: whole: ``(module path, qualified name)``.
 PER_LAYER = [
-    # nfd.simulate: the passes of Model and what one layer-step calls
-    ("nfd/_simulation/_model.py", "Model.forward"),
-    ("nfd/_simulation/_model.py", "Model.forward_probes"),
-    ("nfd/_simulation/_model.py", "Model.backward"),
-    ("nfd/_simulation/_model.py", "Model._weights"),
-    ("nfd/_simulation/_model.py", "_moments"),
+    # nfd.simulate: the passes of a run and its replicas and what one layer-step calls
+    ("nfd/_simulation/_lockstep.py", "Lockstep.forward"),
+    ("nfd/_simulation/_lockstep.py", "Lockstep.forward_probes"),
+    ("nfd/_simulation/_lockstep.py", "Lockstep.backward"),
+    ("nfd/_simulation/_lockstep.py", "Lockstep._weights"),
+    ("nfd/_simulation/_lockstep.py", "Lockstep._weight_views"),
+    ("nfd/_simulation/_lockstep.py", "Lockstep._moments"),
+    ("nfd/_simulation/_lockstep.py", "Lockstep._decay"),
+    ("nfd/_simulation/_lockstep.py", "_record_pivots"),
+    ("nfd/_simulation/_lockstep.py", "_pieces"),
+    ("nfd/_simulation/_lockstep.py", "_expanded"),
+    ("nfd/_simulation/_model.py", "moments"),
+    ("nfd/_simulation/_model.py", "Model._embed"),
     # ... and Adam's dense states (optimizer="adam"), with the factored reference
     ("nfd/_simulation/_adam.py", "DenseAdam.embed"),
     ("nfd/_simulation/_adam.py", "DenseAdam.readout"),
@@ -104,11 +111,17 @@ PER_LAYER = [
     ("nfd/_simulation/_twolayer.py", "TwoLayerModel._half"),
     ("nfd/_simulation/_twolayer.py", "_means"),
     ("nfd/_simulation/_twolayer.py", "_rms"),
-    ("nfd/_simulation/_streams.py", "Pass.means"),
+    ("nfd/_simulation/_streams.py", "Pass.products"),
     ("nfd/_simulation/_streams.py", "Pass.mix"),
     ("nfd/_model/_activations.py", "Activation.phi_into"),
     ("nfd/_model/_activations.py", "Activation.dphi_into"),
     ("sde/_drivers.py", "GrowingGaussianDriver.border"),
+    ("sde/_drivers.py", "GrowingGaussianDriver._open"),
+    ("sde/_drivers.py", "GrowingGaussianDriver._commit"),
+    ("sde/_group.py", "DriverGroup.border"),
+    ("sde/_group.py", "DriverGroup.stein_from_moment"),
+    ("sde/_group.py", "DriverGroup.condition"),
+    ("sde/_group.py", "grouped"),
     ("sde/_drivers.py", "GrowingGaussianDriver._flush"),
     ("sde/_drivers.py", "GrowingGaussianDriver._draw"),
     ("sde/_drivers.py", "GrowingGaussianDriver._committed"),
@@ -116,6 +129,12 @@ PER_LAYER = [
     ("sde/_drivers.py", "GrowingGaussianDriver.condition"),
     ("sde/_drivers.py", "GrowingGaussianDriver.stein_from_moment"),
     ("sde/_border.py", "border_column"),
+    ("sde/_border.py", "border_columns"),
+    ("sde/_border.py", "_column_tail"),
+    ("sde/_border.py", "border_blocks"),
+    ("sde/_border.py", "_block_tail"),
+    ("sde/_border.py", "condition_groups"),
+    ("sde/_border.py", "_condition_tail"),
     ("sde/_border.py", "_regularise"),
     ("sde/_border.py", "_floor"),
     ("sde/_border.py", "border_block"),
@@ -277,20 +296,20 @@ def test_the_rule_sees_the_loops_it_is_about():
     # it stopped recognising would pass unchecked)
     trees = {p.relative_to(ROOT).as_posix(): ast.parse(p.read_text()) for p in _modules()}
     count = {path: len(layer_loops(tree)) for path, tree in trees.items()}
-    assert count["nfd/_simulation/_model.py"] >= 3  # forward, probes, backward
+    assert count["nfd/_simulation/_lockstep.py"] >= 3  # forward, probes, backward
     assert count["validation/networks/_base.py"] >= 4  # forward, forward-only, backward, update
     assert count["sde/_euler.py"] >= 1
 
 
 def test_the_rule_fails_on_a_sync(tmp_path):
-    # the checker's own power: a copy of nfd/_simulation/_model.py with an .item() in
+    # the checker's own power: a copy of nfd/_simulation/_lockstep.py with an .item() in
     # the forward layer loop, and one with float() of a tensor in a PER_LAYER function
     for pkg in PACKAGES:
         for p in (ROOT / pkg).rglob("*.py"):
             dest = tmp_path / p.relative_to(ROOT)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(p.read_text())
-    model = tmp_path / "nfd/_simulation/_model.py"
+    model = tmp_path / "nfd/_simulation/_lockstep.py"
     text = model.read_text()
     anchor = "            pivots.append(min_eig)\n"
     assert text.count(anchor) == 2

@@ -13,7 +13,8 @@ and 200, L = 8, P = 64–8192): σ_eff/σ is 1.15–1.4 for the coupled limit an
 Method (chosen by measurement; batch means over blocks of one run cannot see the
 shared noise, since it is common to every block): **independent replicas**. R
 further runs with their own seeds and their own mean field of P_r particles
-(:func:`replica_particles`) give R + 1 independent estimates of every output. Under
+(:func:`replica_particles`; run in lockstep with the main run,
+``nfd._simulation._lockstep``) give R + 1 independent estimates of every output. Under
 Var(q̂_r) = ρ²·s_r² (s_r the per-particle standard error of run r: the inflation ρ
 is nearly the same for every run size, as measured), the weighted spread
 

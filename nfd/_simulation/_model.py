@@ -1,6 +1,7 @@
-"""The particle system of ``nfd.simulate``: the training history and the forward
-and backward passes of one block of inputs (the equations of the ``nfd._simulation._simulate``
-module docstring).
+"""The particle system of ``nfd.simulate``: one run's particles and training history
+(the equations of the ``nfd._simulation._simulate`` module docstring); its forward and
+backward passes, with those of its error replicas, are
+:class:`nfd._simulation._lockstep.Lockstep`'s.
 
 Layout. Every product of a layer-step reads two histories at once, so they are
 stored interleaved, row i of trajectory i holding two P-vectors side by side:
@@ -27,7 +28,7 @@ from sde import GrowingGaussianDriver
 from .._model import Activation, Parametrization
 from ._streams import Pass, history_rows
 
-__all__ = ["History", "Model"]
+__all__ = ["History", "Model", "moments"]
 
 
 class History:
@@ -69,10 +70,6 @@ class History:
         """Storage of the backward driver's ξ̃_ℓ, ℓ = 1..L: (L, N, P), strided."""
         return self.act_pairs[:, :self.N, 1]
 
-    def weight_buffer(self, B: int) -> torch.Tensor:
-        """A zero (B, rows, 2) buffer for the interleaved weights of :meth:`Model._weights`."""
-        return self.phi.new_zeros(B, self.phi.shape[1], 2)
-
     def forward_pass(self, rows: int, h: torch.Tensor, coupled: bool) -> Pass:
         """Split operands of a forward pass over ``rows`` trajectories: the means
         against φ (coupled: against both halves of the (φ, ξ̃) pairs), the mix of
@@ -87,11 +84,12 @@ class History:
         return Pass(*grams, self.act, 2 * rows, (out[None],))
 
 
-def _moments(means: torch.Tensor, both: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The Gram column and, with ``both``, the Stein moment, from the means of a new
-    block against a layer's rows: interleaved (history, innovation) with ``both``."""
+def moments(means: torch.Tensor, both: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The Gram columns and, with ``both``, the Stein moments, from the means (G, rows,
+    B) of each run's new block against its layer's rows: interleaved (history,
+    innovation) with ``both``."""
     if both:
-        return means[0::2], means[1::2]
+        return means[:, 0::2], means[:, 1::2]
     return means, None
 
 
@@ -117,7 +115,6 @@ class Model:
         self.probe_gen = probe_gen
         self.P = u.shape[0]
         self.d = u.shape[1]
-        self._wbuf: dict[tuple[str, int], torch.Tensor] = {}
         self.vector = hist.out_coef is not None
         #: Adam's dense states (``nfd._simulation._adam``), None under SGD: they add
         #: the learned part of every weight to the passes and take its updates
@@ -134,46 +131,6 @@ class Model:
         readout columns)."""
         self.scale, self.coef, self.out_coef = scale, coef, out_coef
         self._noise = self.noise_unit * scale
-
-    def _weight_views(self, role: str, B: int, n: int, rows: int,
-                      responses: int) -> tuple[torch.Tensor, ...]:
-        """Views, made once per pass, of the weight buffer of one kind of pass (each
-        keeps its own zeros): the drift on the first ``n`` history rows, the first
-        ``responses`` history rows (coupled), the innovations and the interleaved
-        (B, 2·rows) whole."""
-        key = (role, B)
-        if key not in self._wbuf:
-            self._wbuf[key] = self.hist.weight_buffer(B)
-        buf = self._wbuf[key]
-        return (buf[:, :n, 0], buf[:, :responses, 0], buf[:, :rows, 1],
-                buf[:, :rows].view(B, 2 * rows))
-
-    def _weights(self, views: tuple[torch.Tensor, ...], draw: torch.Tensor,
-                 gram: torch.Tensor, decay: torch.Tensor,
-                 responses: torch.Tensor | None) -> torch.Tensor:
-        """Interleaved weights (B, 2·rows) on a layer's row pairs (history, innovation),
-        written into the buffer of :meth:`_weight_views` in the run's dtype.
-
-        On the innovations: √τ a_k times the driver's ``draw`` (B, rows). On the
-        history: the drift −τ w_i Σ[i, k] over the n earlier trajectories (``gram``
-        (n, B) is the Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward; ``decay``
-        (n,) holds −τ w_i, w = :attr:`coef`), plus, coupled, √τ a_k times the response functions
-        ``responses`` (rows', B): forward A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}]
-        (rows' = n), backward B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (rows' = n + B:
-        g_ℓ^{(k)} depends on this step's forward source through φ′ of the layers
-        above), paper 000 eq. 38 with SGD steps, estimated by Stein's lemma
-        (:meth:`sde.GrowingGaussianDriver.stein_from_moment`). History rows without
-        a weight get exactly 0: the buffer is only ever written up to the rows of
-        its pass, and a pass has at least as many rows as the one before.
-        """
-        drift, response, innovations, whole = views
-        if responses is None:
-            torch.mul(gram.T, decay, out=drift)
-        else:
-            torch.mul(responses.T, self._noise, out=response)
-            drift.addcmul_(gram.T, decay)
-        torch.mul(draw, self._noise, out=innovations)
-        return whole
 
     def readout(self) -> torch.Tensor:
         """g_L = a_k v − Σ_i w_i h_L^{(i)} (the readout after the recorded updates,
@@ -207,109 +164,6 @@ class Model:
             a = self.coef * (x @ hist.X[:n].T / self.d)  # (B, n)
             out.addmm_(a, hist.g[0, :n], alpha=-1.0)
         return out
-
-    def forward(self, x: torch.Tensor, out: torch.Tensor, piv: torch.Tensor,
-                floored: torch.Tensor) -> torch.Tensor:
-        """Forward pass of the training block x (B, d) → h path ``out`` (L+1, B, P):
-        the h_0 and h_ℓ equations of the ``nfd._simulation._simulate`` module docstring (paper
-        002, Definition 1, with the response drift of paper 000 eq. 38 when
-        coupled). The block's noise is appended to the forward driver, its
-        activations to the history; the new pivots go to ``piv`` and the number of
-        floored driver components to ``floored`` (per time t_ℓ, ℓ < L)."""
-        hist, n = self.hist, self.hist.n
-        B = x.shape[0]
-        h = out
-        self._embed(x, h[0])
-        decay = self.coef * -self.tau
-        ops = hist.forward_pass(n + B, h, self.coupled)
-        path, views = ops.paths[0], self._weight_views("forward", B, n, n + B, n)
-        pivots, skips = [], []
-        for l in range(1, self.L + 1):
-            t = l - 1
-            phi = self.act.phi_into(h[t], hist.phi_at[t][n:n + B])
-            gram, mom = _moments(ops.means(t, phi), self.coupled)
-            weights, min_eig, skip = self.fwd.border(t, gram)
-            resp = self.bwd.stein_from_moment(t, mom[:n]) if self.coupled else None
-            w = self._weights(views, weights, gram[:n], decay, resp)
-            ops.mix(l, w, path[l], path[t])
-            if self.dense is not None:
-                self.dense.forward(l, phi, h[l])
-            pivots.append(min_eig)
-            skips.append(skip)
-        piv[:-1] = torch.cat(pivots)
-        floored[:-1] = torch.stack(skips).sum(1)
-        return h
-
-    def forward_probes(self, x: torch.Tensor, out: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
-        """Forward pass of held-out inputs x (Q, d) → h path ``out`` (L+1, Q, P), each
-        probe's noise conditioned on the training history alone and not appended to
-        it (:meth:`sde.GrowingGaussianDriver.condition`). ``phi`` is a (Q, P) buffer:
-        buffers kept across evaluations avoid faulting in fresh pages every layer,
-        which cost as much as the probes' products (measured on CPU).
-
-        A probe's output is a particle mean, so only each probe's own law matters:
-        all probes share one fresh standard normal per layer and particle (drawn
-        from ``probe_gen``), scaled by each probe's conditional standard deviation.
-        Every probe keeps exactly its conditional law given the history; only the
-        correlation between probes changes. This costs L·P normals per evaluation
-        instead of L·Q·P."""
-        hist, n, P = self.hist, self.hist.n, self.P
-        h = out
-        self._embed(x, h[0])
-        decay = self.coef * -self.tau
-        fresh = torch.randn(self.L, P, generator=self.probe_gen, device=x.device,
-                            dtype=x.dtype)
-        ops = hist.forward_pass(n, h, self.coupled)
-        path, views = ops.paths[0], self._weight_views("probes", x.shape[0], n, n, n)
-        for l in range(1, self.L + 1):
-            t = l - 1
-            self.act.phi_into(h[t], phi)
-            var = torch.linalg.vector_norm(phi, dim=1).double().square_().div_(P)
-            gram, mom = _moments(ops.means(t, phi), self.coupled)
-            weights, pivots, _ = self.fwd.condition(t, gram, var)
-            resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
-            w = self._weights(views, weights, gram, decay, resp)
-            ops.mix(l, w, path[l], path[t])
-            if self.dense is not None:
-                self.dense.forward(l, phi, h[l])
-            h[l].addr_((pivots * self._noise).to(h.dtype), fresh[t])
-        return h
-
-    def backward(self, h: torch.Tensor, gL: torch.Tensor, piv: torch.Tensor,
-                 floored: torch.Tensor, work: torch.Tensor) -> None:
-        """Backward pass of the committed block with forward path h (L+1, B, P): the
-        g_{ℓ−1} equation of the ``nfd._simulation._simulate`` module docstring (paper 002,
-        Definition 1, with the response drift of paper 000 eq. 38 when coupled).
-
-        The gradients are written straight into the history ``hist.g[:, n:n+B]``,
-        the pivots into ``piv`` and the floored driver components into ``floored``;
-        ``work`` is a (2, B, P) buffer for the increments and φ′.
-        """
-        hist, n = self.hist, self.hist.n
-        B = h.shape[1]
-        hist.g[self.L, n:n + B] = gL
-        incr, dphi = work
-        decay = self.coef * -self.tau
-        ops = hist.backward_pass(n + B, incr, self.coupled)
-        out, views = ops.paths[0][0], self._weight_views("backward", B, n, n + B, n + B)
-        pivots, skips = [], []
-        for l in range(self.L, 0, -1):
-            t = l - 1
-            g = hist.g_at[l][n:n + B]
-            gram, mom = _moments(ops.means(l, g), self.coupled)
-            weights, min_eig, skip = self.bwd.border(t, gram)
-            resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
-            w = self._weights(views, weights, gram[:n], decay, resp)
-            ops.mix(t, w, out)
-            if self.dense is not None:
-                self.dense.backward(l, g, incr)
-                self.dense.update_layer(l, g, hist.phi_at[t][n:n + B])
-            self.act.dphi_into(h[t], dphi)
-            torch.addcmul(g, dphi, incr, out=hist.g_at[t][n:n + B])
-            pivots.append(min_eig)
-            skips.append(skip)
-        piv[1:] = torch.cat(pivots[::-1])
-        floored[1:] = torch.stack(skips[::-1]).sum(1)
 
     def min_eigenvalues(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Smallest eigenvalues of Σ_ℓ and Θ_ℓ at every t_ℓ, ℓ = 0..L (Assumption 1)."""

@@ -90,7 +90,7 @@ from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,
                       replica_seeds, uncalibrated)
 from ._adam import warn_if_first_sign_unresolved
-from ._state import start
+from ._state import fit_together, start_group
 from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
                     warn_if_floors_matter)
 
@@ -246,9 +246,13 @@ def simulate(
         windows of the history (variables ``f_se_inflation``,
         ``probe_f_se_inflation``). Never changes an estimate. Default 2; ``0``
         reports the per-particle errors (inflations NaN) and saves the replicas'
-        cost. With ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles,
-        as many as the main run, so they cost R times the run. Calibration and
-        cost: :ref:`arg-error-replicas`.
+        cost. The replicas run in lockstep with the run, sharing its small algebra
+        (``nfd._simulation._lockstep``), where run and replicas fit in memory
+        together (``nfd.memory_estimate`` of each), else after it (and always with
+        two-layer blocks): every number is the same either way. With
+        ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles, as many as
+        the main run, so they cost about R times the run. Calibration and cost:
+        :ref:`arg-error-replicas`.
     momentum : float
         β in [0, 1): ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov) on
         every parameter (paper 000, App. K.5).
@@ -400,24 +404,35 @@ def simulate(
         record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps,
         hidden_lr=hidden_lr, branch_exponent=branch_exponent, trainable=trainable,
         particle_init=particle_init)
-    check_whitening(cfg, replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None)
-                    if cfg.error_replicas else cfg.P)
+    replicas = _replica_configs(cfg)
+    check_whitening(cfg, replicas[0].P if replicas else cfg.P)
     scale = check_input_scale("X", cfg.X)
-    ds = _integrate(cfg, scale, progress)
-    ds = (calibrate_errors(ds, *_replicas(cfg, scale)) if cfg.error_replicas
-          else uncalibrated(ds))
+    if not replicas:
+        ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
+    elif cfg.two_layer or not fit_together([cfg, *replicas]):
+        ds = _integrate([cfg], scale, progress)[0][0]
+        ds = calibrate_errors(ds, *_replicas(replicas, scale))
+    else:
+        names = ["the run"] + [f"error replica {r}" for r in range(len(replicas))]
+        runs, reason = _integrate([cfg, *replicas], scale, progress, names)
+        ds = calibrate_errors(runs[0], None if reason else runs[1:], reason)
     warn_if_first_sign_unresolved(ds)
     return ds
 
 
-def _integrate(cfg: Config, input_scale: float, progress: bool,
-               replica: bool = False) -> xr.Dataset:
-    """One run of the particle system (module docstring) for a checked configuration
-    (``input_scale``: mean |x|²/d, for the divergence messages): its Dataset with the
-    per-particle standard errors. An error ``replica`` leaves the floor warning to the
-    main run."""
+def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
+               names: list[str] | None = None,
+               replica: bool = False) -> tuple[list[xr.Dataset], str]:
+    """Runs of the particle system (module docstring) for checked configurations of
+    one stream (``input_scale``: mean |x|²/d, for the divergence messages), the first
+    with its error replicas ``cfgs[1:]`` in lockstep (``nfd._simulation._lockstep``):
+    their Datasets with the per-particle standard errors, and why the replicas left
+    the run (one diverged: then only the first run's Dataset). A ``replica`` run
+    alone leaves the floor warning to the main run."""
     with serial():
-        state = start(cfg, input_scale)
+        group = start_group(cfgs, input_scale, names or ["the run"])
+    main = group.states[0]
+    cfg = cfgs[0]
     probe_index = {s: j for j, s in enumerate(cfg.probe_steps)}
     eig_index = {s: j for j, s in enumerate(cfg.eig_steps)}
     steps = tqdm(range(cfg.K + 1), disable=not progress, desc="nfd.simulate", unit="step")
@@ -427,32 +442,40 @@ def _integrate(cfg: Config, input_scale: float, progress: bool,
         for k in steps:
             team.tick()
             with serial():
-                set_optimizer(state)
+                for state in group.states:
+                    set_optimizer(state)
                 if k in probe_index:
-                    evaluate_probes(state, probe_index[k])
+                    evaluate_probes(group, probe_index[k])
                 if k == cfg.K:
                     break
-                sgd_step(state, k)
+                sgd_step(group, k)
                 if k in eig_index:
-                    record_eigenvalues(state, eig_index[k])
+                    record_eigenvalues(main, eig_index[k])
     if not replica:
-        warn_if_floors_matter(state, stacklevel=4)
-    return assemble(cfg, state.rec)
+        warn_if_floors_matter(main, stacklevel=4)
+    return [assemble(s.cfg, s.rec) for s in group.states], group.reason
 
 
-def _replicas(cfg: Config, input_scale: float) -> tuple[list[xr.Dataset] | None, str]:
-    """The ``error_replicas`` replica runs of ``cfg`` (``nfd._simulation._errors``): the same
-    stream, probes and settings with their own seeds and
+def _replica_configs(cfg: Config) -> list[Config]:
+    """The ``error_replicas`` replica runs of ``cfg`` (``nfd._simulation._errors``; none
+    without): the
+    same stream, probes and settings with their own seeds and
     :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
-    innovations, recording no paths or eigenvalues. ``(None, reason)`` when one
-    diverges."""
+    innovations, recording no paths or eigenvalues."""
     P = replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None)
+    return [dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
+                                innovations=(None, None), error_replicas=0)
+            for seed in replica_seeds(cfg.seed, cfg.error_replicas)]
+
+
+def _replicas(cfgs: list[Config], input_scale: float) -> tuple[list[xr.Dataset] | None, str]:
+    """The replica runs ``cfgs`` one after the other (two-layer blocks, or replicas
+    that do not fit in memory beside the run): their Datasets, or ``(None, reason)``
+    when one diverges."""
     runs = []
-    for r, seed in enumerate(replica_seeds(cfg.seed, cfg.error_replicas)):
-        rep = dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
-                                  innovations=(None, None), error_replicas=0)
+    for r, rep in enumerate(cfgs):
         try:
-            runs.append(_integrate(rep, input_scale, progress=False, replica=True))
+            runs.append(_integrate([rep], input_scale, False, replica=True)[0][0])
         except FloatingPointError as err:
-            return None, f"error replica {r} ({P} particles) diverged: {err}"
+            return None, f"error replica {r} ({rep.P} particles) diverged: {err}"
     return runs, ""

@@ -12,14 +12,16 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._schema import DivergenceGuard, ensure_fits, variable_dims
+from .._schema import DivergenceGuard, available_memory, ensure_fits, variable_dims
 from ._checks import Config
 from ._memory import memory_estimate
 from ._adam import adam_state
+from ._lockstep import Lockstep, Solo
 from ._model import History, Model
 from ._twolayer import TwoLayerHistory, TwoLayerModel
 
-__all__ = ["ROLES", "seed_word", "streams", "RunState", "start", "whiten_jointly"]
+__all__ = ["ROLES", "seed_word", "streams", "RunState", "Group", "start", "start_group", "fit_together",
+           "whiten_jointly"]
 
 #: The random roles of a run, each with its own stream derived from the seed
 #: (:func:`streams`). A role added later gets a new name at the end: the streams
@@ -75,6 +77,24 @@ class RunState:
     zero_coef: torch.Tensor | None = None
 
 
+@dataclass
+class Group:
+    """Runs of the same stream and configuration advanced together: a run and its error
+    replicas (:class:`~nfd._simulation._lockstep.Lockstep`), or one run alone."""
+
+    states: list[RunState]
+    engine: Lockstep | Solo
+    #: what the runs after the first are called in a divergence reason
+    names: list[str]
+    #: why the error replicas left the group (one diverged); empty while they train
+    reason: str = ""
+
+    def drop_replicas(self, reason: str) -> None:
+        """Go on with the first run alone, recording ``reason``."""
+        self.states, self.names, self.reason = self.states[:1], self.names[:1], reason
+        self.engine.keep([0])
+
+
 def _record(cfg: Config) -> dict[str, torch.Tensor]:
     """Record buffers shaped by the schema dims (:mod:`nfd._schema`, with ``output``
     for C ≥ 2 outputs), NaN-filled (zero for counts); the paths are kept (step,
@@ -102,16 +122,29 @@ def _record(cfg: Config) -> dict[str, torch.Tensor]:
     return rec
 
 
+def _estimate(cfg: Config) -> dict[str, int]:
+    """:func:`nfd.memory_estimate` of one run of ``cfg``, by buffer and ``"total"``."""
+    return memory_estimate(n_train=cfg.N, input_dim=cfg.d, steps=cfg.L, particles=cfg.P,
+                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
+                           backward=cfg.backward, eta_c=cfg.sgd.eta_c,
+                           momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
+                           gamma0=cfg.sgd.gamma0, outputs=cfg.C, block=cfg.block,
+                           optimizer="sgd" if cfg.adam is None else cfg.adam.name)
+
+
 def _ensure_memory(cfg: Config) -> None:
     """``MemoryError`` before allocating if the run does not fit (:func:`nfd.memory_estimate`)."""
-    est = memory_estimate(n_train=cfg.N, input_dim=cfg.d, steps=cfg.L, particles=cfg.P,
-                          batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
-                          backward=cfg.backward, eta_c=cfg.sgd.eta_c,
-                          momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
-                          gamma0=cfg.sgd.gamma0, outputs=cfg.C, block=cfg.block,
-                          optimizer="sgd" if cfg.adam is None else cfg.adam.name)
+    est = _estimate(cfg)
     ensure_fits(est["total"], cfg.device, parts={k: v for k, v in est.items() if k != "total"},
                 advice="lower particles, steps (depth) or the number of SGD steps")
+
+
+def fit_together(cfgs: list[Config], fraction: float = 0.9) -> bool:
+    """Whether the runs ``cfgs`` fit in memory at once (their estimates summed against
+    ``fraction`` of the available memory, as :func:`nfd.schema.ensure_fits` judges
+    one run)."""
+    total = sum(_estimate(cfg)["total"] for cfg in cfgs)
+    return total <= fraction * available_memory(cfgs[0].device)
 
 
 def _targets(y: np.ndarray, cfg: Config, kw: dict) -> torch.Tensor:
@@ -180,6 +213,18 @@ def start(cfg: Config, input_scale: float) -> RunState:
         first_optimizer=None if first is None else first.coefficients(),
         zero_coef=None if cfg.adam is None else torch.zeros(cfg.N, **kw),
     )
+
+
+def start_group(cfgs: list[Config], input_scale: float, names: list[str]) -> Group:
+    """Allocate the runs ``cfgs`` (:func:`start`) as one :class:`Group`: in lockstep
+    for one-layer blocks; two-layer blocks have passes of their own and take one run
+    only. ``names`` name the runs in divergence reasons."""
+    states = [start(cfg, input_scale) for cfg in cfgs]
+    if cfgs[0].two_layer:
+        if len(states) > 1:
+            raise ValueError("two-layer blocks run one run at a time")
+        return Group(states, Solo(states[0].model), names)
+    return Group(states, Lockstep([s.model for s in states]), names)
 
 
 def _coefficients(cfg: Config) -> Iterator[tuple[float, np.ndarray]]:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .._optim import OPTIMIZER_TITLES
-from ._state import RunState
+from ._state import Group, RunState
 
 __all__ = ["set_optimizer", "sgd_step", "evaluate_probes", "record_eigenvalues", "warn_if_floors_matter",
            "FLOOR_WARN_JITTER", "FLOOR_WARN_SHARE"]
@@ -85,41 +85,74 @@ def _per_trajectory(c: np.ndarray, state: RunState) -> torch.Tensor:
     return _host_to_device(c * cfg.sgd.gamma0, cfg.device).repeat_interleave(cfg.B)
 
 
-def sgd_step(state: RunState, k: int) -> None:
-    """SGD step k on the block x^{(k)}: forward pass (h_0, h_ℓ), output
-    f̊ = E[g_L h_L]/γ₀, χ = ℒ′(f̊, y), backward pass (g_{ℓ−1}), then the history gains
-    the block with coefficient χ / B (η_c χ / B for plain SGD; module docstring of
-    ``nfd._simulation._simulate``; paper 002, Definition 1). Stops a diverging step with ``FloatingPointError``
-    (:class:`nfd.schema.DivergenceGuard`: the step's one host synchronisation; the
-    layer loops have none, tests/test_sync.py)."""
-    if state.cfg.vector:
-        return _vector_step(state, k)
-    cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
-    n, B = hist.n, cfg.B
+def sgd_step(group: Group, k: int) -> None:
+    """SGD step k on the block x^{(k)} for every run of the ``group``: forward pass
+    (h_0, h_ℓ), output f̊ = E[g_L h_L]/γ₀, χ = ℒ′(f̊, y), backward pass (g_{ℓ−1}), then
+    the history gains the block with coefficient χ / B (η_c χ / B for plain SGD;
+    module docstring of ``nfd._simulation._simulate``; paper 002, Definition 1). Stops
+    a diverging step with ``FloatingPointError`` (:class:`nfd.schema.DivergenceGuard`:
+    the step's one host synchronisation per run; the layer loops have none,
+    tests/test_sync.py); a diverging error replica leaves the group instead
+    (:func:`_check`)."""
+    states, engine = group.states, group.engine
+    first = states[0]
+    readout = _vector_readout if first.cfg.vector else _scalar_readout
+    x = first.x[k]
     try:
-        h = model.forward(state.x[k], state.h_buf, rec["sigma_pivot"][k],
-                          rec["sigma_floored"][k])
-        gL = model.readout()
-        prod = gL * h[-1]
-        f = prod.mean(1) / cfg.sgd.gamma0
-        rec["f"][k] = f
-        rec["f_se"][k] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
-        rec["loss"][k] = cfg.loss(f, state.y[k])
-        chi = cfg.loss.grad(f, state.y[k])
-        rec["dloss"][k] = chi
-        w = chi / B
-        _adam_weights(state, k, w)
-        model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
-        _adam_io(state, state.x[k], h, w)
+        hs = engine.forward(x, [s.h_buf for s in states],
+                            [s.rec["sigma_pivot"][k] for s in states],
+                            [s.rec["sigma_floored"][k] for s in states])
+        outs = [readout(s, k, h) for s, h in zip(states, hs)]
+        engine.backward(hs, [o[0] for o in outs], [s.rec["theta_pivot"][k] for s in states],
+                        [s.rec["theta_floored"][k] for s in states], [s.work for s in states])
+        for s, h, o in zip(states, hs, outs):
+            _adam_io(s, x, h, o[1])
     except FloatingPointError as err:
-        raise FloatingPointError(f"{_name(state)} step {k}: {err}{state.guard.hint()}") from err
-    _record_block(state, k, h)
-    hist.coef[n:n + B] = (float(cfg.sgd.eta_c[0]) * chi / B if cfg.sgd.plain
-                          else chi / B)
-    hist.n = n + B
+        raise FloatingPointError(f"{_name(first)} step {k}: {err}{first.guard.hint()}") from err
+    for s, h, (_, _, coef, out_coef) in zip(states, hs, outs):
+        hist, n, B = s.hist, s.hist.n, s.cfg.B
+        _record_block(s, k, h)
+        hist.coef[n:n + B] = coef
+        if out_coef is not None:
+            hist.out_coef[n:n + B] = out_coef
+        hist.n = n + B
     # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
-    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0,
-                      phase=f"{_name(state)} step")
+    _check(group, lambda s: s.guard.check(k, s.rec["h2"][k], s.rec["g2"][k],
+                                          s.rec["f"][k] * s.cfg.sgd.gamma0,
+                                          phase=f"{_name(s)} step"))
+
+
+def _check(group: Group, check) -> None:
+    """Run a guard's ``check`` on every run of the ``group``: the first run's
+    ``FloatingPointError`` stops the run; an error replica's takes the replicas out
+    of the group, with the reason (``calibrate_errors`` then reports NaN errors)."""
+    for i, s in enumerate(group.states):
+        try:
+            check(s)
+        except FloatingPointError as err:
+            if i == 0:
+                raise
+            group.drop_replicas(f"{group.names[i]} ({s.cfg.P} particles) diverged: {err}")
+            return
+
+
+def _scalar_readout(state: RunState, k: int, h: torch.Tensor) -> tuple:
+    """One output: f = E[g_L h_L]/γ₀ and its per-particle error, the loss and χ =
+    ℒ′(f, y) recorded for step k; returns the backward pass's start g_L, Adam's
+    readout weights χ/B, and the history coefficients χ/B (η_c χ/B for plain SGD)."""
+    cfg, rec = state.cfg, state.rec
+    gL = state.model.readout()
+    prod = gL * h[-1]
+    f = prod.mean(1) / cfg.sgd.gamma0
+    rec["f"][k] = f
+    rec["f_se"][k] = prod.std(1) / (math.sqrt(cfg.P) * cfg.sgd.gamma0)
+    rec["loss"][k] = cfg.loss(f, state.y[k])
+    chi = cfg.loss.grad(f, state.y[k])
+    rec["dloss"][k] = chi
+    w = chi / cfg.B
+    _adam_weights(state, k, w)
+    coef = float(cfg.sgd.eta_c[0]) * chi / cfg.B if cfg.sgd.plain else chi / cfg.B
+    return gL, w, coef, None
 
 
 def _name(state: RunState) -> str:
@@ -171,55 +204,56 @@ def _outputs(V: torch.Tensor, hL: torch.Tensor, gamma0: float) -> tuple[torch.Te
     return prod.mean(-1) / gamma0, prod.std(-1) / (math.sqrt(P) * gamma0)
 
 
-def _vector_step(state: RunState, k: int) -> None:
-    """:func:`sgd_step` for C ≥ 2 outputs (module docstring of
+def _vector_readout(state: RunState, k: int, h: torch.Tensor) -> tuple:
+    """:func:`_scalar_readout` for C ≥ 2 outputs (module docstring of
     ``nfd._simulation._simulate``, "Vector outputs"): f_c = E[v_c(k) h_L]/γ₀,
     χ = ℒ′(f, y) (B, C); the backward pass starts from the unit direction
     g_L = Σ_c (χ_c/‖χ‖) v_c(k) of the readout columns (Σ_c v_c/√C when χ = 0), and
     the history gains the block with the field weight ‖χ‖/B and the readout
     weights χ_c/B (times η_c for plain SGD)."""
-    cfg, model, hist, rec = state.cfg, state.model, state.hist, state.rec
-    n, B, C = hist.n, cfg.B, cfg.C
-    try:
-        h = model.forward(state.x[k], state.h_buf, rec["sigma_pivot"][k],
-                          rec["sigma_floored"][k])
-        V = model.readout()
-        f, f_se = _outputs(V, h[-1], cfg.sgd.gamma0)
-        rec["f"][k], rec["f_se"][k] = f, f_se
-        rec["loss"][k] = cfg.loss.per_sample(f, state.y[k])
-        chi = cfg.loss.grad(f, state.y[k])
-        rec["dloss"][k] = chi
-        norm = torch.linalg.vector_norm(chi, dim=1)
-        direction = torch.where(norm[:, None] > 0, chi / norm.clamp_min(
-            torch.finfo(chi.dtype).tiny)[:, None], 1 / math.sqrt(C))
-        gL = direction @ V.T
-        _adam_weights(state, k, norm / B)
-        model.backward(h, gL, rec["theta_pivot"][k], rec["theta_floored"][k], state.work)
-        _adam_io(state, state.x[k], h, chi / B)
-    except FloatingPointError as err:
-        raise FloatingPointError(f"{_name(state)} step {k}: {err}{state.guard.hint()}") from err
-    _record_block(state, k, h)
+    cfg, rec, B, C = state.cfg, state.rec, state.cfg.B, state.cfg.C
+    V = state.model.readout()
+    f, f_se = _outputs(V, h[-1], cfg.sgd.gamma0)
+    rec["f"][k], rec["f_se"][k] = f, f_se
+    rec["loss"][k] = cfg.loss.per_sample(f, state.y[k])
+    chi = cfg.loss.grad(f, state.y[k])
+    rec["dloss"][k] = chi
+    norm = torch.linalg.vector_norm(chi, dim=1)
+    direction = torch.where(norm[:, None] > 0, chi / norm.clamp_min(
+        torch.finfo(chi.dtype).tiny)[:, None], 1 / math.sqrt(C))
+    gL = direction @ V.T
+    _adam_weights(state, k, norm / B)
     rate = float(cfg.sgd.eta_c[0]) if cfg.sgd.plain else 1.0
-    hist.coef[n:n + B] = rate * norm / B
-    hist.out_coef[n:n + B] = rate * chi / B
-    hist.n = n + B
-    state.guard.check(k, rec["h2"][k], rec["g2"][k], rec["f"][k] * cfg.sgd.gamma0,
-                      phase=f"{_name(state)} step")
+    return gL, chi / B, rate * norm / B, rate * chi / B
 
 
-def evaluate_probes(state: RunState, j: int) -> None:
-    """Probe evaluation j (after ``probe_steps[j]`` updates): the forward pass of the
-    held-out inputs with their noise conditioned on the training history and not
-    appended to it, f̊ = E[g_L h_L] with the current readout g_L. Stops a diverging
-    evaluation with ``FloatingPointError`` (its own guard: probes have their own
-    step-0 scale)."""
-    cfg, rec = state.cfg, state.rec
-    step = cfg.probe_steps[j]
+def evaluate_probes(group: Group, j: int) -> None:
+    """Probe evaluation j (after ``probe_steps[j]`` updates) for every run of the
+    ``group``: the forward pass of the held-out inputs with their noise conditioned
+    on the training history and not appended to it, f̊ = E[g_L h_L] with the current
+    readout g_L. Stops a diverging evaluation with ``FloatingPointError`` (its own
+    guard: probes have their own step-0 scale); a diverging error replica leaves the
+    group (:func:`_check`)."""
+    states = group.states
+    first = states[0]
+    step = first.cfg.probe_steps[j]
     phase = "probe evaluation at step"
     try:
-        hp = state.model.forward_probes(state.xp, state.probe_h, state.probe_phi)
+        hps = group.engine.forward_probes(first.xp, [s.probe_h for s in states],
+                                          [s.probe_phi for s in states])
     except FloatingPointError as err:
-        raise FloatingPointError(f"{phase} {step}: {err}{state.probe_guard.hint()}") from err
+        raise FloatingPointError(f"{phase} {step}: {err}{first.probe_guard.hint()}") from err
+    for s, hp in zip(states, hps):
+        _record_probes(s, j, hp)
+    _check(group, lambda s: s.probe_guard.check(
+        step, _mean_square(s.probe_h), None, s.rec["probe_f"][j] * s.cfg.sgd.gamma0,
+        phase=phase))
+
+
+def _record_probes(state: RunState, j: int, hp: torch.Tensor) -> None:
+    """probe_f, its per-particle error, the loss and the accuracy of evaluation j
+    from the probes' path ``hp``."""
+    cfg, rec = state.cfg, state.rec
     if cfg.vector:
         fp, fp_se = _outputs(state.model.readout(), hp[-1], cfg.sgd.gamma0)
         rec["probe_f"][j], rec["probe_f_se"][j] = fp, fp_se
@@ -232,8 +266,6 @@ def evaluate_probes(state: RunState, j: int) -> None:
         rec["probe_loss"][j] = cfg.loss(fp, state.yp)
     if "probe_accuracy" in rec:
         rec["probe_accuracy"][j] = cfg.loss.correct(fp, state.yp).mean()
-    state.probe_guard.check(step, _mean_square(hp), None, rec["probe_f"][j] * cfg.sgd.gamma0,
-                            phase=phase)
 
 
 def record_eigenvalues(state: RunState, j: int) -> None:

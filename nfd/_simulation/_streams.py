@@ -2,7 +2,7 @@
 several CPU threads share them, with their operands cut once per pass.
 
 Every layer-step of ``nfd.simulate`` reads its layer's history twice: the particle
-means of the new block against the rows (:meth:`Pass.means`, a Gram column) and a
+means of the new block against the rows (:meth:`Pass.products`, a Gram column) and a
 weighted sum of the rows (:meth:`Pass.mix`, the driver's draw and the drift). With
 one training input per step (B = 1) both are matrix–vector products, which MKL
 runs on one thread: measured on this project's 2-core CPU (k = 100 rows, P = 4096
@@ -14,7 +14,7 @@ on 1 (``benchmarks/bench_alternatives.py`` shows the effect on whole runs).
 The split depends on the shapes only, never on the thread count, so a run's
 training numbers are the same on any number of threads: ``simulate`` runs its steps
 on one thread (``sde.serial``) and gives the team (``sde.parallel``) only the split
-:meth:`Pass.means`, whose pieces gave the same bits on 1 to 16 threads. The mix
+:meth:`Pass.products`, whose pieces gave the same bits on 1 to 16 threads. The mix
 stays on one thread: MKL splits even its shape-fixed pieces by thread count (batch
 5-7 at P = 4096; float64 with P/4 odd), as it does a whole product of odd width
 (a (2, 16) × (16, 4097) product differs on 1 and 2). On other devices the
@@ -38,7 +38,7 @@ CHUNKS = 4
 
 def history_rows(count: int) -> int:
     """Rows to allocate for ``count`` trajectories: a multiple of :data:`CHUNKS`, so that
-    :meth:`Pass.means` can always round its row count up into zero rows not yet
+    :meth:`Pass.products` can always round its row count up into zero rows not yet
     written."""
     return -(-count // CHUNKS) * CHUNKS
 
@@ -79,7 +79,7 @@ class Pass:
     Parameters
     ----------
     gram_rows : Tensor, shape (layers, R, P)
-        The rows whose means against a new block :meth:`means` takes, of which the
+        The rows whose means against a new block :meth:`products` takes, of which the
         first ``gram_count`` (row strides above P are fine: interleaved rows).
     gram_count : int
     mix_rows : Tensor, shape (layers, R', P)
@@ -96,25 +96,27 @@ class Pass:
         c = _chunks(mix_rows, mix_rows.shape[-1], mix_count * mix_rows.shape[-1])
         self.mix_rows = _column_pieces(mix_rows[:, :mix_count], c)
         self.paths = [_column_pieces(p, c) for p in paths]
+        #: pieces of :meth:`products` and of :meth:`mix`
+        self.gram_pieces, self.mix_pieces = self.gram[0].shape[0], c
 
-    def means(self, t: int, new: torch.Tensor) -> torch.Tensor:
-        """Particle means ``rows[t, :count] @ new.T / P`` of the block ``new`` (B, P):
-        (count, B), float64. Each result is one piece's product, computed exactly as
-        by an unsplit product of that piece."""
+    def products(self, t: int, new: torch.Tensor) -> torch.Tensor:
+        """Particle sums ``rows[t, :count] @ new.T`` of the block ``new``, given as
+        (pieces, B, P) (a (B, P) block expanded to :attr:`gram_pieces`): (count, B)
+        in the rows' dtype (the caller divides by P in float64). Each result is one
+        piece's product, computed exactly as by an unsplit product of that piece."""
         pieces = self.gram[t]
-        c, P = pieces.shape[0], new.shape[1]
-        with parallel(c > 1):  # pieces fixed by the shapes: the same bits on any team
-            out = torch.bmm(new.expand(c, *new.shape), pieces)  # (c, B, rows per piece)
-        return out.transpose(1, 2).reshape(-1, new.shape[0])[:self.count].double().div_(P)
+        with parallel(new.shape[0] > 1):  # pieces fixed by the shapes: the same bits on any team
+            out = torch.bmm(new, pieces)  # (c, B, rows per piece)
+        return out.transpose(1, 2).reshape(-1, new.shape[1])[:self.count]
 
     def mix(self, t: int, weights: torch.Tensor, out: torch.Tensor,
             base: torch.Tensor | None = None) -> None:
         """``out = base + weights @ mix_rows[t]`` (without ``base``: the product alone),
-        with ``weights`` (B, mix_count) in the rows' dtype and ``out``, ``base`` pieces
-        of :attr:`paths` (``paths[i][layer]``)."""
+        with ``weights`` (B, mix_count) in the rows' dtype expanded to
+        (:attr:`mix_pieces`, B, mix_count) and ``out``, ``base`` pieces of
+        :attr:`paths` (``paths[i][layer]``)."""
         rows = self.mix_rows[t]
-        w = weights.expand(rows.shape[0], *weights.shape)
         if base is None:  # on the step's one thread: MKL splits these pieces by
-            torch.bmm(w, rows, out=out)  # thread count (batch 5-7 at P = 4096)
+            torch.bmm(weights, rows, out=out)  # thread count (batch 5-7 at P = 4096)
         else:
-            torch.baddbmm(base, w, rows, out=out)
+            torch.baddbmm(base, weights, rows, out=out)
