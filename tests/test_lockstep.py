@@ -35,6 +35,16 @@ CASES = {
     "adamw": dict(optimizer="adamw", eta_c=0.05, weight_decay=0.1, particles=96),
     "frozen readout, decoupled": dict(trainable=("U", "W"), backward="decoupled"),
     "replicas smaller than the run": dict(particles=1100, backward="decoupled"),
+    # a batch's products come out of an unsplit history product column-major: every
+    # run must see them row-major (Pass.products), split or not (found in review)
+    "decoupled batches": dict(batch_size=2, backward="decoupled"),
+    "decoupled batches, float64": dict(batch_size=2, backward="decoupled",
+                                       dtype=torch.float64),
+    "decoupled float64 with probes": dict(backward="decoupled", dtype=torch.float64),
+    "a batch of 12, float64": dict(batch_size=12, dtype=torch.float64, probes=None,
+                                   eig_steps=[0]),
+    "the run's products split, the replicas' not": dict(
+        particles=4096, batch_size=2, backward="decoupled", dtype=torch.float64),
 }
 
 

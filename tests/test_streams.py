@@ -43,6 +43,7 @@ def test_pass_products_and_mix_equal_whole_products(strided, P, B, count):
         want = rows[t, :count] @ new.T
         got = ops.products(t, new.expand(ops.gram_pieces, *new.shape))
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+        assert got.is_contiguous()  # row-major, split or not (tests/test_lockstep.py)
     w = torch.randn(B, count, generator=g, dtype=torch.float64)
     base = paths[0].clone()
     want = base + w @ mix_rows[2, :count]

@@ -102,12 +102,19 @@ class Pass:
     def products(self, t: int, new: torch.Tensor) -> torch.Tensor:
         """Particle sums ``rows[t, :count] @ new.T`` of the block ``new``, given as
         (pieces, B, P) (a (B, P) block expanded to :attr:`gram_pieces`): (count, B)
-        in the rows' dtype (the caller divides by P in float64). Each result is one
-        piece's product, computed exactly as by an unsplit product of that piece."""
+        in the rows' dtype, row-major (the caller divides by P in float64). Each
+        result is one piece's product, computed exactly as by an unsplit product of
+        that piece.
+
+        Always row-major: an unsplit product's transpose would be column-major, and
+        the small algebra downstream gives other bits on a column-major operand (a
+        product with it, and ``addr_`` on a Schur complement that inherits its
+        layout), so a run and its error replicas, split or not, must see one layout
+        to hold the numbers each holds alone."""
         pieces = self.gram[t]
         with parallel(new.shape[0] > 1):  # pieces fixed by the shapes: the same bits on any team
             out = torch.bmm(new, pieces)  # (c, B, rows per piece)
-        return out.transpose(1, 2).reshape(-1, new.shape[1])[:self.count]
+        return out.transpose(1, 2).reshape(-1, new.shape[1])[:self.count].contiguous()
 
     def mix(self, t: int, weights: torch.Tensor, out: torch.Tensor,
             base: torch.Tensor | None = None) -> None:
