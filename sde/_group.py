@@ -13,8 +13,10 @@ batch differs from its (2, …) batch in the last bits), and the elementwise res
 once on the stacked results (elementwise operations give every element the same
 bits whatever the layout). So every driver of a group holds exactly the numbers it
 holds when it borders alone, and the group pays the elementwise dispatch once,
-provided each member's slab of the stacked operands starts where a tensor of its own
-would (:func:`grouped`).
+provided each member's slab of the stacked operands is laid out as a tensor of its own
+would be: row-major and starting on an :data:`ALIGN`-byte boundary (:func:`grouped`;
+BLAS products, and ``addr_`` on a matrix that inherits an operand's layout, give
+other bits on a misaligned or column-major operand).
 """
 
 from __future__ import annotations
@@ -125,7 +127,9 @@ class DriverGroup:
             weights, min_eig, skip = self.drivers[0].border(t, column[0])
             return weights[None], min_eig[None], skip[None]
         b = column.shape[2]
-        k = [d._open(t, b) for d in self.drivers][0]
+        k = self._size(t)
+        for d in self.drivers:
+            d._open(t, b)
         invs = [d._committed(k)[0][t] for d in self.drivers]
         if b == 1:
             coef, pivot, min_eig, skip = border_columns(invs, column[..., 0], self.rel_jitter)
@@ -136,6 +140,15 @@ class DriverGroup:
         for d, (w, s, c) in zip(self.drivers, copies):
             d._commit(t, k, w, s, c)
         return weights, min_eig, skip
+
+    def _size(self, t: int) -> int:
+        """The members' committed count at time index ``t`` (``ValueError`` unless they
+        agree: a group borders the same components of every member)."""
+        sizes = {d.sizes[t] for d in self.drivers}
+        if len(sizes) > 1:
+            raise ValueError(f"the drivers of a group hold different numbers of components "
+                             f"at time index {t}: {sorted(sizes)}")
+        return sizes.pop()
 
     @property
     def rel_jitter(self) -> float:
@@ -182,7 +195,7 @@ class DriverGroup:
         min_eig : Tensor, shape (G,)
             Each member's :meth:`GrowingGaussianDriver.condition` results.
         """
-        k = self.drivers[0].sizes[t]
+        k = self._size(t)
         invs = []
         for d in self.drivers:
             if d._pending:

@@ -582,3 +582,11 @@ def test_grouped_slabs_are_aligned():
         x = sde.grouped(3, (5, 3), dtype, torch.device("cpu"))
         assert x.shape == (3, 5, 3) and all(s.is_contiguous() for s in x.unbind(0))
         assert all(s.data_ptr() % sde.ALIGN == 0 for s in x.unbind(0))
+
+
+def test_a_driver_group_refuses_members_of_different_sizes():
+    a, b = (sde.GrowingGaussianDriver(1, 8, 4, dtype=torch.float64) for _ in range(2))
+    a.border(0, torch.ones(1, 1, dtype=torch.float64))
+    col = sde.grouped(2, (2, 1), torch.float64, torch.device("cpu")).fill_(0.5)
+    with pytest.raises(ValueError, match="different numbers of components"):
+        sde.DriverGroup([a, b]).border(0, col)

@@ -85,7 +85,7 @@ def test_one_step_closed_forms_at_horizons_other_than_one(backward, T):
     # f on x₁ and on two probes after one step (both limits), and decoupled also
     # E[h_ℓ²], E[g_ℓ²] of x₁, against the closed forms at the run's own χ₀: module
     # rule, S = 8 seeds, L = 4, P = 8192, float64. The probes' f goes through the
-    # probes' own forward pass (Model.forward_probes), x₁'s through the training
+    # probes' own forward pass (Lockstep.forward_probes), x₁'s through the training
     # one, so each decay site is checked on its own.
     L, S, eta = 4, 8, 0.5 if T < 1 else 0.25
     rho = np.concatenate([[_XG[0] @ _XG[1]], _XGP @ _XG[0]]) / 3
@@ -226,7 +226,7 @@ _XW *= np.sqrt(8) / np.linalg.norm(_XW, axis=1, keepdims=True)  # |x|²/d = 1
 def test_a_healthy_run_emits_no_warning(backward):
     # Sphere inputs, default floors, a batch and probes: nothing to warn about, so
     # any warning is a defect — e.g. torch resizing an ``out=`` view of the weight
-    # buffer that has the wrong number of rows (the response of Model.backward
+    # buffer that has the wrong number of rows (the response of Lockstep.backward
     # written to rows :n instead of :n + B) warns "An output with one or more
     # elements was resized" and silently writes outside the interleaved layout.
     import warnings

@@ -3,17 +3,20 @@ and its error replicas (``nfd._simulation._errors``) layer by layer together.
 
 A run's layer-step is two k×P history streams and about thirty small operations on
 vectors of length k (borders, Stein derivatives, weights), each costing about its
-dispatch. An error replica of P/8 particles paid all of those again: at P = 4096,
-L = 64, K = 200 two replicas cost +104% (coupled) and +107% (decoupled) of the run
-(``benchmarks/bench_simulate.py --errors-only``). Every replica sees the same
-training stream, so its history has as many rows as the run's at every layer-step;
-here each keeps its own particles, history and streams (:class:`Model`), and the
-small algebra is made once for all of them: the drivers of the group are a
-:class:`sde.DriverGroup`, and the Gram means, weights and pivots are stacked over a
-leading group axis. The products with each run's own matrices are made per run,
-exactly as alone, and elementwise operations give every element the same bits
-whatever the layout, so every run of a group holds exactly the numbers it holds
-alone (tests/test_lockstep.py).
+dispatch. An error replica of P/8 particles paid all of those again after its run:
+at P = 4096, L = 64, K = 200 two replicas cost +136% (coupled) and +113% (decoupled)
+of the run, and +78% and +89% in lockstep (``benchmarks/bench_simulate.py
+--errors-only``, both in one session). Every replica sees the same training stream,
+so its history has as many rows as the run's at every layer-step; here each keeps its
+own particles, history and streams (:class:`Model`), and the small algebra is made
+once for all of them: the drivers of the group are a :class:`sde.DriverGroup`, and
+the Gram means, weights and pivots are stacked over a leading group axis. The
+products with each run's own matrices are made per run, exactly as alone, and
+elementwise operations give every element the same bits whatever the layout; the
+stacked operands of those products are laid out per run as alone (row-major, each
+run's slab aligned, :func:`sde.grouped`; the history sums always row-major,
+:meth:`~nfd._simulation._streams.Pass.products`). So every run of a group holds
+exactly the numbers it holds alone (tests/test_lockstep.py).
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ class Lockstep:
         mixes = _pieces(ops, views[3])
         news = [phi.expand(o.gram_pieces, *phi.shape) for phi, o in zip(phis, ops)]
         noise = models[0]._noise
+        scaled = grouped(len(models), (x.shape[0],), x.dtype, x.device)
         for l in range(1, self.L + 1):
             t = l - 1
             for h, phi in zip(outs, phis):
@@ -195,7 +199,6 @@ class Lockstep:
             weights, pivots, _ = self.fwd.condition(t, gram, var)
             resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
             self._weights(views, weights, gram, decay, resp)
-            scaled = grouped(len(models), pivots.shape[1:], x.dtype, x.device)
             torch.mul(pivots, noise, out=scaled)
             for m, o, path, w, phi, h, z, s in zip(models, ops, paths, mixes, phis, outs,
                                                     fresh, scaled.unbind(0)):

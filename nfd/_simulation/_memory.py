@@ -51,6 +51,11 @@ def memory_estimate(
     3·K·B·8 bytes, counted in ``"workspace"``), negligible next to the P-sized
     buffers.
 
+    This is one run. Its error replicas (``error_replicas``) are runs of their own
+    ``error_replica_particles``: ``simulate`` runs them in lockstep with the run when
+    the estimates of all of them fit in memory together, and one after the other
+    otherwise (the numbers are the same either way).
+
     Parameters
     ----------
     n_train : int

@@ -458,8 +458,7 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
 
 def _replica_configs(cfg: Config) -> list[Config]:
     """The ``error_replicas`` replica runs of ``cfg`` (``nfd._simulation._errors``; none
-    without): the
-    same stream, probes and settings with their own seeds and
+    without): the same stream, probes and settings with their own seeds and
     :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
     innovations, recording no paths or eigenvalues."""
     P = replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None)

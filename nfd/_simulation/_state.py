@@ -20,8 +20,8 @@ from ._lockstep import Lockstep, Solo
 from ._model import History, Model
 from ._twolayer import TwoLayerHistory, TwoLayerModel
 
-__all__ = ["ROLES", "seed_word", "streams", "RunState", "Group", "start", "start_group", "fit_together",
-           "whiten_jointly"]
+__all__ = ["ROLES", "seed_word", "streams", "RunState", "Group", "start", "start_group",
+           "fit_together", "whiten_jointly"]
 
 #: The random roles of a run, each with its own stream derived from the seed
 #: (:func:`streams`). A role added later gets a new name at the end: the streams
@@ -84,7 +84,7 @@ class Group:
 
     states: list[RunState]
     engine: Lockstep | Solo
-    #: what the runs after the first are called in a divergence reason
+    #: what each run is called in a divergence reason
     names: list[str]
     #: why the error replicas left the group (one diverged); empty while they train
     reason: str = ""

@@ -125,7 +125,9 @@ def sgd_step(group: Group, k: int) -> None:
 def _check(group: Group, check) -> None:
     """Run a guard's ``check`` on every run of the ``group``: the first run's
     ``FloatingPointError`` stops the run; an error replica's takes the replicas out
-    of the group, with the reason (``calibrate_errors`` then reports NaN errors)."""
+    of the group, with the reason (``calibrate_errors`` then reports NaN errors). The
+    reason names the first replica to diverge (replicas run one after the other
+    name the first in their order); the errors are NaN either way."""
     for i, s in enumerate(group.states):
         try:
             check(s)

@@ -218,7 +218,7 @@ class TwoLayerModel(Model):
         """Forward pass of held-out inputs x (Q, d) → h path ``out`` (L+1, Q, P), each
         source conditioned on the training history alone, with one shared fresh
         normal per source, layer and particle (as
-        :meth:`nfd._simulation._model.Model.forward_probes`)."""
+        :meth:`nfd._simulation._lockstep.Lockstep.forward_probes`)."""
         h = out
         self._embed(x, h[0])
         fresh = torch.randn(2, self.L, self.P, generator=self.probe_gen, device=x.device,
