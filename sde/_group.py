@@ -63,7 +63,7 @@ def grouped(G: int, shape: Sequence[int], dtype: torch.dtype,
         Shape ``(G, *shape)``; slab g is ``out[g]``, contiguous.
     """
     numel = math.prod(shape)
-    item = torch.empty(0, dtype=dtype).element_size()
+    item = dtype.itemsize
     stride = -(-numel * item // ALIGN) * ALIGN // item
     strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
     return torch.empty(G * stride, dtype=dtype, device=device).as_strided(

@@ -123,9 +123,9 @@ def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
     X, y = nfd.synthetic_task("tanh", 16 * 12, 8, seed=0)
     real, sizes = _simulate._integrate, []
 
-    def record(cfgs, scale, progress, names=None, replica=False):
+    def record(cfgs, scale, progress, replica=False):
         sizes.extend(c.P for c in cfgs[1:])
-        return real(cfgs, scale, progress, names, replica)
+        return real(cfgs, scale, progress, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", record)
     ds = nfd.simulate(X, y, eta_c=0.1, steps=2, particles=4000, batch_size=12,
@@ -173,10 +173,10 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
     X, y, probes = _task()
     real = _simulate._integrate
 
-    def replicas_diverge(cfgs, scale, progress, names=None, replica=False):
+    def replicas_diverge(cfgs, scale, progress, replica=False):
         if replica:
             raise FloatingPointError("SGD step 3: E[h_t^2] exploded at layer 2")
-        return real(cfgs, scale, progress, names, replica)
+        return real(cfgs, scale, progress, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", replicas_diverge)
     monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: False)

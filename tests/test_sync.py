@@ -89,7 +89,7 @@ PER_LAYER = [
     ("nfd/_simulation/_lockstep.py", "_pieces"),
     ("nfd/_simulation/_lockstep.py", "_expanded"),
     ("nfd/_simulation/_model.py", "moments"),
-    ("nfd/_simulation/_model.py", "Model._embed"),
+    ("nfd/_simulation/_model.py", "Model.embed"),
     # ... and Adam's dense states (optimizer="adam"), with the factored reference
     ("nfd/_simulation/_adam.py", "DenseAdam.embed"),
     ("nfd/_simulation/_adam.py", "DenseAdam.readout"),

@@ -62,7 +62,7 @@ __all__ = ["DEFAULT_ERROR_REPLICAS", "REPLICA_SHARE", "REPLICA_MIN_PARTICLES",
            "REPLICA_MIN_PER_TRAJECTORY", "WINDOW_TRAJECTORIES", "WINDOW_MIN_OUTPUTS",
            "INFLATION_WARN", "replica_particles",
            "replica_seeds", "windows", "inflation", "windowed_inflation",
-           "calibrate_errors", "uncalibrated"]
+           "calibrate_errors", "uncalibrated", "replica_diverged"]
 
 #: Replica runs of ``simulate`` by default (``error_replicas``). With the main run
 #: they give R + 1 = 3 estimates of every output. Measured (relu K = 64 and tanh
@@ -166,6 +166,13 @@ def replica_seeds(seed: int, replicas: int) -> list[int]:
     ``SeedSequence(seed, spawn_key=(2²⁰, r))``, so replica r draws streams
     independent of the main run's and of the other replicas'."""
     return [seed_word(seed, (_REPLICA_KEY, r)) for r in range(replicas)]
+
+
+def replica_diverged(r: int, particles: int, err: Exception) -> str:
+    """Why a run's errors could not be measured: its error replica ``r`` of
+    ``particles`` diverged with ``err`` (the reason :func:`calibrate_errors` warns
+    with)."""
+    return f"error replica {r} ({particles} particles) diverged: {err}"
 
 
 def windows(trajectories: np.ndarray, N: int, minimum: int = 1) -> np.ndarray:

@@ -96,7 +96,7 @@ class Lockstep:
         its pass, and a pass has at least as many rows as the one before.
         """
         drift, response, innovations, _ = views
-        noise = self.models[0]._noise
+        noise = self.models[0].noise
         if responses is None:
             torch.mul(gram.transpose(1, 2), decay[:, None], out=drift)
         else:
@@ -132,7 +132,7 @@ class Lockstep:
         models = self.models
         n, B = models[0].hist.n, x.shape[0]
         for m, h in zip(models, outs):
-            m._embed(x, h[0])
+            m.embed(x, h[0])
         decay = self._decay()
         ops = [m.hist.forward_pass(n + B, h, self.coupled) for m, h in zip(models, outs)]
         paths = [o.paths[0] for o in ops]
@@ -178,7 +178,7 @@ class Lockstep:
         models = self.models
         n = models[0].hist.n
         for m, h in zip(models, outs):
-            m._embed(x, h[0])
+            m.embed(x, h[0])
         decay = self._decay()
         fresh = [torch.randn(self.L, m.P, generator=m.probe_gen, device=x.device,
                              dtype=x.dtype) for m in models]
@@ -187,7 +187,7 @@ class Lockstep:
         views = self._weight_views("probes", x.shape[0], n, n, n)
         mixes = _pieces(ops, views[3])
         news = [phi.expand(o.gram_pieces, *phi.shape) for phi, o in zip(phis, ops)]
-        noise = models[0]._noise
+        noise = models[0].noise
         scaled = grouped(len(models), (x.shape[0],), x.dtype, x.device)
         for l in range(1, self.L + 1):
             t = l - 1

@@ -130,7 +130,7 @@ class Model:
         on the backward fields and ``out_coef`` (n, C) γ₀·c_{k,s}·χ_{i,c}/B on the
         readout columns)."""
         self.scale, self.coef, self.out_coef = scale, coef, out_coef
-        self._noise = self.noise_unit * scale
+        self.noise = self.noise_unit * scale
 
     def readout(self) -> torch.Tensor:
         """g_L = a_k v − Σ_i w_i h_L^{(i)} (the readout after the recorded updates,
@@ -149,7 +149,7 @@ class Model:
             return v - self.hist.hL[:n].T @ self.out_coef
         return v - self.coef @ self.hist.hL[:n]
 
-    def _embed(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """h_0 = a_k u·x/√d − Σ_i w_i (x^{(i)}·x/d) g_0^{(i)} into ``out`` (B, P); a
         frozen U: u·x/√d."""
         hist, n = self.hist, self.hist.n

@@ -87,8 +87,8 @@ from .._model import Activation, Loss
 from .._schema import DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, check_input_scale
 from ._checks import Config, check_simulate, check_whitening
 from ._dataset import assemble
-from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_particles,
-                      replica_seeds, uncalibrated)
+from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
+                      replica_particles, replica_seeds, uncalibrated)
 from ._adam import warn_if_first_sign_unresolved
 from ._state import fit_together, start_group
 from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
@@ -413,15 +413,13 @@ def simulate(
         ds = _integrate([cfg], scale, progress)[0][0]
         ds = calibrate_errors(ds, *_replicas(replicas, scale))
     else:
-        names = ["the run"] + [f"error replica {r}" for r in range(len(replicas))]
-        runs, reason = _integrate([cfg, *replicas], scale, progress, names)
+        runs, reason = _integrate([cfg, *replicas], scale, progress)
         ds = calibrate_errors(runs[0], None if reason else runs[1:], reason)
     warn_if_first_sign_unresolved(ds)
     return ds
 
 
 def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
-               names: list[str] | None = None,
                replica: bool = False) -> tuple[list[xr.Dataset], str]:
     """Runs of the particle system (module docstring) for checked configurations of
     one stream (``input_scale``: mean |x|²/d, for the divergence messages), the first
@@ -430,7 +428,7 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
     the run (one diverged: then only the first run's Dataset). A ``replica`` run
     alone leaves the floor warning to the main run."""
     with serial():
-        group = start_group(cfgs, input_scale, names or ["the run"])
+        group = start_group(cfgs, input_scale)
     main = group.states[0]
     cfg = cfgs[0]
     probe_index = {s: j for j, s in enumerate(cfg.probe_steps)}
@@ -476,5 +474,5 @@ def _replicas(cfgs: list[Config], input_scale: float) -> tuple[list[xr.Dataset] 
         try:
             runs.append(_integrate([rep], input_scale, False, replica=True)[0][0])
         except FloatingPointError as err:
-            return None, f"error replica {r} ({rep.P} particles) diverged: {err}"
+            return None, replica_diverged(r, rep.P, err)
     return runs, ""

@@ -84,14 +84,12 @@ class Group:
 
     states: list[RunState]
     engine: Lockstep | Solo
-    #: what each run is called in a divergence reason
-    names: list[str]
     #: why the error replicas left the group (one diverged); empty while they train
     reason: str = ""
 
     def drop_replicas(self, reason: str) -> None:
         """Go on with the first run alone, recording ``reason``."""
-        self.states, self.names, self.reason = self.states[:1], self.names[:1], reason
+        self.states, self.reason = self.states[:1], reason
         self.engine.keep([0])
 
 
@@ -215,16 +213,16 @@ def start(cfg: Config, input_scale: float) -> RunState:
     )
 
 
-def start_group(cfgs: list[Config], input_scale: float, names: list[str]) -> Group:
+def start_group(cfgs: list[Config], input_scale: float) -> Group:
     """Allocate the runs ``cfgs`` (:func:`start`) as one :class:`Group`: in lockstep
     for one-layer blocks; two-layer blocks have passes of their own and take one run
-    only. ``names`` name the runs in divergence reasons."""
+    only."""
     states = [start(cfg, input_scale) for cfg in cfgs]
     if cfgs[0].two_layer:
         if len(states) > 1:
             raise ValueError("two-layer blocks run one run at a time")
-        return Group(states, Solo(states[0].model), names)
-    return Group(states, Lockstep([s.model for s in states]), names)
+        return Group(states, Solo(states[0].model))
+    return Group(states, Lockstep([s.model for s in states]))
 
 
 def _coefficients(cfg: Config) -> Iterator[tuple[float, np.ndarray]]:

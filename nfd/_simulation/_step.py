@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .._optim import OPTIMIZER_TITLES
+from ._errors import replica_diverged
 from ._state import Group, RunState
 
 __all__ = ["set_optimizer", "sgd_step", "evaluate_probes", "record_eigenvalues", "warn_if_floors_matter",
@@ -134,7 +135,7 @@ def _check(group: Group, check) -> None:
         except FloatingPointError as err:
             if i == 0:
                 raise
-            group.drop_replicas(f"{group.names[i]} ({s.cfg.P} particles) diverged: {err}")
+            group.drop_replicas(replica_diverged(i - 1, s.cfg.P, err))
             return
 
 

@@ -196,7 +196,7 @@ class TwoLayerModel(Model):
         if self._x.shape[1] != B:
             self._x = x.new_empty(self.L, B, self.P)
         h = out
-        self._embed(x, h[0])
+        self.embed(x, h[0])
         pivots, skips, internal, residual = [], [], [], []
         for t in range(self.L):
             hist.h[t, n:n + B] = h[t]
@@ -220,7 +220,7 @@ class TwoLayerModel(Model):
         normal per source, layer and particle (as
         :meth:`nfd._simulation._lockstep.Lockstep.forward_probes`)."""
         h = out
-        self._embed(x, h[0])
+        self.embed(x, h[0])
         fresh = torch.randn(2, self.L, self.P, generator=self.probe_gen, device=x.device,
                             dtype=x.dtype)
         xs = torch.empty_like(phi)
