@@ -115,21 +115,32 @@ def test_two_layer_blocks_run_their_replicas_after_the_run(monkeypatch):
     assert sizes == [1, 1, 1] and np.isfinite(ds.f_se_inflation).all()
 
 
-def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch):
-    """A replica whose guard fails at its first step leaves the group: the run keeps
-    every estimate of a run without replicas, its errors are NaN, and the warning
-    names the replica."""
-    real = _state.start_group
+@pytest.mark.parametrize("together", [True, False], ids=["lockstep", "one after the other"])
+def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, together):
+    """A replica whose guard fails at its first step leaves the group (or ends the
+    replicas run one after the other): the run keeps every estimate of a run without
+    replicas, its errors are NaN, and the warning names the replica. Its reason gives
+    the guard's standard remedies but not the coupled run's "raise particles": the
+    replica's P is not what to change (the warning says what is)."""
+    real, groups = _state.start_group, []
 
     def fragile(cfgs, *args):
         group = real(cfgs, *args)
-        if len(group.states) == 3:  # the second replica "diverges" at once
+        groups.append(group)
+        # the second replica "diverges" at once: third of a group, or third group
+        if together and len(group.states) == 3:
             group.states[2].guard.bound = 1e-30
+        elif not together and len(groups) == 3:
+            group.states[0].guard.bound = 1e-30
         return group
 
     monkeypatch.setattr(_simulate, "start_group", fragile)
-    with pytest.warns(RuntimeWarning, match=r"error replica 1 \(512 particles\) diverged"):
+    monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: together)
+    with pytest.warns(RuntimeWarning, match=r"error replica 1 \(512 particles\) diverged: "
+                      r"SGD step 0: .*; lower eta_c or T\. The") as caught:
         ds = _run(particles=600)
+    assert len(groups) == (1 if together else 3)
+    assert not any("raise particles" in str(w.message) for w in caught)
     plain = _run(particles=600, error_replicas=0)
     for name in ("f", "probe_f", "h2", "g2", "sigma_pivot", "theta_min_eig"):
         np.testing.assert_array_equal(ds[name].values, plain[name].values, err_msg=name)
@@ -143,6 +154,7 @@ def test_a_diverging_run_stops_as_alone():
     with pytest.raises(FloatingPointError) as plain:
         _run(eta_c=40.0, error_replicas=0)
     assert str(together.value) == str(plain.value)
+    assert "raise particles" in str(plain.value)  # the run's own advice (coupled, P < 64·K·B)
 
 
 def test_runs_that_do_not_fit_together_run_one_after_the_other(monkeypatch):

@@ -428,7 +428,7 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
     the run (one diverged: then only the first run's Dataset). A ``replica`` run
     alone leaves the floor warning to the main run."""
     with serial():
-        group = start_group(cfgs, input_scale)
+        group = start_group(cfgs, input_scale, replica)
     main = group.states[0]
     cfg = cfgs[0]
     probe_index = {s: j for j, s in enumerate(cfg.probe_steps)}

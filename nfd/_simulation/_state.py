@@ -173,13 +173,14 @@ def whiten_jointly(u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torc
     return w[:, :u.shape[1]].contiguous(), w[:, u.shape[1]:].reshape(v.shape).contiguous()
 
 
-def start(cfg: Config, input_scale: float) -> RunState:
+def start(cfg: Config, input_scale: float, replica: bool = False) -> RunState:
     """Allocate a run: particles u ~ N(0, I_d), v ~ N(0, 1) (the initial U row and
     readout of each particle, paper 002 eq. 1; with C ≥ 2 outputs a readout row
     v ~ N(0, I_C), drawn after u; whitened jointly under ``particle_init="whitened"``,
     :func:`whiten_jointly`), an empty history, the growing drivers (z and z̃;
     two-layer blocks: z¹, z², z̃², z̃¹, ``nfd._simulation._twolayer``) and the record
-    buffers."""
+    buffers; an error ``replica``'s guards do not advise more particles
+    (:func:`_advice`)."""
     _ensure_memory(cfg)
     gens = streams(cfg.seed, cfg.device)
     kw = {"device": cfg.device, "dtype": cfg.dtype}
@@ -190,14 +191,14 @@ def start(cfg: Config, input_scale: float) -> RunState:
         u, v = whiten_jointly(u, v)
     model, hist, drivers = (_two_layer if cfg.two_layer else _one_layer)(cfg, u, v, gens)
     model.dense = adam_state(cfg)
-    first = None
+    first, advice = None, _advice(cfg, replica)
     if cfg.two_layer and not cfg.sgd.plain:
         first = dataclasses.replace(cfg.sgd, eta_c=cfg.sgd.eta_c * cfg.first_mult)
     return RunState(
         cfg=cfg, model=model, hist=hist, drivers=drivers, rec=_record(cfg),
-        guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg),
+        guard=DivergenceGuard(cfg.divergence, input_scale, advice=advice,
                               momentum=cfg.sgd.momentum),
-        probe_guard=DivergenceGuard(cfg.divergence, input_scale, advice=_advice(cfg),
+        probe_guard=DivergenceGuard(cfg.divergence, input_scale, advice=advice,
                                     momentum=cfg.sgd.momentum),
         x=hist.X.reshape(cfg.K, cfg.B, cfg.d),
         y=_targets(cfg.y, cfg, kw).reshape((cfg.K, cfg.B) + cfg.y.shape[1:]),
@@ -213,11 +214,12 @@ def start(cfg: Config, input_scale: float) -> RunState:
     )
 
 
-def start_group(cfgs: list[Config], input_scale: float) -> Group:
+def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -> Group:
     """Allocate the runs ``cfgs`` (:func:`start`) as one :class:`Group`: in lockstep
     for one-layer blocks; two-layer blocks have passes of their own and take one run
-    only."""
-    states = [start(cfg, input_scale) for cfg in cfgs]
+    only. The runs after the first are error replicas; so is the first when
+    ``replica``."""
+    states = [start(cfg, input_scale, replica or i > 0) for i, cfg in enumerate(cfgs)]
     if cfgs[0].two_layer:
         if len(states) > 1:
             raise ValueError("two-layer blocks run one run at a time")
@@ -233,7 +235,7 @@ def _coefficients(cfg: Config) -> Iterator[tuple[float, np.ndarray]]:
     return ((float(a), np.zeros(k)) for k, a in enumerate(cfg.adam.weight_scales()))
 
 
-def _advice(cfg: Config) -> str:
+def _advice(cfg: Config, replica: bool = False) -> str:
     """The coupled limit's further remedy for a diverging run: more particles. Its
     Stein estimates are heavy-tailed unless P ≫ K·B (measured in review: coupled,
     two-layer, L = 12, T = 3, B = 3, at P = 4096 one seed of 20 reached f = 64 against
@@ -241,11 +243,14 @@ def _advice(cfg: Config) -> str:
     12 seeds was 1.0; the simulate docstring's digits run drifted at P/(K·B) = 20 and
     not at 80). Given only below P = 64·K·B. Adam with ε = 0: a positive eps, since
     the update divides 0 by 0 wherever a gradient entry is exactly 0 (found in
-    review: relu at ε = 0 turned NaN at step 0, reported at step 1)."""
+    review: relu at ε = 0 turned NaN at step 0, reported at step 1). Not more
+    particles for an error ``replica``: what to do when one diverges is the NaN
+    errors' warning (``nfd._simulation._errors.calibrate_errors``), and replicas of
+    twice the particles diverged as often there."""
     if cfg.adam is not None and cfg.adam.eps == 0:
         return ("give eps > 0 (with eps=0 Adam divides 0 by 0 wherever a gradient entry "
                 "is exactly 0, e.g. relu's inactive units)")
-    if not cfg.coupled or cfg.P >= 64 * cfg.N:
+    if replica or not cfg.coupled or cfg.P >= 64 * cfg.N:
         return ""
     return (f"raise particles (the coupled limit's response estimates need particles "
             f">> K*B = {cfg.N}; particles={cfg.P})")
