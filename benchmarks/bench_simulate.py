@@ -43,7 +43,9 @@ and how many of them touch the particles: the operations do not grow with P, and
 small P their dispatch is most of the time. ``--errors-only`` times the default two
 replicas and four, which run in lockstep with the main run (issue 36, item 2), and
 prints the floor of that design: their share of the main run's particle work and
-the dispatch of their operations on particles.
+the dispatch of their operations on particles; and what the replicas' own products
+(history, border, Stein) cost per run, as the lockstep makes them, against one
+product batched over a replica axis.
 
     python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
         [--optimizer-only] [--two-layer-only] [--adam-only] [--layer-step-only]
@@ -69,7 +71,7 @@ import nfd
 import sde
 from validation import train_resnet
 
-from _common import copy_bandwidth
+from _common import best_of, copy_bandwidth
 
 
 def _data(K: int, d: int = 8, seed: int = 0):
@@ -245,6 +247,55 @@ def error_cost(dev: str, s: int, reps: int) -> None:
                   f"{', '.join(f'{b / a - 1:+.0%}' for a, b in zip(t[0], t[R]))}); floor "
                   f"in lockstep +{work / main:.0%}, +{(work + R * share * fixed) / main:.0%}"
                   " with their operations on particles")
+        for R in ERROR_REPLICAS:
+            per_run, batched = _replica_batching(dev, R, size, K, m == "coupled")
+            print(f"  {m}: the products of {R} replicas at one layer of a pass (mean "
+                  f"over k = K/4, K/2, 3K/4): {per_run:.1f} µs made per run as shipped, "
+                  f"{batched:.1f} µs batched over a replica axis")
+
+
+def _replica_batching(dev: str, R: int, size: int, K: int, coupled: bool) -> tuple[float, float]:
+    """Microseconds for the work that each of R error replicas of ``size`` particles
+    does on its own at one layer of a pass (batch 1), averaged over k = K/4, K/2 and
+    3K/4 committed trajectories (k grows linearly over a run of K steps): the
+    product of its new row with its history rows (2k coupled, float32), the mix of
+    its 2k rows, the border's regression and its squared norm (k×k, float64) and,
+    coupled, the Stein product. Made per run, as the lockstep makes them (which keeps
+    every run's bits as alone, ``nfd._simulation._lockstep``), against one batched
+    product each over a leading replica axis: what batching the replicas' work
+    would save on ``dev``. On one thread, as ``simulate`` makes all but its split
+    history products (:func:`sde.serial`)."""
+    kw = {"device": dev}
+    times = []
+    for k in (K // 4, K // 2, 3 * K // 4):
+        gram = 2 * k if coupled else k
+        rows = torch.randn(R, 2 * k, size, **kw)
+        new, mix = torch.randn(R, 1, size, **kw), torch.randn(R, 1, 2 * k, **kw)
+        out = torch.zeros(R, 1, size, **kw)
+        inv = torch.randn(R, k, k, dtype=torch.float64, **kw)
+        col, moment = (torch.randn(R, k, 1, dtype=torch.float64, **kw) for _ in range(2))
+
+        def per_run():
+            for r in range(R):
+                new[r] @ rows[r, :gram].T
+                torch.addmm(out[r], mix[r], rows[r], out=out[r])
+                coef = torch.mv(inv[r], col[r, :, 0])
+                torch.dot(coef, coef)
+                if coupled:
+                    inv[r].T @ moment[r]
+
+        def batched():
+            torch.bmm(new, rows[:, :gram].transpose(1, 2))
+            torch.baddbmm(out, mix, rows, out=out)
+            coef = torch.bmm(inv, col)
+            coef.square().sum(1)
+            if coupled:
+                torch.bmm(inv.transpose(1, 2), moment)
+
+        with sde.serial():
+            times.append([best_of(lambda: [fn() for _ in range(100)]) / 100 * 1e6
+                          for fn in (per_run, batched)])
+    return tuple(np.mean(times, 0))
 
 
 def _particle_share(L: int, dev: str, backward: str) -> tuple[float, float]:
