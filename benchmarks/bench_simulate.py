@@ -221,8 +221,9 @@ def error_cost(dev: str, s: int, reps: int) -> None:
     """The cost of the standard errors at a default-size run (P = 4096, L = 64,
     K = 200; halved with --quick): :data:`ERROR_REPLICAS` replicas against none,
     alternated ``reps`` times, fastest of each (issue 36's goals: +15% for the
-    default two, +30% for four), and the floor of replicas in lockstep with the run
-    (:func:`_particle_share`)."""
+    default two, +30% for four), the floor of replicas in lockstep with the run
+    (:func:`_particle_share`), and what batching the replicas' own products over a
+    replica axis would save (:func:`_replica_batching`)."""
     P, L, K = 4096 // s, 64 // s, 200 // s
     X, y = _data(K)
     print(f"standard errors at P={P}, L={L}, K={K}: error_replicas={ERROR_REPLICAS} "
@@ -248,23 +249,28 @@ def error_cost(dev: str, s: int, reps: int) -> None:
                   f"in lockstep +{work / main:.0%}, +{(work + R * share * fixed) / main:.0%}"
                   " with their operations on particles")
         for R in ERROR_REPLICAS:
-            per_run, batched = _replica_batching(dev, R, size, K, m == "coupled")
-            print(f"  {m}: the products of {R} replicas at one layer of a pass (mean "
-                  f"over k = K/4, K/2, 3K/4): {per_run:.1f} µs made per run as shipped, "
-                  f"{batched:.1f} µs batched over a replica axis")
+            pairs = _replica_batching(dev, R, size, K, m == "coupled")
+            print(f"  {m}: the products of {R} replicas at one layer of a pass (mean over "
+                  "k = K/4, K/2, 3K/4; made per run / batched over a replica axis, plain "
+                  "products on one thread): " + ", ".join(f"{kind} {a:.1f} / {b:.1f} µs"
+                                              for kind, (a, b) in pairs.items()))
 
 
-def _replica_batching(dev: str, R: int, size: int, K: int, coupled: bool) -> tuple[float, float]:
-    """Microseconds for the work that each of R error replicas of ``size`` particles
-    does on its own at one layer of a pass (batch 1), averaged over k = K/4, K/2 and
-    3K/4 committed trajectories (k grows linearly over a run of K steps): the
-    product of its new row with its history rows (2k coupled, float32), the mix of
-    its 2k rows, the border's regression and its squared norm (k×k, float64) and,
-    coupled, the Stein product. Made per run, as the lockstep makes them (which keeps
-    every run's bits as alone, ``nfd._simulation._lockstep``), against one batched
-    product each over a leading replica axis: what batching the replicas' work
-    would save on ``dev``. On one thread, as ``simulate`` makes all but its split
-    history products (:func:`sde.serial`)."""
+def _replica_batching(dev: str, R: int, size: int, K: int,
+                      coupled: bool) -> dict[str, tuple[float, float]]:
+    """Microseconds for the products that each of R error replicas of ``size``
+    particles makes on its own at one layer of a pass (batch 1), averaged over k =
+    K/4, K/2 and 3K/4 committed trajectories (k grows linearly over a run of K
+    steps), made per run (as the lockstep makes them, which keeps every run's bits
+    as alone, ``nfd._simulation._lockstep``) against one product batched over a
+    leading replica axis: what batching the replicas' work would save on ``dev``.
+    Two kinds, each a (per run, batched) pair: ``"history"``, the product of the new
+    row with the history rows (2k coupled, k decoupled; float32) and the mix of the
+    2k rows; ``"k×k"``, the border's regression and its squared norm and, coupled,
+    the Stein product (float64). Plain products on one thread: ``simulate`` makes
+    its k×k products on one thread, and splits its large history products into
+    pieces that its thread team shares (``nfd._simulation._streams``), which batched
+    ones would share as well."""
     kw = {"device": dev}
     times = []
     for k in (K // 4, K // 2, 3 * K // 4):
@@ -275,18 +281,23 @@ def _replica_batching(dev: str, R: int, size: int, K: int, coupled: bool) -> tup
         inv = torch.randn(R, k, k, dtype=torch.float64, **kw)
         col, moment = (torch.randn(R, k, 1, dtype=torch.float64, **kw) for _ in range(2))
 
-        def per_run():
+        def history_per_run():
             for r in range(R):
                 new[r] @ rows[r, :gram].T
                 torch.addmm(out[r], mix[r], rows[r], out=out[r])
+
+        def history_batched():
+            torch.bmm(new, rows[:, :gram].transpose(1, 2))
+            torch.baddbmm(out, mix, rows, out=out)
+
+        def small_per_run():
+            for r in range(R):
                 coef = torch.mv(inv[r], col[r, :, 0])
                 torch.dot(coef, coef)
                 if coupled:
                     inv[r].T @ moment[r]
 
-        def batched():
-            torch.bmm(new, rows[:, :gram].transpose(1, 2))
-            torch.baddbmm(out, mix, rows, out=out)
+        def small_batched():
             coef = torch.bmm(inv, col)
             coef.square().sum(1)
             if coupled:
@@ -294,8 +305,10 @@ def _replica_batching(dev: str, R: int, size: int, K: int, coupled: bool) -> tup
 
         with sde.serial():
             times.append([best_of(lambda: [fn() for _ in range(100)]) / 100 * 1e6
-                          for fn in (per_run, batched)])
-    return tuple(np.mean(times, 0))
+                          for fn in (history_per_run, history_batched, small_per_run,
+                                     small_batched)])
+    mean = np.mean(times, 0)
+    return {"history": (mean[0], mean[1]), "k×k": (mean[2], mean[3])}
 
 
 def _particle_share(L: int, dev: str, backward: str) -> tuple[float, float]:

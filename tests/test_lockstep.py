@@ -115,13 +115,17 @@ def test_two_layer_blocks_run_their_replicas_after_the_run(monkeypatch):
     assert sizes == [1, 1, 1] and np.isfinite(ds.f_se_inflation).all()
 
 
+@pytest.mark.parametrize("guard, phase", [("guard", "SGD step"), ("probe_guard", "probe")],
+                         ids=["training", "probes"])
 @pytest.mark.parametrize("together", [True, False], ids=["lockstep", "one after the other"])
-def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, together):
-    """A replica whose guard fails at its first step leaves the group (or ends the
-    replicas run one after the other): the run keeps every estimate of a run without
-    replicas, its errors are NaN, and the warning names the replica. Its reason gives
-    the guard's standard remedies but not the coupled run's "raise particles": the
-    replica's P is not what to change (the warning says what is)."""
+def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, together,
+                                                                   guard, phase):
+    """A replica whose guard (of its training steps, or of its probes) fails at once
+    leaves the group (or ends the replicas run one after the other): the run keeps
+    every estimate of a run without replicas, its errors are NaN, and the warning
+    names the replica. Its reason gives the guard's standard remedies but not the
+    coupled run's "raise particles": the replica's P is not what to change (the
+    warning says what is)."""
     real, groups = _state.start_group, []
 
     def fragile(cfgs, *args):
@@ -129,15 +133,15 @@ def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, t
         groups.append(group)
         # the second replica "diverges" at once: third of a group, or third group
         if together and len(group.states) == 3:
-            group.states[2].guard.bound = 1e-30
+            getattr(group.states[2], guard).bound = 1e-30
         elif not together and len(groups) == 3:
-            group.states[0].guard.bound = 1e-30
+            getattr(group.states[0], guard).bound = 1e-30
         return group
 
     monkeypatch.setattr(_simulate, "start_group", fragile)
     monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: together)
     with pytest.warns(RuntimeWarning, match=r"error replica 1 \(512 particles\) diverged: "
-                      r"SGD step 0: .*; lower eta_c or T\. The") as caught:
+                      rf"{phase}.* 0: .*; lower eta_c or T\. The") as caught:
         ds = _run(particles=600)
     assert len(groups) == (1 if together else 3)
     assert not any("raise particles" in str(w.message) for w in caught)
@@ -147,13 +151,16 @@ def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, t
     assert np.isnan(ds.f_se).all() and np.isnan(ds.probe_f_se).all()
 
 
-def test_a_diverging_run_stops_as_alone():
-    """The run's own divergence stops it with the message it has without replicas."""
-    with pytest.raises(FloatingPointError) as together:
+@pytest.mark.parametrize("together", [True, False], ids=["lockstep", "one after the other"])
+def test_a_diverging_run_stops_as_alone(monkeypatch, together):
+    """The run's own divergence stops it with the message it has without replicas,
+    beside its replicas or before them."""
+    monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: together)
+    with pytest.raises(FloatingPointError) as replicated:
         _run(eta_c=40.0)
     with pytest.raises(FloatingPointError) as plain:
         _run(eta_c=40.0, error_replicas=0)
-    assert str(together.value) == str(plain.value)
+    assert str(replicated.value) == str(plain.value)
     assert "raise particles" in str(plain.value)  # the run's own advice (coupled, P < 64·K·B)
 
 

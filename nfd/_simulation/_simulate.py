@@ -426,7 +426,8 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
     with its error replicas ``cfgs[1:]`` in lockstep (``nfd._simulation._lockstep``):
     their Datasets with the per-particle standard errors, and why the replicas left
     the run (one diverged: then only the first run's Dataset). A ``replica`` run
-    alone leaves the floor warning to the main run."""
+    alone leaves the floor warning to the main run, and its divergence messages do
+    not advise more particles (:func:`~nfd._simulation._state.start_group`)."""
     with serial():
         group = start_group(cfgs, input_scale, replica)
     main = group.states[0]
