@@ -44,8 +44,8 @@ small P their dispatch is most of the time. ``--errors-only`` times the default 
 replicas and four, which run in lockstep with the main run (issue 36, item 2), and
 prints the floor of that design: their share of the main run's particle work and
 the dispatch of their operations on particles; and what the replicas' own products
-(history, border, Stein) cost per run, as the lockstep makes them, against one
-product batched over a replica axis.
+(history, border, Stein) cost made per run, as the lockstep makes them, against one
+product batched over a replica axis (plain products on one thread, both).
 
     python benchmarks/bench_simulate.py [--quick] [--target-only] [--errors-only]
         [--optimizer-only] [--two-layer-only] [--adam-only] [--layer-step-only]
@@ -262,7 +262,8 @@ def _replica_batching(dev: str, R: int, size: int, K: int,
     particles makes on its own at one layer of a pass (batch 1), averaged over k =
     K/4, K/2 and 3K/4 committed trajectories (k grows linearly over a run of K
     steps), made per run (as the lockstep makes them, which keeps every run's bits
-    as alone, ``nfd._simulation._lockstep``) against one product batched over a
+    as alone, ``nfd._simulation._lockstep``; it splits its history products into
+    pieces, ``nfd._simulation._streams``) against one product batched over a
     leading replica axis: what batching the replicas' work would save on ``dev``.
     Two kinds, each a (per run, batched) pair: ``"history"``, the product of the new
     row with the history rows (2k coupled, k decoupled; float32) and the mix of the
