@@ -17,6 +17,25 @@ X16, Y16 = synthetic_task("tanh", 16, 12, seed=2)
 NET = dict(width=64, depth=4, batch_size=4, activation="relu", device="cpu", progress=False)
 
 
+# ------------------------------------------------------------------ the stream X
+def test_a_vector_X_is_refused_naming_X_and_saying_how_to_reshape_it():
+    # issue 50: a 1-D X of 16 values was taken as one sample, and the message blamed y
+    # ("y must have shape (1,) to match X, got (16,)")
+    x, y = X16[:, 0], Y16
+    calls = [lambda: train_resnet(x, y, eta_c=0.1, **NET),
+             lambda: nfd.simulate(x, y, eta_c=0.1, steps=2, particles=8, progress=False),
+             lambda: nfd.linear_limit(x, y, eta_c=0.1, steps=2)]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^X must be two-dimensional \(samples, "
+                           r"features\), got a vector of shape \(16,\): pass "
+                           r"X\.reshape\(-1, 1\) for 16 samples of one feature"):
+            call()
+    # a column of 16 samples trains; a single input vector still works where one input
+    # is the natural argument (the kernels)
+    train_resnet(x.reshape(-1, 1), y, eta_c=0.1, **NET)
+    assert nfd.nngp_kernel(X16[0], steps=2).sizes["input"] == 1
+
+
 # ------------------------------------------------------------------ labels
 def test_logistic_with_01_labels_is_refused_by_both_entry_points_alike():
     X, y = synthetic_task("sign", 8, 3, seed=0)

@@ -43,7 +43,7 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     targets' columns or the classes of ``"cross_entropy"`` labels otherwise). The
     messages name the argument.
     """
-    Xn = check_matrix("X", X)
+    Xn = check_matrix("X", X, one_row=False)
     N, d = Xn.shape
     T = check_positive_float("T", T)
     L = check_int("steps", steps, 1)

@@ -96,7 +96,8 @@ def _finite(name: str, arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
+def check_matrix(name: str, value, *, columns: int | None = None,
+                 one_row: bool = True) -> np.ndarray:
     """Return ``value`` as a finite float64 array of shape (m, d), m ≥ 1.
 
     Parameters
@@ -107,12 +108,22 @@ def check_matrix(name: str, value, *, columns: int | None = None) -> np.ndarray:
         Shape (m, d) with m, d ≥ 1; a vector (d,) is taken as one row (1, d).
     columns : int, optional
         The required d (that of the training inputs).
+    one_row : bool
+        ``False``: a vector is refused (a training stream, where a vector of m values
+        is more likely m samples of one feature than one sample), with a message that
+        says how to reshape it.
 
     Returns
     -------
     ndarray, shape (m, d)
     """
     arr = _float_array(name, value)
+    if arr.ndim == 1 and not one_row:
+        m = arr.shape[0]
+        raise ValueError(
+            f"{name} must be two-dimensional (samples, features), got a vector of shape "
+            f"({m},): pass {name}.reshape(-1, 1) for {m} samples of one feature, or "
+            f"{name}.reshape(1, -1) for one sample of {m} features")
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:

@@ -117,7 +117,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
 
     Warns once (``UserWarning``) when the inputs are far from |x|²/d = 1.
     """
-    Xn = check_matrix("X", X)
+    Xn = check_matrix("X", X, one_row=False)
     lossf = nfd.get_loss(loss)
     yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
     K, B = check_batches(Xn.shape[0], batch_size, n_steps)
