@@ -9,7 +9,8 @@ adapter to torchsde's solvers; and convergence-slope diagnostics.
 from ._base import McKeanVlasovSDE
 from ._diagnostics import SlopeFit, fit_slope
 from ._drivers import STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter
-from ._group import ALIGN, DriverGroup, grouped
+from ._group import DriverGroup
+from ._layout import ALIGN, grouped
 from ._euler import EulerMaruyamaResult, euler_maruyama
 from ._linalg import psd_factor
 from ._threads import ThreadTeam, parallel, serial, usable_cpus

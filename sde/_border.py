@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["TINY", "border_column", "border_block", "condition_each", "skipped",
+from ._layout import grouped
+
+__all__ = ["TINY", "SKIP_MARGIN", "border_column", "border_block", "condition_each", "skipped",
            "truncated_rows", "border_columns", "border_blocks", "condition_groups"]
 
 #: Smallest positive float64 used to keep floors and ratios finite.
 TINY = torch.finfo(torch.float64).tiny
 
 
+#: A squared pivot at most this multiple of its floor sits at the floor (:func:`skipped`).
+SKIP_MARGIN = 1 + 1e-6
+
+
 def skipped(pivot2: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
     """New components whose squared pivot sits at the floor: later regressions skip them."""
-    return pivot2 <= floor * (1 + 1e-6)
+    return pivot2 <= floor * SKIP_MARGIN
 
 
 def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
@@ -88,19 +94,21 @@ def _floor(var: torch.Tensor, rel_jitter: float) -> torch.Tensor:
 
 
 def _regularise(var: torch.Tensor, min_eig: torch.Tensor, gram: torch.Tensor,
-                floor: torch.Tensor):
+                floor: torch.Tensor, ceil: torch.Tensor | None = None):
     """For new components of variances ``var`` whose regression on the committed
     ones has squared norm ``gram`` and whose Schur complement is ``min_eig`` (var −
     gram, or the caller's factorisation's own numbers: the floor and skip decisions
     then use exactly those): the squared pivot floored at ``floor``
     (:func:`_floor`), the shrink of the regression that keeps
     ``pivot² + shrink²·gram = var`` exact, and the skip mask (:func:`border_column`,
-    :func:`border_block`, :func:`condition_each`; any matching shapes)."""
+    :func:`border_block`, :func:`condition_each`; any matching shapes). ``ceil``,
+    when the caller has it, is ``floor · SKIP_MARGIN`` (:func:`skipped`'s bound)."""
     pivot2 = torch.maximum(min_eig, floor)
     # (var − floor)/gram ≥ 1 when min_eig ≥ floor (no shrink, up to one float64
     # rounding), and the shrink that puts the pivot at the floor otherwise
     shrink = ((var - floor) / gram.clamp_min(1e-300)).clamp_(0.0, 1.0).sqrt_()
-    return pivot2, shrink, skipped(pivot2, floor)
+    skip = skipped(pivot2, floor) if ceil is None else pivot2 <= ceil
+    return pivot2, shrink, skip
 
 
 def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
@@ -150,10 +158,13 @@ def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: floa
     inverses (k, k), ``cols`` (G, k+B, B). The products are made per driver, exactly
     as :func:`border_block` makes them, the elementwise rest once for all G (the
     same bits per element). Returns rows (G, B, k+B), min_eig (G, 1), skip (G, B)."""
-    k = cols.shape[1] - cols.shape[2]
-    hists = [inv @ col for inv, col in zip(invs, cols[:, :k].unbind(0))]
-    return _block_tail(torch.stack(hists), torch.stack([h.T @ h for h in hists]),
-                       cols[:, k:], rel_jitter)
+    G, k, b = cols.shape[0], cols.shape[1] - cols.shape[2], cols.shape[2]
+    hist = grouped(G, (k, b), cols.dtype, cols.device)
+    gram = grouped(G, (b, b), cols.dtype, cols.device)
+    for inv, col, h, g in zip(invs, cols[:, :k].unbind(0), hist.unbind(0), gram.unbind(0)):
+        torch.mm(inv, col, out=h)
+        torch.mm(h.T, h, out=g)
+    return _block_tail(hist, gram, cols[:, k:], rel_jitter)
 
 
 def _block_tail(hist: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
@@ -164,18 +175,19 @@ def _block_tail(hist: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
     k = hist.shape[1]
     var = torch.diagonal(block, dim1=1, dim2=2)
     floor = _floor(var, rel_jitter)
-    schur, lower = _block_factor(block - gram, floor)
-    pivot2, shrink, skip = _regularise(var, schur, var - schur, floor)
+    ceil = floor * SKIP_MARGIN
+    schur, lower = _block_factor(block - gram, floor, ceil)
+    pivot2, shrink, skip = _regularise(var, schur, var - schur, floor, ceil)
     rows = torch.cat((hist.transpose(1, 2), lower), 2).mul_(shrink[..., None])
     rows.diagonal(k, dim1=1, dim2=2).copy_(pivot2.sqrt())
     return rows, schur.amin(1, keepdim=True), skip
 
 
-def _block_factor(schur: torch.Tensor, floor: torch.Tensor):
+def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor):
     """The Cholesky factors of G Schur complements (G, B, B; only their upper
     triangles are read, and they are overwritten) column by column, each pivot
-    floored at ``floor`` (G, B) and the column of a pivot at the floor
-    (:func:`skipped`) set to zero. Returns each component's squared pivot before the
+    floored at ``floor`` (G, B) and the column of a pivot at the floor (at most
+    ``ceil`` = floor · SKIP_MARGIN, :func:`skipped`) set to zero. Returns each component's squared pivot before the
     floor (its conditional variance given the history and the block's earlier
     components that are not skipped) (G, B) and the strictly lower factors (G, B, B).
     The rank-one updates are made per matrix (``addr_``, whose bits a batched
@@ -186,7 +198,7 @@ def _block_factor(schur: torch.Tensor, floor: torch.Tensor):
         at = floor[:, j]
         pivot2 = torch.maximum(diag[:, j], at)
         column = schur[:, j, j + 1:].div(pivot2.sqrt()[:, None]).masked_fill_(
-            skipped(pivot2, at)[:, None], 0.0)
+            (pivot2 <= ceil[:, j])[:, None], 0.0)
         for m, c in zip(each, column.unbind(0)):
             m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
         schur[:, j + 1:, j] = column

@@ -222,7 +222,8 @@ class GrowingGaussianDriver:
         xi = 0 if storage else times * capacity * particles * itemsize
         return xi + (2 + responses) * times * capacity**2 * 8
 
-    def border(self, t: int, column: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def border(self, t: int, column: torch.Tensor, *,
+               copy: bool = True) -> tuple[torch.Tensor, ...]:
         """Commit ``B`` new components at time index ``t`` and return their weights.
 
         The new innovations are drawn (unless given) for every time index at once,
@@ -240,6 +241,11 @@ class GrowingGaussianDriver:
             Requested covariance of the committed components with the new ones,
             then of the new ones among themselves (a symmetric block; only its upper
             triangle is read).
+        copy : bool
+            Keep copies of ``column`` and of the returned weights until the rows are
+            written (default). ``False`` keeps the tensors themselves, two operations
+            fewer: for a caller that changes neither before the driver's next border,
+            conditioning or read of its factors.
 
         Returns
         -------
@@ -263,7 +269,8 @@ class GrowingGaussianDriver:
             weights, min_eig, skip = border_block(committed, column, self.rel_jitter)
         # copies: the caller may reuse its column, or change the weights, before the
         # rows are written
-        self._commit(t, k, weights.clone(), skip, column.clone())
+        kept = (weights.clone(), column.clone()) if copy else (weights, column)
+        self._commit(t, k, kept[0], skip, kept[1])
         return weights, min_eig, skip
 
     def _open(self, t: int, b: int) -> int:

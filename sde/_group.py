@@ -14,61 +14,22 @@ once on the stacked results (elementwise operations give every element the same
 bits whatever the layout). So every driver of a group holds exactly the numbers it
 holds when it borders alone, and the group pays the elementwise dispatch once,
 provided each member's slab of the stacked operands is laid out as a tensor of its own
-would be: row-major and starting on an :data:`ALIGN`-byte boundary (:func:`grouped`;
+would be: row-major and starting on an :data:`~sde.ALIGN`-byte boundary (:func:`~sde.grouped`;
 BLAS products, and ``addr_`` on a matrix that inherits an operand's layout, give
 other bits on a misaligned or column-major operand).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 
 from ._border import border_blocks, border_columns, condition_groups
 from ._drivers import GrowingGaussianDriver
+from ._layout import grouped
 
-__all__ = ["DriverGroup", "grouped", "ALIGN"]
-
-#: Bytes by which every member's slab of a grouped tensor (:func:`grouped`) is aligned.
-ALIGN = 64
-
-
-def grouped(G: int, shape: Sequence[int], dtype: torch.dtype,
-            device: torch.device) -> torch.Tensor:
-    """An uninitialised ``(G, *shape)`` tensor whose G slabs are contiguous and each start
-    on an :data:`ALIGN`-byte boundary, as a tensor of its own does.
-
-    BLAS kernels take other paths on operands that are not so aligned (measured with
-    torch 2.13 on CPU: ``mv`` of a (k, k) matrix and a vector that starts 8 bytes off
-    a 16-byte boundary differs in the last bits from the aligned one for k ≥ 9), so
-    a member's slab of a stacked tensor gives the bits it gets alone only when
-    aligned: give :class:`DriverGroup` its columns and moments in such a tensor.
-
-    Parameters
-    ----------
-    G : int
-        Members (slabs).
-    shape : sequence of int
-        The shape of one slab.
-    dtype : torch.dtype
-        Their dtype.
-    device : torch.device
-        Their device.
-
-    Returns
-    -------
-    Tensor
-        Shape ``(G, *shape)``; slab g is ``out[g]``, contiguous.
-    """
-    numel = math.prod(shape)
-    item = dtype.itemsize
-    stride = -(-numel * item // ALIGN) * ALIGN // item
-    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-    return torch.empty(G * stride, dtype=dtype, device=device).as_strided(
-        (G, *shape), (stride, *strides))
-
+__all__ = ["DriverGroup"]
 
 class DriverGroup:
     """G growing drivers (:class:`GrowingGaussianDriver`) with the same time grid,
@@ -105,7 +66,8 @@ class DriverGroup:
         """
         self.drivers = [self.drivers[i] for i in members]
 
-    def border(self, t: int, column: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def border(self, t: int, column: torch.Tensor, *,
+               copy: bool = True) -> tuple[torch.Tensor, ...]:
         """:meth:`GrowingGaussianDriver.border` of every member at time index ``t``.
 
         Parameters
@@ -114,7 +76,10 @@ class DriverGroup:
             Time index.
         column : Tensor, shape (G, k+B, B), float64
             Each member's requested covariance column (only its upper triangle is
-            read below row k), in a :func:`grouped` tensor.
+            read below row k), in a :func:`~sde.grouped` tensor.
+        copy : bool
+            As :meth:`GrowingGaussianDriver.border`'s: ``False`` keeps the column and
+            the weights themselves, for a caller that changes neither.
 
         Returns
         -------
@@ -124,7 +89,7 @@ class DriverGroup:
             Each member's :meth:`GrowingGaussianDriver.border` results.
         """
         if len(self.drivers) == 1:  # the member's own border, without the stacking
-            weights, min_eig, skip = self.drivers[0].border(t, column[0])
+            weights, min_eig, skip = self.drivers[0].border(t, column[0], copy=copy)
             return weights[None], min_eig[None], skip[None]
         b = column.shape[2]
         k = self._size(t)
@@ -136,8 +101,9 @@ class DriverGroup:
             weights = torch.cat((coef, pivot), 1)[:, None]
         else:
             weights, min_eig, skip = border_blocks(invs, column, self.rel_jitter)
-        copies = zip(weights.clone().unbind(0), skip.unbind(0), column.clone().unbind(0))
-        for d, (w, s, c) in zip(self.drivers, copies):
+        kept = (weights.clone(), column.clone()) if copy else (weights, column)
+        for d, (w, s, c) in zip(self.drivers, zip(kept[0].unbind(0), skip.unbind(0),
+                                                  kept[1].unbind(0))):
             d._commit(t, k, w, s, c)
         return weights, min_eig, skip
 
@@ -163,7 +129,7 @@ class DriverGroup:
         t : int
             Time index.
         moment : Tensor, shape (G, k, B), float64
-            Each member's particle moment E[ξ_j F_b] (in a :func:`grouped` tensor).
+            Each member's particle moment E[ξ_j F_b] (in a :func:`~sde.grouped` tensor).
 
         Returns
         -------
@@ -184,7 +150,7 @@ class DriverGroup:
             Time index.
         cross : Tensor, shape (G, k, B), float64
             Each member's covariance of its committed components with the new ones
-            (in a :func:`grouped` tensor).
+            (in a :func:`~sde.grouped` tensor).
         var : Tensor, shape (G, B), float64
             Each member's variances of the new components.
 

@@ -121,7 +121,7 @@ PER_LAYER = [
     ("sde/_group.py", "DriverGroup.border"),
     ("sde/_group.py", "DriverGroup.stein_from_moment"),
     ("sde/_group.py", "DriverGroup.condition"),
-    ("sde/_group.py", "grouped"),
+    ("sde/_layout.py", "grouped"),
     ("sde/_drivers.py", "GrowingGaussianDriver._flush"),
     ("sde/_drivers.py", "GrowingGaussianDriver._draw"),
     ("sde/_drivers.py", "GrowingGaussianDriver._committed"),
