@@ -39,11 +39,15 @@ def test_pass_products_and_mix_equal_whole_products(strided, P, B, count):
     new = torch.randn(B, P, generator=g, dtype=torch.float64)
     paths = torch.randn(layers, B, P, generator=g, dtype=torch.float64)
     ops = Pass(rows, count, mix_rows, count, (paths,))
+    scale = torch.full((1, 1), float(P), dtype=torch.float64)
     for t in range(layers):
-        want = rows[t, :count] @ new.T
-        got = ops.products(t, new.expand(ops.gram_pieces, *new.shape))
+        want = rows[t, :count] @ new.T / P
+        out = torch.full((ops.padded + 1, B), float("nan"), dtype=torch.float64)
+        got = ops.products(t, new.expand(ops.gram_pieces, *new.shape), scale, out)
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
         assert got.is_contiguous()  # row-major, split or not (tests/test_lockstep.py)
+        assert got.data_ptr() == out.data_ptr()  # written into the caller's buffer
+        assert out[ops.padded:].isnan().all()  # and nothing past the padded rows
     w = torch.randn(B, count, generator=g, dtype=torch.float64)
     base = paths[0].clone()
     want = base + w @ mix_rows[2, :count]

@@ -107,15 +107,14 @@ class Lockstep:
     def _moments(self, ops: list, t: int, new: list[torch.Tensor]) -> tuple:
         """The Gram columns (G, rows, B) and, coupled, the Stein moments of each run's
         new block (expanded to its pass's pieces, :func:`_pieces`) against its
-        layer-t rows, in float64."""
-        if len(ops) == 1:
-            means = ops[0].products(t, new[0])[None].double()
-        else:
-            sums = [o.products(t, x) for o, x in zip(ops, new)]
-            means = grouped(len(sums), sums[0].shape, torch.float64, sums[0].device)
-            for m, x in zip(means.unbind(0), sums):
-                m.copy_(x)
-        return moments(means.div_(self._P), self.coupled)
+        layer-t rows, in float64: each run's particle means straight into its slab
+        of one :func:`sde.grouped` tensor (a new one every layer: the border keeps
+        it, ``copy=False``)."""
+        padded = max(o.padded for o in ops)
+        means = grouped(len(ops), (padded, new[0].shape[1]), torch.float64, new[0].device)
+        for o, x, m, p in zip(ops, new, means.unbind(0), self._P.unbind(0)):
+            o.products(t, x, p, m)
+        return moments(means[:, :ops[0].count], self.coupled)
 
     def _decay(self) -> torch.Tensor:
         """−τ w_i of every run's committed trajectories (G, n)."""
@@ -148,7 +147,7 @@ class Lockstep:
             for h, phi in zip(hs, phis):
                 self.act.phi_into(h[t], phi[t])
             gram, mom = self._moments(ops, t, [new[t] for new in news])
-            weights, min_eig, skip = self.fwd.border(t, gram)
+            weights, min_eig, skip = self.fwd.border(t, gram, copy=False)
             resp = self.bwd.stein_from_moment(t, mom[:, :n]) if self.coupled else None
             self._weights(views, weights, gram[:, :n], decay, resp)
             for m, o, path, w, phi, h in zip(models, ops, paths, mixes, phis, hs):
@@ -238,7 +237,7 @@ class Lockstep:
         for l in range(self.L, 0, -1):
             t = l - 1
             gram, mom = self._moments(ops, l, [new[l] for new in news])
-            weights, min_eig, skip = self.bwd.border(t, gram)
+            weights, min_eig, skip = self.bwd.border(t, gram, copy=False)
             resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
             self._weights(views, weights, gram[:, :n], decay, resp)
             for m, o, out, w, g, h, work in zip(models, ops, outs, mixes, gs, hts, works):
