@@ -59,6 +59,9 @@ class DivergenceGuard:
         self.seeds = seeds
         self.ref_h: torch.Tensor | None = None
         self.ref_g: torch.Tensor | None = None
+        #: The bounds of h2, f² and g2 flattened into one vector (:meth:`within`),
+        #: made at the first call
+        self._limits: torch.Tensor | None = None
 
     def check(self, k: int, h2: torch.Tensor, g2: torch.Tensor | None, f: torch.Tensor,
               *, phase: str = "SGD step") -> None:
@@ -94,18 +97,52 @@ class DivergenceGuard:
             else the bad backward layer nearest the output, else the output), then
             :meth:`hint`.
         """
+        if bool(self.within(h2, g2, f)):
+            return
+        raise self._error(k, h2, g2, self._largest_f2(f), phase)
+
+    def within(self, h2: torch.Tensor, g2: torch.Tensor | None,
+               f: torch.Tensor) -> torch.Tensor:
+        """Whether every value of a step is finite and within the bound (the test of
+        :meth:`check`), as a 0-d bool tensor on the values' device, without reading
+        it: a caller with several runs reads all their verdicts at once (one host
+        synchronisation for ``nfd.simulate``'s run and its error replicas). The
+        first call sets the step-0 scales (:meth:`check`).
+
+        Parameters
+        ----------
+        h2, g2, f : Tensor
+            As for :meth:`check`.
+
+        Returns
+        -------
+        Tensor
+            0-d bool: True when :meth:`check` would return.
+        """
         if self.ref_h is None:
             self.ref_h = h2.detach().amax(0).clamp_min(torch.finfo(h2.dtype).tiny)
             self.ref_g = (torch.ones_like(self.ref_h) if g2 is None
                           else g2.detach().amax(0).clamp_min(torch.finfo(h2.dtype).tiny))
-        f2 = f.square().reshape(self.ref_h.shape + (-1,)).amax(-1)  # largest f² per seed
-        ok = (_within(h2, self.bound * self.ref_h).all()
-              & _within(f2, self.bound * self.ref_h * self.ref_g).all())
-        if g2 is not None:
-            ok &= _within(g2, self.bound * self.ref_g).all()
-        if bool(ok):
-            return
-        raise self._error(k, h2, g2, f2, phase)
+        values = [h2, self._largest_f2(f)] + ([] if g2 is None else [g2])
+        if self._limits is None:
+            self._limits = self._flat_limits(values)
+        # one comparison for all: the values are squares (never −inf), so ≤ a finite
+        # limit holds exactly for the finite values within it, NaN and +inf failing
+        return (torch.cat([v.reshape(-1) for v in values]) <= self._limits).all()
+
+    def _largest_f2(self, f: torch.Tensor) -> torch.Tensor:
+        """The largest f² per seed (per run)."""
+        return f.square().reshape(self.ref_h.shape + (-1,)).amax(-1)
+
+    def _flat_limits(self, values: list[torch.Tensor]) -> torch.Tensor:
+        """The bounds of h2, f² (and g2), each broadcast to its values' shape and
+        flattened in :meth:`within`'s order, capped at the largest finite float64
+        (without a bound, only finiteness is checked)."""
+        limits = [self.bound * self.ref_h, self.bound * self.ref_h * self.ref_g,
+                  self.bound * self.ref_g]
+        flat = torch.cat([lim.to(torch.float64).expand(v.shape).reshape(-1)
+                          for lim, v in zip(limits, values)])
+        return flat.clamp_max(torch.finfo(torch.float64).max)
 
     def _error(self, k, h2, g2, f2, phase: str) -> FloatingPointError:
         """The message: the first bad forward layer, else the bad backward layer

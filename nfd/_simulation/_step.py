@@ -118,20 +118,26 @@ def sgd_step(group: Group, k: int) -> None:
             hist.out_coef[n:n + B] = out_coef
         hist.n = n + B
     # the guard's scale is that of γ₀f = E[g_L h_L] (f itself grows like 1/γ₀)
-    _check(group, lambda s: s.guard.check(k, s.rec["h2"][k], s.rec["g2"][k],
-                                          s.rec["f"][k] * s.cfg.sgd.gamma0,
-                                          phase=f"{_name(s)} step"))
+    _check(group, k, lambda s: (s.guard, s.rec["h2"][k], s.rec["g2"][k],
+                                s.rec["f"][k] * s.cfg.sgd.gamma0), lambda s: f"{_name(s)} step")
 
 
-def _check(group: Group, check) -> None:
-    """Run a guard's ``check`` on every run of the ``group``: the first run's
-    ``FloatingPointError`` stops the run; an error replica's takes the replicas out
-    of the group, with the reason (``calibrate_errors`` then reports NaN errors). The
-    reason names the first replica to diverge (replicas run one after the other
-    name the first in their order); the errors are NaN either way."""
-    for i, s in enumerate(group.states):
+def _check(group: Group, k: int, values, phase) -> None:
+    """Check step ``k`` of every run of the ``group`` with its guard: ``values(s)``
+    gives a run's guard and its (h2, g2, f) (:meth:`nfd.schema.DivergenceGuard.check`),
+    ``phase(s)`` what its step is called. All the runs' verdicts are read at once,
+    the step's one host synchronisation whatever the number of error replicas. When
+    one fails, the first run's ``FloatingPointError`` stops the run; an error
+    replica's takes the replicas out of the group, with the reason
+    (``calibrate_errors`` then reports NaN errors). The reason names the first
+    replica to diverge; the errors are NaN either way."""
+    checks = [values(s) for s in group.states]
+    verdicts = [guard.within(*args) for guard, *args in checks]
+    if bool(verdicts[0] if len(verdicts) == 1 else torch.stack(verdicts).all()):
+        return
+    for i, (s, (guard, *args)) in enumerate(zip(group.states, checks)):
         try:
-            check(s)
+            guard.check(k, *args, phase=phase(s))
         except FloatingPointError as err:
             if i == 0:
                 raise
@@ -248,9 +254,8 @@ def evaluate_probes(group: Group, j: int) -> None:
         raise FloatingPointError(f"{phase} {step}: {err}{first.probe_guard.hint()}") from err
     for s, hp in zip(states, hps):
         _record_probes(s, j, hp)
-    _check(group, lambda s: s.probe_guard.check(
-        step, _mean_square(s.probe_h), None, s.rec["probe_f"][j] * s.cfg.sgd.gamma0,
-        phase=phase))
+    _check(group, step, lambda s: (s.probe_guard, _mean_square(s.probe_h), None,
+                                   s.rec["probe_f"][j] * s.cfg.sgd.gamma0), lambda s: phase)
 
 
 def _record_probes(state: RunState, j: int, hp: torch.Tensor) -> None:
