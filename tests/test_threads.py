@@ -248,10 +248,10 @@ def test_team_leaves_a_fixed_count_alone(machine, monkeypatch, why):
     assert not team.active and team.history == []
 
 
-def test_a_team_that_changes_size_mid_run_keeps_every_number(machine, monkeypatch):
-    # The real thread count alternates 1, 2, 1, 2, ... between SGD steps (the fake machine
-    # turns busy and idle every window): every number equals the one-thread run's.
-    monkeypatch.undo()  # real torch thread control for this test
+def alternating_team(machine, monkeypatch) -> list[int]:
+    """Real torch thread control, with every ``ThreadTeam`` reading ``machine``, which
+    turns busy and idle at each tick, so that the real count alternates 1, 2, 1, 2, …
+    between a run's steps; returns the list of counts seen after each tick."""
     monkeypatch.setattr(_threads, "usable_cpus", lambda: [0, 1])
     monkeypatch.setattr(_threads, "_THREADS_AT_IMPORT", 2)
     monkeypatch.setattr(_threads, "_last", None)
@@ -271,6 +271,14 @@ def test_a_team_that_changes_size_mid_run_keeps_every_number(machine, monkeypatc
     real_init = ThreadTeam.__init__
     monkeypatch.setattr(ThreadTeam, "__init__",
                         lambda self, device="cpu", stat=None: real_init(self, device, str(machine.path)))
+    return seen
+
+
+def test_a_team_that_changes_size_mid_run_keeps_every_number(machine, monkeypatch):
+    # The real thread count alternates 1, 2, 1, 2, ... between SGD steps (the fake machine
+    # turns busy and idle every window): every number equals the one-thread run's.
+    monkeypatch.undo()  # real torch thread control for this test
+    seen = alternating_team(machine, monkeypatch)
     X, y = nfd.synthetic_task("tanh", 8, 16, seed=0)
     probes = nfd.synthetic_task("tanh", 3, 16, seed=1, teacher_seed=0)
     kw = dict(eta_c=0.3, steps=3, particles=40_001, probes=probes, seed=0, progress=False,

@@ -12,6 +12,16 @@ An architecture (one subclass per module: ``_preact``, ``_postact``,
   the layer's gradients as :class:`RankUpdate` s by family;
 * ``_input_gradient(fp, g0)``: (√n/α) ∂f/∂(Ux/√d) from g_0;
 * ``layer_inputs(fp)``: the input z_ℓ of each block's first weight matrix.
+
+Threads. Every pass runs on one torch thread (``sde.serial``): MKL splits the
+products of a pass (a reduction over the width) differently on 1, 2 or 3 threads at
+many shapes (one seed, batch 5, odd widths, float64), so the last bits of f moved
+with the thread count. :meth:`apply_update` gives the thread count back
+(``sde.parallel``) to the rank-B weight updates and the optimizers' elementwise
+steps, which gave the same bits on 1 to 4 threads at every shape tried (seeds 1–8,
+batch 1–16, widths 255–4096, float32 and float64). Inside
+:func:`validation.train_resnet` that count is a team sized to the cores other
+processes leave free (``sde.ThreadTeam``); the numbers are the same on any count.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import numpy as np
 import torch
 
 import nfd
+from sde import parallel, serial
 from nfd.schema import (
     BLOCKS,
     FIRST_LAYER_RATES,
@@ -703,6 +714,7 @@ class ResNetEnsemble(ABC):
 
     # --------------------------------------------------------- per-step API
     @torch.no_grad()
+    @serial()
     def forward_pass(self, X) -> ForwardPass:
         """Forward pass of eq. 1 / 6 / 9 on X (B, d), kept for :meth:`backward_pass`.
 
@@ -735,6 +747,7 @@ class ResNetEnsemble(ABC):
         return fp
 
     @torch.no_grad()
+    @serial()
     def evaluate(self, X) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward-only pass storing nothing: outputs f (S, B) and the mean square
         features ‖h_ℓ‖²/n averaged over the batch, (L+1, S) (for divergence checks).
@@ -765,6 +778,7 @@ class ResNetEnsemble(ABC):
         return self._readout(h)
 
     @torch.no_grad()
+    @serial()
     def backward_pass(self, fp: ForwardPass, chi: torch.Tensor) -> Gradients:
         """Backward pass (eq. 3 / 24, with W̃ when decoupled) after :meth:`forward_pass`.
 
@@ -857,10 +871,11 @@ class ResNetEnsemble(ABC):
         """
         eta_c = self._eta_c if eta_c is None else \
             check_positive_float("eta_c", eta_c, allow_zero=True)
-        if self._adam is None:
-            self._sgd_update(grads, eta_c)
-        else:
-            self._adam_update(grads, eta_c)
+        with parallel():  # rank-B and elementwise updates: the same bits on any count
+            if self._adam is None:
+                self._sgd_update(grads, eta_c)
+            else:
+                self._adam_update(grads, eta_c)
         for name, (a, p) in self._decay.items():
             self._decay[name] = scale_step(a, p, eta_c * self.decay_mult(name), self.momentum,
                                            self.weight_decay)
@@ -938,6 +953,7 @@ class ResNetEnsemble(ABC):
 
     # ---------------------------------------------------- convenience API
     @torch.no_grad()
+    @serial()
     def forward(self, X) -> torch.Tensor:
         """Outputs f(x) = (α/√n) vᵀ h_L(x) of every network, (S, B) (eq. 1/6/9);
         (S, B, C) with C ≥ 2 outputs.
@@ -957,6 +973,7 @@ class ResNetEnsemble(ABC):
         return self._forward_only(self._as_input(X), None)
 
     @torch.no_grad()
+    @serial()
     def propagate(self, X) -> dict[str, torch.Tensor]:
         """Forward and backward pass without an update.
 
@@ -984,6 +1001,7 @@ class ResNetEnsemble(ABC):
         return out
 
     @torch.no_grad()
+    @serial()
     def gradients(self, X, y, loss: str | nfd.Loss | Callable = "mse") -> dict[str, torch.Tensor]:
         """∂ℒ̄/∂θ, ℒ̄ = (1/B) Σ_b ℒ(f(x_b), y_b), by the hand-written backward pass.
 
@@ -1013,6 +1031,7 @@ class ResNetEnsemble(ABC):
         return self.backward_pass(fp, loss.grad(fp.f, _expand(y, fp.f, loss))).dense()
 
     @torch.no_grad()
+    @serial()
     def sgd_step(self, X, y, loss: str | nfd.Loss | Callable = "mse",
                  eta_c: float | None = None) -> torch.Tensor:
         """One SGD step on the batch (X, y) (appendix E); returns f before the update.

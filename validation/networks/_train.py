@@ -19,6 +19,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 import nfd
+from sde import ThreadTeam, serial
 from nfd.schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, OPTIMIZER_TITLES,
                         DivergenceGuard, check_matrix)
 
@@ -103,6 +104,11 @@ def train_resnet(
 
     The scaled gradients g_ℓ = γ₀(√n/α)∂f/∂h_ℓ keep g_L = v, so ``g2`` is the
     limit's E[g²] for every γ₀.
+
+    On CPU the run sizes torch's thread team to the cores other processes leave free,
+    as ``nfd.simulate`` does (``sde.ThreadTeam``; your ``OMP_NUM_THREADS`` or
+    ``torch.set_num_threads`` wins), and its numbers are the same on any number of
+    threads: the passes run on one thread, the weight updates on the team.
 
     Parameters
     ----------
@@ -310,12 +316,18 @@ def _train(run: TrainRun, net: ResNetEnsemble, rec: Records, eig: EigenHistory,
             probe_guard.check(k, h2, None, _unscaled(net, pf), phase="probe evaluation at step")
             rec.store_probe(k, pf)
 
-    with torch.no_grad():
+    # Each step runs on one thread but for its weight updates, which get the team
+    # (sized to the cores other processes leave free): the same bits on any team
+    # (validation.networks._base, "Threads").
+    with torch.no_grad(), ThreadTeam(run.device) as team:
         for k in tqdm(range(run.K), disable=not progress, desc="train_resnet"):
-            probe(k)
-            sgd_step(net, run.loss, X[k * run.B:(k + 1) * run.B], Y[k], k=k, rec=rec,
-                     eig=eig, guard=guard, eta_c=float(run.opt.eta_c[k]))
-        probe(run.K)
+            team.tick()
+            with serial():
+                probe(k)
+                sgd_step(net, run.loss, X[k * run.B:(k + 1) * run.B], Y[k], k=k, rec=rec,
+                         eig=eig, guard=guard, eta_c=float(run.opt.eta_c[k]))
+        with serial():
+            probe(run.K)
 
 
 def sgd_step(net: ResNetEnsemble, loss: nfd.Loss, xb: torch.Tensor, yb: torch.Tensor, *,
@@ -397,7 +409,7 @@ def init_increments(
         backward=backward, device=device, dtype=dtype,
     )
     n, L = model.n, model.L
-    with torch.no_grad():
+    with torch.no_grad(), serial():  # the same bits on any thread count
         out = model.propagate(xn)
         H, G = out["h"][:, :, 0], out["g"][:, :, 0]  # (S, L+1, n)
         Z = model.act.phi(H[:, :L])  # (S, L, n)
