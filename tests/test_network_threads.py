@@ -75,3 +75,17 @@ def test_train_resnet_team_follows_the_load_and_keeps_every_number(tmp_path, mon
     finally:
         torch.set_num_threads(before)
     assert not _equal(adapted, fixed)
+
+
+def test_a_study_job_runs_its_own_torch_loop_on_one_thread(counts, monkeypatch):
+    # study 1's reference paths (torch on (fine steps, width) tensors) beside the networks
+    from validation.studies import _init
+
+    seen = []
+    real = _init._reference
+    monkeypatch.setattr(_init, "_reference",
+                        lambda *a: seen.append(torch.get_num_threads()) or real(*a))
+    counts(3)
+    _init._job(activation="relu", width=16, depth=4, seeds=[0, 1], T=1.0, fine_steps=8,
+               backward="coupled", version=0)
+    assert seen == [1, 1] and torch.get_num_threads() == 3

@@ -31,6 +31,7 @@ import torch
 import xarray as xr
 
 import nfd
+from sde import serial
 from nfd.schema import base_attrs, check_positive_float, resolve_device_dtype
 
 from .._fit import PowerFit, fit_power_law, stored_fit
@@ -149,15 +150,16 @@ def _job(*, activation: str, width: int, depth: int, seeds: Sequence[int], T: fl
     names = ("err_h", "err_g", "ref_err_h", "ref_err_g")
     res = {k: np.empty((len(seeds), len(_QUARTERS))) for k in names}
     gen = torch.Generator(device=dev)
-    for i, s in enumerate(seeds):
-        gen.manual_seed(1_000_003 * int(s) + 7919 * L + width)
-        take = lambda name: torch.as_tensor(net[name].values[i], **kw)  # noqa: E731
-        H, G = take("h"), take("g")
-        Hr, Gr, Hh, Gh = _reference(H[0], G[-1], take("xi"), take("xi_tilde"), act,
-                                    sig, sig_t, T, r, gen)
-        for key, a, b in (("err_h", H, Hr), ("err_g", G, Gr),
-                          ("ref_err_h", Hh, Hr), ("ref_err_g", Gh, Gr)):
-            res[key][i] = ((a - b) ** 2).mean(1)[layer_idx].cpu().numpy()
+    with serial():  # one thread: no contention, the same bits on any count
+        for i, s in enumerate(seeds):
+            gen.manual_seed(1_000_003 * int(s) + 7919 * L + width)
+            take = lambda name: torch.as_tensor(net[name].values[i], **kw)  # noqa: E731
+            H, G = take("h"), take("g")
+            Hr, Gr, Hh, Gh = _reference(H[0], G[-1], take("xi"), take("xi_tilde"), act,
+                                        sig, sig_t, T, r, gen)
+            for key, a, b in (("err_h", H, Hr), ("err_g", G, Gr),
+                              ("ref_err_h", Hh, Hr), ("ref_err_g", Gh, Gr)):
+                res[key][i] = ((a - b) ** 2).mean(1)[layer_idx].cpu().numpy()
     return xr.Dataset(
         {k: (("seed", "time"), v) for k, v in res.items()},
         coords={"seed": np.asarray(seeds, dtype=np.int64), "time": _QUARTERS * T},

@@ -50,7 +50,7 @@ import xarray as xr
 
 import nfd
 from nfd.schema import base_attrs
-from sde import fit_slope
+from sde import fit_slope, serial
 
 from .._fit import PowerFit, fit_power_law, stored_fit
 from ..networks import ResNetEnsemble
@@ -83,8 +83,9 @@ def _job(*, width: int, depth: int, seeds: Sequence[int], input_seed: int,
     net = ResNetEnsemble(_TASK["d"], width=width, depth=depth,
                          activation=_TASK["activation"], T=_TASK["T"], seeds=list(seeds),
                          regime="kernel", device=device)
-    h = net.propagate(X)["h"][:, np.rint(_HALVES * depth).astype(int)].double()
-    K = (h @ h.mT / width).cpu().numpy()  # (S, 3, m, m)
+    with serial():  # one thread: no contention, the same bits on any count
+        h = net.propagate(X)["h"][:, np.rint(_HALVES * depth).astype(int)].double()
+        K = (h @ h.mT / width).cpu().numpy()  # (S, 3, m, m)
     return xr.Dataset(
         {"kernel": (("seed", "time", "input", "input2"), K)},
         coords={"seed": np.asarray(seeds, dtype=np.int64), "time": _HALVES * _TASK["T"]},
