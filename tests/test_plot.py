@@ -86,7 +86,8 @@ def test_running_mean_matches_direct_window_means():
 
 
 def test_axis_label_from_schema():
-    assert nfd.plot.axis_label("time") == "depth time t = ℓT/L [T]"
+    # issue 50: "depth time t = ℓT/L [T]" read as a unit T; t is a number in [0, T]
+    assert nfd.plot.axis_label("time") == "depth t = ℓT/L at layer ℓ of L"
     assert nfd.plot.axis_label("step") == "SGD step k"  # units 'step' already said
     ds = xr.Dataset({"q": ("x", [1.0], {"long_name": "charge", "units": "C"})})
     assert nfd.plot.axis_label("q", ds) == "charge [C]"
