@@ -1,13 +1,13 @@
 """Helpers the digits examples share: the running mean of a per-step loss, the
-debiased mean-square error of a seed-mean against a limit with a jackknife interval,
-and a line with its ±2 s.e. band."""
+debiased mean-square error of a seed-mean against a limit with a jackknife interval
+and the sentence that reports it, and a line with its ±2 s.e. band."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["running_mean", "debiased_mse", "band"]
+__all__ = ["running_mean", "debiased_mse", "error_summary", "band"]
 
 
 def running_mean(x: np.ndarray, window: int) -> np.ndarray:
@@ -38,6 +38,39 @@ def debiased_mse(net: np.ndarray, lim: np.ndarray,
     se = np.sqrt((S - 1) / S * ((leave_out - leave_out.mean()) ** 2).sum())
     half = float(stats.t.ppf(0.975, S - 1)) * se
     return est, est - half, est + half
+
+
+def error_summary(net: np.ndarray, lim: np.ndarray,
+                  lim_se: np.ndarray) -> tuple[dict[str, float], str]:
+    """How far the seed mean of ``net`` (S, m) is from ``lim`` (m,), in words a reader
+    can check: the rms error, the rms that noise alone would give (the seeds' spread
+    over √S and the limit's Monte Carlo s.e. ``lim_se``, in quadrature), and what is
+    left beyond noise. The last is :func:`debiased_mse`, the rms error² minus the
+    noise's: an estimate of a mean square that is negative when the error is smaller
+    than the noise's typical size, so the sentence gives its root only when its 95%
+    interval excludes 0, and otherwise the root of its upper end as a bound.
+
+    Returns
+    -------
+    numbers : dict
+        ``rms_error``, ``rms_noise``, ``debiased_mse`` and ``debiased_mse_ci95``.
+    text : str
+        One sentence.
+    """
+    S = net.shape[0]
+    rms = float(np.sqrt(((net.mean(0) - lim) ** 2).mean()))
+    noise = float(np.sqrt((net.var(0, ddof=1) / S + lim_se ** 2).mean()))
+    mse, lo, hi = debiased_mse(net, lim, lim_se)
+    if lo > 0:
+        beyond = (f"beyond noise an rms {np.sqrt(mse):.3f} [{np.sqrt(lo):.3f}, "
+                  f"{np.sqrt(hi):.3f}] (95%)")
+    else:
+        beyond = (f"no error beyond noise resolved (its rms is below {np.sqrt(max(hi, 0)):.3f}, "
+                  f"95%)")
+    text = (f"rms error of the seed-mean test output against the limit {rms:.3f}, noise "
+            f"alone {noise:.3f} ({S} seeds' spread/√{S} and the limit's s.e.): {beyond}")
+    return {"rms_error": rms, "rms_noise": noise, "debiased_mse": mse,
+            "debiased_mse_ci95": [lo, hi]}, text
 
 
 def band(ax, x, mean, se, color, label, style="-") -> None:

@@ -20,11 +20,12 @@ accuracy, whose errors depend on the correlation of f's errors across classes an
 probes (measured on ten-class digits at K·B = 480 over 16 seeds: the delta method
 Σ_c |∂ℒ/∂f_c|·s.e._c made the test loss's band 7–13 times too wide, classes in
 quadrature 3–8 times, and independent outputs up to 2.5 times too narrow). It
-prints the test accuracy of the limit and of each width at the end, and the debiased
-mean-square error of each width's seed-mean test outputs against the limit (and at
-the first depth against the limit at P/2), mean over probe steps, probes and classes of
-(f̄_net − f_lim)² − s.e.²_net − s.e.²_lim, with a 95% jackknife interval over seeds:
-if the networks converge to the limit it falls with width like 1/n.
+prints the test accuracy of the limit and of each width at the end, and how far each
+width's seed-mean test outputs are from the limit (and at the first depth from the
+limit at P/2), over probe steps, probes and classes: the rms error, the rms that
+noise alone would give, and the error beyond noise with a 95% jackknife interval over
+seeds (the debiased mean square (f̄_net − f_lim)² − s.e.²_net − s.e.²_lim; if the
+networks converge to the limit it falls with width like 1/n).
 
 Usage::
 
@@ -67,7 +68,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import nfd  # noqa: E402
 from validation import load_digits, train_resnet  # noqa: E402
 
-from _digits import band, debiased_mse, running_mean  # noqa: E402
+from _digits import band, error_summary, running_mean  # noqa: E402
 
 #: running-mean window of the train loss (SGD steps)
 WINDOW = 10
@@ -137,6 +138,7 @@ def _particle_check(big, small) -> dict:
                      "max_abs_z": float(np.abs(d / np.sqrt(var)).max()),
                      "rms_difference": float(np.sqrt(np.mean(d ** 2)))}
     out["test"]["debiased_mse"] = float((d ** 2 - var).mean())  # d, var: the test outputs
+    out["test"]["rms_noise"] = float(np.sqrt(var.mean()))
     loss = big.probe_loss.values.mean(-1) - small.probe_loss.values.mean(-1)
     accuracy = big.probe_accuracy.values - small.probe_accuracy.values
     out["test"]["max_abs_loss_difference"] = float(np.abs(loss).max())
@@ -159,8 +161,9 @@ def _check_particles(X, y, depth: int, P: int, limit, out: Path, reuse: bool,
     print(f"L = {depth}: limit at P = {P} against P = {P // 2} (another seed): rms z = "
           f"{check['train']['rms_z']:.2f} (train outputs), {check['test']['rms_z']:.2f} "
           f"(test outputs), about 1 when the error bars are calibrated and P/2 is in "
-          f"the limit; debiased mean-square difference of the test outputs "
-          f"{check['test']['debiased_mse']:.2e}; largest difference of the test loss "
+          f"the limit; rms difference of the test outputs "
+          f"{check['test']['rms_difference']:.4f}, noise alone "
+          f"{check['test']['rms_noise']:.4f}; largest difference of the test loss "
           f"{check['test']['max_abs_loss_difference']:.4f}, of the test accuracy "
           f"{check['test']['max_abs_accuracy_difference']:.4f}")
     return {"particles": P // 2, **check}, half
@@ -218,15 +221,16 @@ def _width_entry(ds, limit, depth: int, half=None) -> dict:
              "test_accuracy_se": float(acc.std(ddof=1) / np.sqrt(S)),
              "test_loss": float(ds.probe_loss.values[:, -1].mean())}
     text = (f"L = {depth}, width {width:>5} ({S} seeds): test accuracy {acc.mean():.3f} "
-            f"± {acc.std(ddof=1) / np.sqrt(S):.3f}; debiased mean-square error of the "
-            f"test outputs against the limit")
+            f"± {acc.std(ddof=1) / np.sqrt(S):.3f}")
     for key, run in (("", limit), ("_half", half)):
         if run is None:
             continue
-        mse, lo, hi = debiased_mse(ds.probe_f.values.reshape(S, -1), run.probe_f.values.ravel(),
-                                   run.probe_f_se.values.ravel())
-        entry[f"debiased_mse{key}"], entry[f"debiased_mse{key}_ci95"] = mse, [lo, hi]
-        text += (f"{' at P/2' if key else ''} {mse:.2e} [{lo:.2e}, {hi:.2e}]")
+        numbers, said = error_summary(ds.probe_f.values.reshape(S, -1),
+                                      run.probe_f.values.ravel(), run.probe_f_se.values.ravel())
+        for name in ("rms_error", "rms_noise", "debiased_mse"):
+            entry[f"{name}{key}"] = numbers[name]
+        entry[f"debiased_mse{key}_ci95"] = numbers["debiased_mse_ci95"]
+        text += f"; {'against the limit at P/2: ' if key else ''}{said}"
     print(text)
     return entry
 

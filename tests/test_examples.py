@@ -110,6 +110,37 @@ def test_debiased_mse_interval_covers_the_truth(S):
         assert old_hits / trials < 0.90, old_hits / trials
 
 
+@pytest.mark.parametrize("bias", [0.0, 0.5])
+def test_error_summary_says_what_a_reader_can_check(bias):
+    """Issue 50: the digits examples printed a "debiased mean-square error" that was
+    negative (−2.03e−02 [−1.39e−01, 9.81e−02]) without a word. The sentence now gives
+    the rms error and the rms noise alone would give (the debiased mean square is the
+    difference of their squares), and the error beyond noise only as a non-negative rms:
+    its value when resolved, else a bound."""
+    import re
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import _digits as digits
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    rng = np.random.default_rng(3)
+    S, m = 8, 400
+    lim, lim_se = rng.normal(0, 1, m), np.full(m, 0.05)
+    net = lim + bias + rng.normal(0, 0.3, (S, m))
+    numbers, text = digits.error_summary(net, lim, lim_se)
+    assert numbers["rms_error"] ** 2 - numbers["rms_noise"] ** 2 == pytest.approx(
+        numbers["debiased_mse"])
+    assert numbers["rms_noise"] == pytest.approx(np.sqrt(0.3 ** 2 / S + 0.05 ** 2), rel=0.1)
+    said = [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
+    assert said[:2] == [round(numbers["rms_error"], 3), round(numbers["rms_noise"], 3)]
+    assert min(said) >= 0 and "nan" not in text
+    if bias:
+        assert "beyond noise an rms" in text and said[2] == pytest.approx(bias, abs=0.01)
+    else:
+        assert numbers["debiased_mse_ci95"][0] < 0 and "no error beyond noise resolved" in text
+
+
 def test_linear_frozen_quick_writes_its_figure_and_numbers(tmp_path, capsys):
     """``examples/linear_frozen.py --quick`` (about 5 s): the figure, and the printed
     numbers: the limit converges to paper 000's one-step kernel with G₀ = e^{1−τ}
