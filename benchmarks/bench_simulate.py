@@ -439,20 +439,35 @@ COUNT_P = 333
 FIXED_P = 64
 
 
+#: Operations that allocate without computing (issue 49 counts launches "less views
+#: and allocations"); ``_unsafe_view`` is a reshape's view that reports no alias.
+ALLOCATIONS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
+               "_unsafe_view"}
+#: Operations that read a device value on the host: each waits for the device.
+HOST_READS = {"_local_scalar_dense", "nonzero", "masked_select"}
+
+
 class _CountOps(TorchDispatchMode):
     """Counts the operations that reach torch's dispatcher (views included), and
     among them those on particles: an operand or result with an axis of length
     ``particles`` (choose it unlike every other size of the run). The others are the
     small algebra of vectors and k×k matrices, whose count a grouped run of the error
-    replicas would pay once (issue 36, item 2)."""
+    replicas would pay once (issue 36, item 2). Also counts the kernel-launching
+    operations (issue 49: every operation less views and allocations,
+    :data:`ALLOCATIONS`) and the host reads (:data:`HOST_READS`), each a
+    synchronisation on a GPU."""
 
     def __init__(self, particles: int) -> None:
         super().__init__()
         self.count, self.on_particles, self.particles = 0, 0, particles
+        self.launches, self.host_reads = 0, 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.count += 1
+        name = func.overloadpacket.__name__
+        self.launches += not (func.is_view or name in ALLOCATIONS)
+        self.host_reads += name in HOST_READS
         operands = [*args, *(kwargs or {}).values(),
                     *(out if isinstance(out, (tuple, list)) else (out,))]
         operands = [t for a in operands for t in (a if isinstance(a, (tuple, list)) else (a,))]
@@ -496,6 +511,33 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
                   f"({counter.on_particles / steps:.0f} on particles); {', '.join(row)}")
 
 
+def quickstart_counts(dev: str) -> None:
+    """Kernel-launching operations per layer-step and host synchronisations per SGD
+    step in the quickstart setting (issue 49, item 2: ``examples/quickstart.py``'s
+    run, relu, L = 8, K = 64 steps of batch 2, 32 probes, P = 4096), both limits,
+    with the default error replicas and without: the operations that reach torch's
+    dispatcher less views and allocations (:class:`_CountOps`), divided by L·K; the
+    host reads divided by K. They do not depend on the machine (issue 49's targets:
+    coupled with the default replicas ≤ 80, without ≤ 60; ≤ 1.5 synchronisations per
+    SGD step with replicas)."""
+    L, K, B = 8, 64, 2
+    X, y = nfd.synthetic_task("tanh", K * B, 16, seed=0)
+    probes = nfd.synthetic_task("tanh", 32, 16, seed=1, teacher_seed=0)
+    default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
+    print(f"quickstart setting (P=4096, L={L}, K={K}, B={B}, 32 probes): kernel-launching "
+          "operations per layer-step (views and allocations left out), host "
+          "synchronisations per SGD step")
+    for m in MODES:
+        for replicas in (default, 0):
+            counter = _CountOps(4096)
+            with counter:
+                nfd.simulate(X, y, eta_c=0.4, steps=L, particles=4096, batch_size=B,
+                             probes=probes, backward=m, eig_steps=[], seed=0,
+                             progress=False, error_replicas=replicas, device=dev)
+            print(f"  {m}, error_replicas={replicas}: {counter.launches / (L * K):.1f} "
+                  f"operations, {counter.host_reads / K:.2f} synchronisations")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -524,6 +566,8 @@ def main() -> None:
     s = 2 if args.quick else 1
     print(f"nfd.simulate scaling on {dev}, float32, {torch.get_num_threads()} threads; "
           f"load average at start {_load()}")
+    if args.layer_step_only:
+        quickstart_counts(dev)
     sections = {"layer_step_only": layer_step_cost, "two_layer_only": block_cost,
                 "optimizer_only": optimizer_cost, "errors_only": error_cost,
                 "adam_only": adam_cost}

@@ -14,6 +14,8 @@ no host synchronisation.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ._layout import grouped
@@ -215,15 +217,24 @@ def truncated_rows(inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) ->
     and a later row's entries on such a component multiply that zero row. Leading
     dimensions are batched (the time indices of a pass)."""
     k = inv.shape[-1]
+    eye, zero, inf = _constants(rows.shape[-2], rows.dtype, rows.device)
     if rows.shape[-2] == 1:  # one component: [−a L⁻¹/d | 1/d], d = ∞ giving zero
-        diag = torch.where(keep, rows[..., k], float("inf"))[..., None]
+        diag = torch.where(keep, rows[..., k], inf)[..., None]
         head = (rows[..., :k] @ inv).div_(diag).neg_()
         return torch.cat((head, diag.reciprocal()), -1)
     both = keep[..., :, None] & keep[..., None, :]
-    eye = torch.eye(rows.shape[-2], dtype=rows.dtype, device=rows.device)
     tri = torch.linalg.solve_triangular(torch.where(both, rows[..., k:], eye), eye, upper=False)
-    tri = torch.where(both, tri, 0.0)
+    tri = torch.where(both, tri, zero)
     return torch.cat(((tri @ rows[..., :k]).neg_() @ inv, tri), -1)
+
+
+@functools.lru_cache(maxsize=64)
+def _constants(b: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The b × b identity, 0 and ∞ of :func:`truncated_rows` as tensors, made once per
+    size, dtype and device (each made per call was an operation of its own; the
+    callers only read them)."""
+    eye = torch.eye(b, dtype=dtype, device=device)
+    return eye, eye.new_zeros(()), eye.new_full((), float("inf"))
 
 
 def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,

@@ -442,7 +442,8 @@ class GrowingGaussianDriver:
         self.last_floored = skip.sum()
         return torch.mm(weights.to(self.dtype), self.xi[t, :k + b], out=out), min_eig[0]
 
-    def stein_from_moment(self, t: int, moment: torch.Tensor) -> torch.Tensor:
+    def stein_from_moment(self, t: int, moment: torch.Tensor, *,
+                          out: torch.Tensor | None = None) -> torch.Tensor:
         """E[∂F/∂z_j] from the particle moment E[ξ_j F] (k, B): ``L_s^{−T} moment``
         with the truncated inverse (:meth:`stein_derivative`), float64.
 
@@ -453,6 +454,9 @@ class GrowingGaussianDriver:
         moment : Tensor, shape (k, B)
             E[ξ_j F_b] over the particles for the k components committed at ``t``
             (converted to float64).
+        out : Tensor, shape (k, B), float64, optional
+            Where to write the result (row-major, e.g. a slab of a
+            :func:`~sde.grouped` tensor).
 
         Returns
         -------
@@ -470,7 +474,7 @@ class GrowingGaussianDriver:
             self._flush()
         if moment.dtype != torch.float64:
             moment = moment.to(torch.float64)
-        return self._committed(self.sizes[t])[1][t] @ moment
+        return torch.mm(self._committed(self.sizes[t])[1][t], moment, out=out)
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
         """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.

@@ -138,8 +138,10 @@ class DriverGroup:
         """
         if len(self.drivers) == 1:
             return self.drivers[0].stein_from_moment(t, moment[0])[None]
-        return torch.stack([d.stein_from_moment(t, m)
-                            for d, m in zip(self.drivers, moment.unbind(0))])
+        out = grouped(len(self.drivers), moment.shape[1:], torch.float64, moment.device)
+        for d, m, o in zip(self.drivers, moment.unbind(0), out.unbind(0)):
+            d.stein_from_moment(t, m, out=o)
+        return out
 
     def condition(self, t: int, cross: torch.Tensor, var: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """:meth:`GrowingGaussianDriver.condition` of every member.
