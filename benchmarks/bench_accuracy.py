@@ -32,14 +32,18 @@ Prints, for each ε, the time of each candidate and the ratio best-network/simul
 and writes ``bench_accuracy.png`` (time against ε, log-log). Usage::
 
     python benchmarks/bench_accuracy.py [--quick] [--setting {quickstart,digits10}]
-        [--out bench_accuracy.png]
+        [--out bench_accuracy.png] [--device cuda] [--json accuracy.json]
 
 ``--quick``: a smaller reference and grid (for a check that it runs, not for numbers).
+``--device cuda``: both sides on the GPU, with the GPU grid of the setting
+(:data:`GPU_GRIDS`: larger P and a reference of 2²⁰ particles, issue 49's
+measurement). ``--json``: every measured time and error, and the table's rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import platform
 import time
@@ -223,16 +227,29 @@ def _plot(rows: list, path: str, title: str) -> None:
     print(f"wrote {path}")
 
 
-def main(argv=None) -> None:
+#: The grid of a setting on a GPU (``--device cuda``), where a run's time hardly grows
+#: with P up to about 2¹⁸ (issue 49: 1.1-2.7 s per quickstart run from P = 4096 to
+#: 262 144 on one H200): larger P, a reference of 2²⁰ particles and smaller ε.
+GPU_GRIDS = {
+    "quickstart": dict(Ps=[4096, 16384, 65536, 262144], widths=[128, 256, 512, 1024, 2048],
+                       seeds=4, net_seeds=64, P_ref=2**20, eps=(0.01, 0.006, 0.004)),
+}
+
+
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--setting", choices=sorted(SETTINGS), default="quickstart")
     ap.add_argument("--out", default="bench_accuracy.png")
     ap.add_argument("--ref-particles", type=int, default=None)
     ap.add_argument("--ref-seeds", type=int, default=None)
+    ap.add_argument("--device", default="cpu", help="where both sides run (cpu, cuda)")
+    ap.add_argument("--json", default=None, help="also write the measurements here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     task, grid = SETTINGS[args.setting]
+    if args.device != "cpu":
+        grid = GPU_GRIDS.get(args.setting, grid)
     quick = args.quick
     P_ref = args.ref_particles or (8192 if quick else grid["P_ref"])
     R = args.ref_seeds or (2 if quick else 3)
@@ -241,9 +258,12 @@ def main(argv=None) -> None:
     seeds = 3 if quick else grid["seeds"]
     net_seeds = 8 if quick else grid["net_seeds"]
     X, y, probes, opts = task()
+    opts = dict(opts, device=args.device)
     _limit(X, y, probes, opts, 256, 0, True)  # warm-up: imports and first-call costs untimed
     ref, ref_mse, spent = reference(X, y, probes, opts, P_ref, R)
-    print(f"{args.setting} setting; {platform.processor() or platform.machine()}, torch "
+    where = (torch.cuda.get_device_name(args.device) if args.device.startswith("cuda")
+             else platform.processor() or platform.machine())
+    print(f"{args.setting} setting; {where}, torch "
           f"{torch.__version__}, one thread. Reference: coupled limit, P = {P_ref}, {R} "
           f"seeds ({spent:.0f} s); its RMS error {math.sqrt(ref_mse):.4f} (subtracted)")
     shipped = limit_curve(X, y, probes, opts, ref, ref_mse, Ps, seeds, replicas=True)
@@ -258,11 +278,17 @@ def main(argv=None) -> None:
               f"{math.sqrt(max(r['bias2'], 0)):.4f} (c/n fit; measured at this width "
               f"alone {math.sqrt(max(raw, 0)):.4f}), seed s.d. {math.sqrt(r['var'].mean()):.4f}")
     floor = 1.5 * math.sqrt(ref_mse)
+    doc = dict(setting=args.setting, device=args.device, where=where, torch=torch.__version__,
+               reference=dict(P=P_ref, seeds=R, rms=math.sqrt(ref_mse), seconds=spent),
+               shipped={P: dict(seconds=t, mse=m) for P, (t, m) in shipped.items()},
+               bare={P: dict(seconds=t, mse=m) for P, (t, m) in bare.items()},
+               networks={n: dict(seconds_per_seed=r["time"], var=float(r["var"].mean()),
+                                 bias2=r["bias2"]) for n, r in nets.items()}, rows=[])
     grid = [e for e in grid["eps"] if e > floor]
     if not grid:
         print(f"no ε of the grid above 1.5 times the reference's error ({floor:.3g}): "
               "use a larger --ref-particles")
-        return
+        return _written(doc, args.json)
     rows = []
     print("\n| ε (rms) | best networks | Richardson | simulate as shipped | ratio | "
           "simulate, error_replicas=0 | ratio |\n|---|---|---|---|---|---|---|")
@@ -271,11 +297,23 @@ def main(argv=None) -> None:
         ts, tb = simulate_time(shipped, eps), simulate_time(bare, eps)
         best = min(tn, tr)
         rows.append((eps, tn, tr, ts, tb))
+        doc["rows"].append(dict(eps=eps, networks_s=tn, networks=wn, richardson_s=tr,
+                                richardson=wr, shipped_s=ts, bare_s=tb,
+                                ratio_shipped=best / ts, ratio_bare=best / tb))
         print(f"| {eps:g} | {tn:.1f} s ({wn}) | {tr:.1f} s ({wr}) | {ts:.1f} s | "
               f"{best / ts:.2f}× | {tb:.1f} s | {best / tb:.2f}× |")
     K, B = len(y) // opts["batch_size"], opts["batch_size"]
     _plot(rows, args.out, f"time to accuracy, {args.setting} setting (relu, L = {L}, K = {K}, "
-          f"B = {B})")
+          f"B = {B}; {args.device})")
+    return _written(doc, args.json)
+
+
+def _written(doc: dict, path: str | None) -> dict:
+    """The measurements, also written to ``path`` as JSON when one is given."""
+    if path is not None:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+    return doc
 
 
 if __name__ == "__main__":

@@ -1,37 +1,51 @@
-"""One command for a short device window (issue 25): the cost figures of one device,
-printed as one table and written to JSON, every figure with its unit.
+"""One command for a short device window (issues 25 and 49): the cost figures of one
+device, printed as one table and written to JSON after every section, every figure
+with its unit.
 
     python benchmarks/device_report.py --device {cpu,cuda} [--quick] --out report.json
+        [--sections tests,quickstart,...]
 
-Sections, each reusing the benchmark scripts' own functions and each under its own
-time guard (:data:`BUDGET`; a run is never cut, but once a section's budget is spent
-its remaining runs are recorded as skipped, so a full report stays within 15 minutes
-on one H100: the guards sum to 12.5 minutes, sized for about 2 TB/s and about 1 ms of
-fixed cost per layer-step and pass, never measured on a GPU):
+``benchmarks/device_window.sh`` runs it on a lent GPU (wheels, environment, log).
+The default sections are issue 49's window, most wanted first, each under its own
+time guard (:data:`BUDGET`: a run is never cut, but once a section's budget is spent
+its remaining runs are recorded as skipped; the guards of the window sum to 6.5
+minutes, so a 15-minute lease holds a start, the window and a rerun):
 
 1. ``bandwidth``: the device's copy bandwidth (``_common.copy_bandwidth``).
-2. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
-   bandwidth its history streams (``bench_simulate.history_bytes``: 6 (decoupled)
-   or 8 (coupled) k×P streams per layer-step, float32, B = 1), both backward modes,
-   at P = 16 384 and at the largest power-of-two P whose ``nfd.memory_estimate``
-   fits in 60% of the device's free memory (capped at 2²⁰), L = 64, K = 128
-   (``bench_simulate.timed``, integration alone, ``error_replicas=0``; fastest of
-   :data:`REPS` runs, the modes alternating); the
-   coupled/decoupled time ratio; peak device memory against ``nfd.memory_estimate``
-   (CUDA: ``torch.cuda.max_memory_allocated`` over the run; CPU: the peak resident
-   growth of a fresh process, ``bench_simulate.py --_peak``, at the first P only).
-3. ``alternatives``: ``bench_alternatives``' time ratios (S networks of width P/S
-   over ``simulate``, same backward mode) at P = 4096 and 16 384.
-4. ``engine``: the at-init engine against torchsde's euler (``bench_engine``).
-5. ``tests``: the pass count of the device-parametrized tests on this device
+2. ``tests``: the pass count of the device-parametrized tests on this device
    (``pytest -m "device and not slow"`` with ``NFD_TEST_DEVICES``; a checkout's
    ``tests/`` only).
+3. ``quickstart``: seconds per layer-step of the quickstart run (relu, L = 8, K = 64
+   steps of batch 2, 32 probes) at P = 65 536, as shipped (default error replicas)
+   and with ``error_replicas=0`` (issue 49's target: ≤ 0.25 ms as shipped).
+4. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
+   bandwidth its history streams (``bench_simulate.history_bytes``: 6 (decoupled)
+   or 8 (coupled) k×P streams per layer-step, float32, B = 1), both backward modes,
+   at P = 16 384 and 524 288 (or the largest power of two whose
+   ``nfd.memory_estimate`` fits in 60% of the free memory, if smaller), L = 64,
+   K = 128 (``bench_simulate.timed``, integration alone, ``error_replicas=0``;
+   fastest of :data:`REPS` runs, the modes alternating); the coupled/decoupled time
+   ratio; peak device memory against ``nfd.memory_estimate`` (CUDA:
+   ``torch.cuda.max_memory_allocated`` over the run; CPU: the peak resident growth
+   of a fresh process, ``bench_simulate.py --_peak``, at the first P only).
+5. ``syncs``: host synchronisations per SGD step of a run with the default error
+   replicas, both modes: on CUDA counted by ``torch.cuda.set_sync_debug_mode`` over
+   runs of K and 2K steps (the difference over K); on a CPU the host reads that
+   would synchronise (``bench_simulate._CountOps``).
+6. ``replicas``: the cost of 2 and 4 error replicas against none (decoupled, P = 4096,
+   L = 64, K = 200), fastest of :data:`REPS`.
+7. ``accuracy``: time to accuracy of ``simulate`` against ``train_resnet`` on this
+   device (``bench_accuracy.py --device``, quickstart setting, its GPU grid on a
+   GPU; the table's ratios per ε).
 
-``--quick`` (25–55 s on 2 CPU cores shared with other processes): L = 16, K = 64, P = 2048 and the
-largest that fits capped at 8192; alternatives at P = 512 and 1024 (K = 50, L = 8,
-S = 1 and 4, reference 4× the particles); engine at P = 100 000, L = 256 (the
-size of docs/benchmarks.md); the device tests of ``tests/test_engine.py`` only. ``--no-tests``
-skips section 5.
+Also, by ``--sections``: ``alternatives`` (``bench_alternatives``' network/simulate
+ratios at P = 4096 and 16 384) and ``engine`` (the at-init engine against torchsde's
+euler; needs torchsde).
+
+``--quick`` (about a minute on 2 CPU cores): L = 16, K = 64, P = 2048 and the largest
+that fits capped at 8192; the quickstart at P = 1024; replicas at P = 512, L = 8,
+K = 16; time to accuracy with ``--quick`` and a reference of 2048 particles; the
+device tests of ``tests/test_engine.py`` only. ``--no-tests`` skips the tests.
 """
 
 from __future__ import annotations
@@ -39,13 +53,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
+import inspect
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import torch
@@ -53,18 +70,22 @@ import torch
 import nfd
 from nfd.schema import available_memory
 
+import bench_accuracy
 import bench_alternatives
-import bench_engine
 import bench_simulate
-from _common import copy_bandwidth
+from _common import copy_bandwidth, quickstart_task
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Timed runs of each mode at each P of the simulate section (fastest kept).
 REPS = 2
 #: Seconds each section may start new runs for (the full report; ``--quick`` sizes
-#: finish far inside them).
-BUDGET = {"simulate": 240.0, "alternatives": 270.0, "engine": 60.0, "tests": 180.0}
+#: finish far inside them). The accuracy section has no guard of its own: it runs
+#: last, and its measured 2 minutes on one H200 (issue 49) are counted here.
+BUDGET = {"tests": 100.0, "quickstart": 30.0, "simulate": 100.0, "syncs": 20.0,
+          "replicas": 60.0, "accuracy": 120.0, "alternatives": 270.0, "engine": 60.0}
+#: The sections of the window, in order (module docstring); the others run when named.
+WINDOW = ("tests", "quickstart", "simulate", "syncs", "replicas", "accuracy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,14 +100,19 @@ class Sizes:
     engine: tuple[int, int]  # at-init engine: particles, steps
     tests: tuple[str, ...]  # test paths whose device tests are counted
     copy_bytes: int = 1 << 28  # the copy bandwidth's buffer
+    quickstart_P: int = 65536  # particles of the quickstart run
+    replicas: tuple[int, int, int] = (4096, 64, 200)  # P, L, K of the replicas' cost
+    accuracy: tuple[str, ...] = ()  # bench_accuracy's extra arguments
+    syncs_K: int = 8  # SGD steps of the shorter sync-counting run
 
 
-FULL = Sizes(L=64, K=128, P=(16384,), P_cap=2**20,
+FULL = Sizes(L=64, K=128, P=(16384, 524288), P_cap=524288,
              alt=("--sizes", "4096", "16384"), engine=(100_000, 256), tests=("tests",))
 QUICK = Sizes(L=16, K=64, P=(2048,), P_cap=8192,
               alt=("--sizes", "512", "1024", "--K", "50", "--depth", "8", "--seeds", "1",
                    "4", "--ref-factor", "4", "--probes", "16"),
-              engine=(100_000, 256), tests=("tests/test_engine.py",))
+              engine=(100_000, 256), tests=("tests/test_engine.py",), quickstart_P=1024,
+              replicas=(512, 8, 16), accuracy=("--quick", "--ref-particles", "2048"))
 
 
 class Report:
@@ -193,6 +219,106 @@ def simulate_section(rep: Report, device: str, sizes: Sizes, bandwidth: float) -
             L=L, K=K, capped=big == sizes.P_cap)
 
 
+def quickstart_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 3: the quickstart run per layer-step, as shipped and without replicas."""
+    deadline = time.monotonic() + BUDGET["quickstart"]
+    X, y, probes = quickstart_task(64, 2)
+    L, P = 8, sizes.quickstart_P
+    kw = dict(activation="relu", eta_c=0.4, batch_size=2, steps=L, particles=P,
+              probes=probes, eig_steps=[], progress=False, device=device)
+    nfd.simulate(X[:4], y[:4], **kw)  # warm-up
+    default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
+    best: dict[int, float] = {}
+    for _ in range(REPS):
+        for replicas in (default, 0):
+            if time.monotonic() > deadline:
+                continue
+            start = time.perf_counter()
+            nfd.simulate(X, y, error_replicas=replicas, **kw)
+            _sync(device)
+            best[replicas] = min(best.get(replicas, math.inf), time.perf_counter() - start)
+    for replicas in (default, 0):
+        name = f"coupled, error_replicas={replicas}: time per layer-step"
+        if replicas not in best:
+            rep.skip("quickstart", name, "time guard", P=P)
+            continue
+        rep.add("quickstart", name, best[replicas] / (L * 64) * 1e6, "µs", P=P, L=L, K=64,
+                B=2)
+
+
+def syncs_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 5: host synchronisations per SGD step with the default error replicas."""
+    X, y = bench_simulate._data(2 * sizes.syncs_K)
+    K = sizes.syncs_K
+    for mode in bench_simulate.MODES:
+        def run(steps: int) -> None:
+            nfd.simulate(X[:steps], y[:steps], eta_c=0.2, steps=4, particles=256,
+                         backward=mode, device=device, progress=False, eig_steps=[])
+        count = _cuda_syncs if device.startswith("cuda") else _host_reads
+        short, long = count(run, K), count(run, 2 * K)
+        rep.add("syncs", f"{mode}: synchronisations per SGD step (default replicas)",
+                (long - short) / K, "1", K=K, method="set_sync_debug_mode"
+                if device.startswith("cuda") else "host reads")
+
+
+def _cuda_syncs(run, steps: int) -> int:
+    """Synchronisations of ``run(steps)`` that ``set_sync_debug_mode`` reports."""
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            run(steps)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def _host_reads(run, steps: int) -> int:
+    """Host reads of ``run(steps)`` (each a synchronisation on a GPU)."""
+    counter = bench_simulate._CountOps(0)
+    with counter:
+        run(steps)
+    return counter.host_reads
+
+
+def replicas_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 6: the cost of 2 and 4 error replicas against none."""
+    deadline = time.monotonic() + BUDGET["replicas"]
+    P, L, K = sizes.replicas
+    times: dict[int, float] = {}
+    for _ in range(REPS):
+        for R in (0, 2, 4):
+            if time.monotonic() < deadline:
+                t = bench_simulate.timed(P, L, K, device, "decoupled", replicas=R)
+                times[R] = min(times.get(R, math.inf), t)
+    for R in (0, 2, 4):
+        if R not in times:
+            rep.skip("replicas", f"error_replicas={R}: run time", "time guard", P=P)
+            continue
+        rep.add("replicas", f"error_replicas={R}: time per layer-step",
+                times[R] / (L * K) * 1e6, "µs", P=P, L=L, K=K, backward="decoupled")
+        if R and 0 in times:
+            rep.add("replicas", f"error_replicas={R}: cost over none", times[R] / times[0] - 1,
+                    "1", P=P, L=L, K=K)
+
+
+def accuracy_section(rep: Report, device: str, sizes: Sizes, out: Path | None) -> None:
+    """Section 7: ``bench_accuracy.main`` on this device; its JSON and figure beside
+    the report's."""
+    stem = (out.with_suffix("") if out is not None else Path("report"))
+    doc = bench_accuracy.main(["--device", device, "--json", f"{stem}_accuracy.json",
+                               "--out", f"{stem}_accuracy.png", *sizes.accuracy])
+    ref = doc["reference"]
+    rep.add("accuracy", "reference RMS error", ref["rms"], "1", P=ref["P"], seeds=ref["seeds"])
+    for row in doc["rows"]:
+        for key, name in (("networks_s", "best networks"), ("shipped_s", "simulate as shipped"),
+                          ("bare_s", "simulate, error_replicas=0")):
+            rep.add("accuracy", f"{name}: time to eps", row[key], "s", eps=row["eps"])
+        rep.add("accuracy", "networks / simulate as shipped", row["ratio_shipped"], "1",
+                eps=row["eps"])
+
+
 def alternatives_section(rep: Report, device: str, sizes: Sizes) -> None:
     """Section 3: bench_alternatives' ratios (networks time / simulate time)."""
     args = bench_alternatives.parse_args(list(sizes.alt) + ["--device", device])
@@ -210,6 +336,8 @@ def alternatives_section(rep: Report, device: str, sizes: Sizes) -> None:
 
 def engine_section(rep: Report, device: str, sizes: Sizes, bandwidth: float) -> None:
     """Section 4: our Euler–Maruyama against torchsde's euler."""
+    import bench_engine  # needs torchsde, which a GPU image may lack (device_window.sh)
+
     P, L = sizes.engine
     r = bench_engine.compare_engines(P, L, device, bandwidth)
     kw = dict(P=P, L=L)
@@ -245,21 +373,31 @@ def tests_section(rep: Report, device: str, sizes: Sizes) -> None:
     rep.add("tests", "device tests wall time", time.monotonic() - start, "s")
 
 
-def report(device: str, sizes: Sizes, run_tests: bool = True, save=None) -> Report:
-    """Every section on ``device`` (module docstring), printed as it goes. A section
-    that fails is recorded as skipped with its error and the next one runs (a GPU
-    window is too short to lose the rest); ``save(rep)`` after each section keeps
-    what was measured if the window closes first."""
+def report(device: str, sizes: Sizes, run_tests: bool = True, save=None,
+           sections: tuple[str, ...] = WINDOW, out: Path | None = None) -> Report:
+    """The ``sections`` on ``device`` (module docstring), in order, printed as they
+    go, after the copy bandwidth. A section that fails is recorded as skipped with
+    its error and the next one runs (a GPU window is too short to lose the rest);
+    ``save(rep)`` after each section keeps what was measured if the window closes
+    first. ``out``: the report's JSON path, beside which the accuracy section writes
+    its own."""
     rep = Report()
     bw = copy_bandwidth(device, sizes.copy_bytes)
     _sync(device)
     rep.add("bandwidth", "copy bandwidth (read + write)", bw / 1e9, "GB/s")
-    sections = {"simulate": lambda: simulate_section(rep, device, sizes, bw),
-                "alternatives": lambda: alternatives_section(rep, device, sizes),
-                "engine": lambda: engine_section(rep, device, sizes, bw),
-                "tests": (lambda: tests_section(rep, device, sizes)) if run_tests
-                else (lambda: rep.skip("tests", "device tests", "--no-tests"))}
-    for name, run in sections.items():
+    every = {"simulate": lambda: simulate_section(rep, device, sizes, bw),
+             "quickstart": lambda: quickstart_section(rep, device, sizes),
+             "syncs": lambda: syncs_section(rep, device, sizes),
+             "replicas": lambda: replicas_section(rep, device, sizes),
+             "accuracy": lambda: accuracy_section(rep, device, sizes, out),
+             "alternatives": lambda: alternatives_section(rep, device, sizes),
+             "engine": lambda: engine_section(rep, device, sizes, bw),
+             "tests": (lambda: tests_section(rep, device, sizes)) if run_tests
+             else (lambda: rep.skip("tests", "device tests", "--no-tests"))}
+    unknown = set(sections) - set(every)
+    if unknown:
+        raise ValueError(f"sections must be among {sorted(every)}, got {sorted(unknown)}")
+    for name, run in ((n, every[n]) for n in sections):
         if save is not None:
             save(rep)
         try:
@@ -273,7 +411,11 @@ def report(device: str, sizes: Sizes, run_tests: bool = True, save=None) -> Repo
 
 
 def _machine(device: str) -> dict:
-    info = {"device": device, "torch": torch.__version__, "nfd": importlib.metadata.version("nfd"),
+    try:
+        version = importlib.metadata.version("nfd")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout (device_window.sh)
+        version = "checkout"
+    info = {"device": device, "torch": torch.__version__, "nfd": version,
             "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if device.startswith("cuda"):
@@ -292,6 +434,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="small sizes: under a minute on a CPU")
     ap.add_argument("--no-tests", action="store_true", help="skip the device tests' count")
     ap.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    ap.add_argument("--sections", default=",".join(WINDOW),
+                    help=f"comma-separated, in order (default {','.join(WINDOW)}; also "
+                         "alternatives, engine)")
     args = ap.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch sees no CUDA device")
@@ -303,7 +448,8 @@ def main(argv: list[str] | None = None) -> dict:
         doc.update(runtime_s=time.monotonic() - start, figures=rep.rows)
         args.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
-    rep = report(args.device, sizes, run_tests=not args.no_tests, save=save)
+    rep = report(args.device, sizes, run_tests=not args.no_tests, save=save,
+                 sections=tuple(x for x in args.sections.split(",") if x), out=args.out)
     print()
     print(rep.table())
     print(f"\n{doc['runtime_s']:.0f} s on {args.device}; written to {args.out}")

@@ -1,6 +1,6 @@
-"""benchmarks/device_report.py (issue 25): every section runs and every figure has a
-unit; tiny sizes in-process for the fast suite, the real ``--quick`` command (a fresh
-process writing its JSON) under ``slow``."""
+"""benchmarks/device_report.py (issues 25 and 49): every section runs and every figure
+has a unit; tiny sizes in-process for the fast suite, the real ``--quick`` command (a
+fresh process writing its JSON, the window's sections) under ``slow``."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = {"bandwidth", "simulate", "alternatives", "engine", "tests"}
+WINDOW = {"bandwidth", "tests", "quickstart", "simulate", "syncs", "replicas", "accuracy"}
+SECTIONS = WINDOW | {"alternatives", "engine"}
 
 
-def _check_figures(figures: list[dict]) -> None:
-    assert {f["section"] for f in figures} == SECTIONS
+def _check_figures(figures: list[dict], sections: set = SECTIONS) -> None:
+    assert {f["section"] for f in figures} == sections
     for f in figures:
         assert f.get("skipped") or (f["unit"] and f["value"] is not None), f
 
@@ -37,12 +38,26 @@ def test_tiny_report_has_every_section_with_units(monkeypatch, tmp_path):
                                            "in 1.00s\n", "")
 
     monkeypatch.setattr(dr.subprocess, "run", pytest_run)
+    # bench_accuracy's own run takes a minute even with --quick: its table is faked,
+    # and the section must carry every row's figures with the arguments it was given
+    accuracy_args = []
+
+    def accuracy(argv):
+        accuracy_args.append(argv)
+        return dict(reference=dict(rms=0.001, P=64, seeds=2), rows=[dict(
+            eps=0.01, networks_s=2.0, shipped_s=1.0, bare_s=0.5, ratio_shipped=2.0)])
+
+    monkeypatch.setattr(dr.bench_accuracy, "main", accuracy)
     tiny = dr.Sizes(L=2, K=4, P=(64,), P_cap=128,
                     alt=("--sizes", "64", "--K", "4", "--depth", "2", "--seeds", "1", "2",
                          "--ref-factor", "2", "--probes", "4"),
-                    engine=(1000, 8), tests=("tests/test_engine.py",), copy_bytes=1 << 22)
-    rep = dr.report("cpu", tiny)
+                    engine=(1000, 8), tests=("tests/test_engine.py",), copy_bytes=1 << 22,
+                    quickstart_P=64, replicas=(64, 2, 3), accuracy=("--quick",), syncs_K=2)
+    rep = dr.report("cpu", tiny, sections=(*dr.WINDOW, "alternatives", "engine"),
+                    out=tmp_path / "r.json")
     _check_figures(rep.rows)
+    assert accuracy_args == [["--device", "cpu", "--json", str(tmp_path / "r_accuracy.json"),
+                              "--out", str(tmp_path / "r_accuracy.png"), "--quick"]]
     got = {(r["section"], r["name"], r.get("P")): r for r in rep.rows}
     assert ran[0][1] == "cpu" and "device and not slow" in ran[0][0]
     assert got[("tests", "device tests passed", None)]["value"] == 2
@@ -52,7 +67,26 @@ def test_tiny_report_has_every_section_with_units(monkeypatch, tmp_path):
         assert got[("simulate", "coupled / decoupled time", P)]["value"] > 0
     assert got[("simulate", "decoupled: peak / estimate", 64)]["unit"] == "1"
     assert ("alternatives", "coupled: networks / simulate", 64) in got
+    assert got[("quickstart", "coupled, error_replicas=2: time per layer-step", 64)]["unit"] == "µs"
+    assert got[("replicas", "error_replicas=4: cost over none", 64)]["unit"] == "1"
+    # one host read per SGD step, the divergence guard's (run and replicas together)
+    assert got[("syncs", "coupled: synchronisations per SGD step (default replicas)",
+                None)]["value"] == 1
+    ratio = [r for r in rep.rows if r["name"] == "networks / simulate as shipped"]
+    assert ratio[0]["value"] == 2.0 and ratio[0]["eps"] == 0.01
     assert "section" in rep.table().splitlines()[0]
+
+
+def test_sections_are_chosen_and_checked(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import device_report as dr
+
+    tiny = dr.Sizes(L=2, K=4, P=(64,), P_cap=64, alt=(), engine=(1000, 8), tests=(),
+                    copy_bytes=1 << 20, quickstart_P=64)
+    rep = dr.report("cpu", tiny, sections=("quickstart",))
+    assert {r["section"] for r in rep.rows} == {"bandwidth", "quickstart"}
+    with pytest.raises(ValueError, match="sections must be among"):
+        dr.report("cpu", tiny, sections=("quickstart", "gpu"))
 
 
 @pytest.mark.slow
@@ -65,7 +99,8 @@ def test_quick_command_writes_its_json(tmp_path):
                    cwd=tmp_path, capture_output=True, text=True)
     doc = json.loads(out.read_text())
     assert doc["quick"] and doc["machine"]["device"] == "cpu"
-    _check_figures(doc["figures"])
+    _check_figures(doc["figures"], WINDOW)
+    assert (tmp_path / "r_accuracy.json").exists()
     # a section that raised is recorded and skipped (next test); here none may
     failed = [f for f in doc["figures"] if f["name"] == "section failed"]
     assert not failed, failed
@@ -82,15 +117,15 @@ def test_a_failing_section_is_recorded_and_the_report_goes_on(monkeypatch, tmp_p
     def broken(*args):
         raise RuntimeError("CUDA out of memory (faked)")
 
-    monkeypatch.setattr(dr, "simulate_section", broken)
-    monkeypatch.setattr(dr, "alternatives_section", broken)
-    monkeypatch.setattr(dr, "engine_section", broken)
+    for name in ("quickstart", "simulate", "syncs", "replicas", "accuracy"):
+        monkeypatch.setattr(dr, f"{name}_section", broken)
     saved = []
     tiny = dr.Sizes(L=2, K=4, P=(64,), P_cap=64, alt=(), engine=(1000, 8), tests=(),
                     copy_bytes=1 << 20)
     rep = dr.report("cpu", tiny, run_tests=False, save=lambda r: saved.append(len(r.rows)))
     failed = [r for r in rep.rows if r["name"] == "section failed"]
-    assert [r["section"] for r in failed] == ["simulate", "alternatives", "engine"]
+    assert [r["section"] for r in failed] == ["quickstart", "simulate", "syncs", "replicas",
+                                              "accuracy"]
     assert "out of memory" in failed[0]["skipped"]
-    assert saved == [1, 2, 3, 4, 5]
-    _check_figures(rep.rows)
+    assert saved == [1, 2, 3, 4, 5, 6, 7]
+    _check_figures(rep.rows, WINDOW)
