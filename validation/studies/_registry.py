@@ -92,22 +92,35 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "ICLR 2024), decoupled (independent backward copy) against "
           "nfd.simulate(backward=\"decoupled\") (Definition 1 of paper 002); "
           "simulate(steps=L) gives the pure width error, the Richardson-extrapolated "
-          "simulate(steps=L_ref) the joint error. Expected: width exponent 1 and no plateau "
-          "at every depth in both modes. Paper 002 reports O(1/L + 1/n) for the decoupled "
-          "networks.",
+          "simulate(steps=L_ref) the joint error; f_lim is the limit of the network's own "
+          "mode. Expected: width exponent 1 and no plateau at every depth in both modes "
+          "(the variance of f is O(1/n)). Paper 002 reports O(1/L + 1/n) for networks "
+          "trained by ordinary SGD against its NFD (Thm. 1, Fig. 3: CIFAR-10, SGD at "
+          "batch 128), and its Cor. 1 gives the decoupled networks the same limit; "
+          "the coupled rows here are against paper 000's limit instead, which study 3 "
+          "finds to differ from the NFD at L → ∞, so they do not test Fig. 3's claim.",
           run_training, summarize_training, plot_training),
     Study("gia", 3, "The GIA question: do ordinary and decoupled backprop share a limit?",
           "The gap f_coupled − f_decoupled of the two limits, simulate(backward=\"coupled\") "
           "− simulate(backward=\"decoupled\"), paired on the same u, v and Brownian path, "
           "for L up to 512 and extrapolated to L → ∞ (plateau c of c + b·L^-q fitted to "
           "its mean square over SGD steps); beside it the same gap of finite networks, "
-          "paired on the same forward weights and data. Paper 002 (Cor. 1) says the gap "
-          "vanishes as L → ∞; paper 000 keeps forward–backward response terms in the limit.",
+          "paired on the same forward weights and data: paper 002's pre-activation "
+          "block (eq. 1), online SGD at batch 1 on study 2's synthetic stream, 12 steps. "
+          "Paper 002 (Cor. 1) says the gap vanishes as L → ∞, and its Figs. 4c and 7c "
+          "(CIFAR-10, widths 128 and 256, SGD at batch 128) show standard and decoupled "
+          "loss curves aligning with depth; paper 000 keeps forward–backward response "
+          "terms in the limit.",
           run_gia, summarize_gia, plot_gia, conclude_gia),
     Study("assumption1", 4, "Assumption 1: smallest eigenvalues of Σ and Θ along training",
-          "λ_min of the covariance matrices Σ_t and Θ_t of Definition 1 at chosen SGD steps, "
-          "from the limit (nfd.simulate) and from decoupled networks across widths (Fig. 6). "
-          "Paper 002 assumes them bounded away from 0.",
+          "λ_min of the covariance matrices Σ_t⁽ᵏ⁾ and Θ_t⁽ᵏ⁾ of Definition 1 at chosen SGD "
+          "steps k, from the limit (nfd.simulate(backward=\"decoupled\"), float64) and "
+          "from decoupled networks across widths: depth L = 4, tanh, online SGD (batch 1, "
+          "η_c = 0.1) on the synthetic tanh teacher (d = 16). Paper 002 assumes them "
+          "bounded away from 0 (Assumption 1) and shows them positive for CIFAR-10 "
+          "networks of widths 512–4096 (Fig. 6, online SGD at lr 0.1, 4 hidden layers). "
+          "Σ_t⁽ᵏ⁾, the feature kernel on the k + 1 inputs seen, is also the check along "
+          "training of Prop. 4's positive definiteness (at initialization: study 7).",
           run_assumption1, summarize_assumption1, plot_assumption1),
     Study("collapse", 5, "Two-layer blocks: internal learning collapse (§5, eq. 7–8)",
           "Internal update ‖x − x̃‖/√n (eq. 27) and residual update (eq. 33–34) against depth "
@@ -119,13 +132,21 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "predicts the internal update ∝ L^(−1/2) under depth-μP and ≈ L^0 with eq. 8.",
           run_collapse, summarize_collapse, plot_collapse, conclude_collapse),
     Study("postact", 6, "Post- vs pre-activation at initialization (Prop. 1)",
-          "E[h_L] and ‖h_L‖²/n against depth for relu, post-activation (eq. 9) vs "
-          "pre-activation (eq. 1). Prop. 1 predicts growth for post-act relu; pre-act stays "
-          "bounded.",
+          "E[h_L] and ‖h_L‖²/n against depth for relu networks at initialization (widths "
+          "64 and 256, T = 1, 4 inputs on the sphere, d = 8), post-activation (eq. 9) vs "
+          "pre-activation (eq. 1), beside Prop. 1's lower bound and the n → ∞ mean-field "
+          "recursion of post-act relu. Prop. 1 bounds post-act E[h_{L,i}] from below by "
+          "c₁(1 + c₁√(T/(Ln)))^L‖x‖/√d (relu: c₁ = 1/√(2π)), so that the features may "
+          "diverge with depth (Fig. 1a); pre-act features stay bounded (their n → ∞ "
+          "value is the depth-L covariance recursion of Prop. 3).",
           run_postact, summarize_postact, plot_postact),
-    Study("kernel", 7, "Kernel regime: NNGP kernels and RKHS containment (Props. 3, 5)",
-          "Finite-network kernels h_L·h_L'/n against nfd.nngp_kernel, over widths and depths, "
-          "and the smallest eigenvalue of C_t' − C_t for t < t' (Prop. 5: ≥ 0).",
+    Study("kernel", 7, "Kernel regime: NNGP kernels, strict positive definiteness and "
+          "RKHS containment (Props. 3, 4, 5)",
+          "Finite-network kernels h_L·h_L'/n of pre-activation relu networks (eq. 1) at "
+          "initialization against nfd.nngp_kernel, over widths and depths; the smallest "
+          "eigenvalue of C_t at t = T/2, T on the inputs (Prop. 4: > 0 for t > 0) and of "
+          "C_t' − C_t for t < t' (Prop. 5: ≥ 0), exact and from the networks' seed-mean "
+          "kernels with a delta-method interval.",
           run_kernel, summarize_kernel, plot_kernel),
     Study("depth", 8, "Depth convergence of the limits: weak-error exponent q (shared noise)",
           "nfd.simulate(backward=mode, steps=L) for both modes and L up to 512, every L on "
@@ -199,7 +220,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "diversity exponent κ = 1 − s/2, s the slope of log E|h_{t+ε} − h_t|² against "
           "log ε over ε = 1/16…1/2 from the limit's particle paths at init and after "
           "training (TP VI Def. 7.6). Claims: both exponents transfer η* (paper 000 "
-          "App. M), the controls do not (paper 002 Fig. 4b; TP VI Fig. 10), and "
+          "App. M; TP VI Fig. 11 says α = 1 with Adam shifts η*), the controls do not "
+          "(paper 000 Figs. 1, B.2; TP VI Fig. 10), and "
           "depth-μP alone keeps κ = ½ after training while α = 1's tends to 0 with L "
           "(TP VI Claims 7.4–7.5, Figs. 17–18).",
           run_branch_transfer, summarize_branch_transfer, plot_branch_transfer,
@@ -217,8 +239,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "95% studentised bootstrap interval over seeds), its drift per doubling of L "
           "over the depths with an interior optimum, each control's drift against "
           "depth-μP's on the same seeds, and the lowest loss against depth. Claims: "
-          "depth-μP transfers (papers 000, 001); the baselines do not (paper 002 Fig. "
-          "4b; TP VI §10.2, Fig. 10 bottom).",
+          "depth-μP transfers (papers 000, 001); the baselines do not (paper 000 Figs. "
+          "1, B.2, SGD; TP VI §10.2, Fig. 10 bottom, Adam).",
           run_baselines, summarize_baselines, plot_baselines, conclude_baselines),
 )}
 

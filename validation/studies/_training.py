@@ -223,11 +223,21 @@ def _fits(ds: xr.Dataset) -> dict[str, dict[str, PowerFit]]:
             for b in ds["backward"].values.tolist()}
 
 
-_JOINT_LABELS = {"joint": "mean_k (f − f_NFD)²",
-                 "joint_bias2": "bias² mean_k (E_seed f − f_NFD)² − var/S − se²",
-                 "joint_loss": "mean_k (loss − loss_NFD)²",
-                 "joint_h2": "mean (E h² − E h²_NFD)² over (k, t)",
-                 "joint_g2": "mean (E g² − E g²_NFD)² over (k, t)"}
+#: The joint errors against the deep reference of a mode: f_lim is the limit of the
+#: network's own backward mode (coupled: paper 000's limit, which §3 finds to differ
+#: from paper 002's NFD at L → ∞; decoupled: the NFD of Definition 1).
+_JOINT_LABELS = {"joint": "mean_k (f − f_lim)²",
+                 "joint_bias2": "bias² mean_k (E_seed f − f_lim)² − var/S − se²",
+                 "joint_loss": "mean_k (loss − loss_lim)²",
+                 "joint_h2": "mean (E h² − E h²_lim)² over (k, t)",
+                 "joint_g2": "mean (E g² − E g²_lim)² over (k, t)"}
+#: What the deep reference of each mode is, and what paper 002 says of it.
+_REFERENCE = {"coupled": ("paper 000's limit",
+                          "paper 002 Fig. 3 reports O(1/L + 1/n) for ordinary SGD against "
+                          "its NFD; here against paper 000's limit"),
+              "decoupled": ("NFD (paper 002, Def. 1)",
+                            "paper 002 Fig. 3 reports O(1/L + 1/n) for ordinary SGD; Cor. 1 "
+                            "gives the decoupled network the same limit")}
 
 
 def _mode_findings(ds: xr.Dataset, fits: dict[str, PowerFit], b: str) -> list[Finding]:
@@ -237,16 +247,17 @@ def _mode_findings(ds: xr.Dataset, fits: dict[str, PowerFit], b: str) -> list[Fi
     limit = "paper 000" if b == "coupled" else "paper 002, Def. 1"
     for L in ds["depth"].values.tolist():
         fit = fits[f"width_L{L}"]
-        what = f"mean_k (f − f_NFD,L)², {b}, L = {L}"
+        what = f"mean_k (f − f_lim,L)², {b}, L = {L}"
         out.append(exponent_finding(what, "width exponent p", fit, "p", 1.0,
                                     "p = 1 (variance of f is O(1/n); derived)"))
         out.append(plateau_finding(
             what, fit, f"none: simulate(backward={b!r}, steps=L) is the n → ∞ limit ({limit})"))
-    mse_claim = "O(1/L + 1/n) (Fig. 3): p = 1 (variance), q ≥ 1"
+    reference, paper = _REFERENCE[b]
+    mse_claim = f"O(1/L + 1/n) ({paper}): p = 1 (variance), q ≥ 1"
     bias_claim = "weak error O(1/L + 1/n) ⇒ bias² ≥ 2 (derived)"
     for key, label in _JOINT_LABELS.items():
         fit = fits[key]
-        what = f"{label}, {b} vs NFD (L_ref = {ds.attrs['ref_depth']}, Richardson)"
+        what = f"{label}, {b} vs {reference} (L_ref = {ds.attrs['ref_depth']}, Richardson)"
         if key == "joint_bias2":
             out.append(exponent_finding(what, "width exponent p", fit, "p", 2.0, bias_claim,
                                         bound=True))
@@ -265,7 +276,7 @@ def _reference_findings(ds: xr.Dataset, b: str) -> list[Finding]:
     width error and |bias²| of mode ``b`` (``ds`` = that mode's slice)."""
     width_err = _per_seed_sq(ds, "f", "ref_f").mean("step")
     out = [reference_finding(
-        f"simulate(steps=L) MC variance mean_k se² vs width error mean_k (f − f_NFD,L)², {b}",
+        f"simulate(steps=L) MC variance mean_k se² vs width error mean_k (f − f_lim,L)², {b}",
         float((ds["ref_f_se"] ** 2).mean("step").max()),
         *smallest_cell(width_err.stack(cell=("width", "depth")).transpose("cell", "seed").values))]
     vf, _, _ = _cells(ds["f"])
@@ -306,8 +317,8 @@ def plot_training(ds: xr.Dataset, path) -> None:
         bias2 = xr.DataArray(_bias2(vf, sub).reshape(sub.sizes["width"], sub.sizes["depth"]),
                              coords={"width": sub["width"], "depth": sub["depth"]},
                              dims=("width", "depth"))
-        panels += [(f"{b}: seed-mean (f − f_NFD,L)² (width error)", width_err, None),
-                   (f"{b}: seed-mean (f − f_NFD,Lref)² (joint)", joint, fits[b]["joint"]),
+        panels += [(f"{b}: seed-mean (f − f_lim,L)² (width error)", width_err, None),
+                   (f"{b}: seed-mean (f − f_lim,Lref)² (joint)", joint, fits[b]["joint"]),
                    (f"{b}: |unbiased bias²| vs deep reference", bias2,
                     fits[b]["joint_bias2"])]
     loglog_panels(panels, path, extra=lambda row: _curves(row, ds))

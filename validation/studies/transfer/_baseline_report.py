@@ -36,8 +36,8 @@ _RATE = {"depth-mup": "η_c (every weight at lr η_c·n)",
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
             "probe": "probe loss after K steps"}
 _CLAIM = {"depth-mup": "one η* at every depth: drift 0 (papers 000, 001; study 9)",
-          "mup": "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) (paper 002 "
-                 "Fig. 4b; TP VI Fig. 10)",
+          "mup": "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) (paper 000 "
+                 "Figs. 1, B.2: SGD; TP VI Fig. 10 bottom: Adam)",
           "sp": "η* shifts with depth, and the loss degrades (TP VI §10.2, Fig. 10 bottom)"}
 
 

@@ -35,16 +35,19 @@ RULES = {0.5: "depth-μP (α = ½)", 1.0: "CompleteP (α = 1)"}
 CONTROL_NAMES = {"mup": "μP without depth scaling (control)",
                  "sp": "standard parametrization (control)"}
 _CONTROL_CLAIM = {
-    "mup": "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) (paper 002 "
-           "Fig. 4b; TP VI Fig. 10 bottom)",
+    "mup": "η* shifts with depth: branch √(T/n) sums L updates of Θ(T) (paper 000 "
+           "Figs. 1, B.2: SGD; TP VI Fig. 10 bottom: Adam)",
     "sp": "η* shifts with depth, and the loss degrades (TP VI §10.2, Fig. 10 bottom)"}
 #: The ε range of κ's fit (in units of T).
 KAPPA_EPS = (1 / 16, 1 / 2)
 _METRICS = {"train": "running-mean train loss (last K/4 steps)",
             "probe": "test loss after K steps"}
-_CLAIM = {0.5: "one η* at every depth: drift 0 (paper 002 Fig. 2; TP VI Fig. 2)",
+_CLAIM = {0.5: "one η* at every depth: drift 0 (paper 000 Figs. 1, B.2: SGD; TP VI "
+               "Figs. 2 left, 10 top: Adam)",
           1.0: "one η* at every depth: drift 0 (the rate keeps each layer's update "
-               "Θ(T/L); paper 000 App. M)"}
+               "Θ(T/L); paper 000 App. M, Fig. M.1); TP VI Fig. 11: (α, γ) = (1, 0) "
+               "shifts η* up with depth (Adam; post-nonlinearity blocks with mean "
+               "subtraction, its §6.3)"}
 _KAPPA_CLAIM = {0.5: "κ = ½ (TP VI Claim 7.5, Fig. 17 left)",
                 1.0: "κ → 0 as L → ∞ after training (TP VI Claim 7.4, Fig. 17 right)"}
 
