@@ -1,4 +1,4 @@
-"""Study 7: the kernel regime — finite-network NNGP kernels (Props. 3 and 5).
+"""Study 7: the kernel regime — finite-network NNGP kernels (Props. 3, 4 and 5).
 
 For m inputs on the sphere of radius √d, pre-activation relu networks (eq. 1) of
 width n and depth L are propagated once at initialization, and each network's
@@ -30,6 +30,12 @@ biases q low; the per-depth fits are the clean width measurement.
 T = 4 so that the depth bias is resolvable above the width variance at the
 widths used: the relative variance at L = 8 is about 10/n at T = 1, 2 and 4 alike,
 while the relative bias² at L = 4 is 0.001, 0.015 and 0.135.
+
+Strict positive definiteness (Prop. 4: C_t is SPD for t > 0 when φ is Lipschitz,
+nonlinear and non-polynomial, as relu is): the smallest eigenvalue of C_t at
+t = T/2 and T on the m inputs, exactly and for the seed-averaged network kernel K̄_t
+of the widest, deepest networks, with the delta-method standard error below. A
+finite set of inputs can only confirm Prop. 4 on those inputs.
 
 RKHS containment (Prop. 5, via Theorem 3 of the appendix): H_t ⊆ H_{t'}
 contractively iff C_{t'} − C_t is a kernel, i.e. positive semidefinite on every
@@ -179,12 +185,30 @@ def _add_rkhs(ds: xr.Dataset) -> None:
     ds["rkhs_min_eig_exact_depth"] = (("depth", "pair"), np.linalg.eigvalsh(
         increments(ds["exact_kernel_depth"].values))[..., 0])
     D = increments(ds["kernel"].values)  # (width, depth, seed, pair, m, m)
-    lam, U = np.linalg.eigh(D.mean(axis=2))
-    u = U[..., 0]  # eigenvector of the smallest eigenvalue, (width, depth, pair, m)
-    proj = np.einsum("wdpi,wdspij,wdpj->wdsp", u, D, u)
-    S = D.shape[2]
-    ds["rkhs_min_eig"] = (("width", "depth", "pair"), lam[..., 0])
-    ds["rkhs_min_eig_se"] = (("width", "depth", "pair"), proj.std(axis=2, ddof=1) / math.sqrt(S))
+    lam, se = _seed_mean_min_eig(np.moveaxis(D, 2, -3))
+    ds["rkhs_min_eig"] = (("width", "depth", "pair"), lam)
+    ds["rkhs_min_eig_se"] = (("width", "depth", "pair"), se)
+
+
+def _seed_mean_min_eig(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest eigenvalue of the seed mean of symmetric matrices and its
+    delta-method standard error.
+
+    Parameters
+    ----------
+    K : ndarray (..., seed, m, m)
+        One matrix per seed.
+
+    Returns
+    -------
+    lam, se : ndarray (...)
+        λ_min of K̄ = mean over seeds, and sd_seed(uᵀK u)/√S with u the eigenvector
+        of λ_min (the gradient of λ_min at K̄ is uuᵀ).
+    """
+    lam, U = np.linalg.eigh(K.mean(axis=-3))
+    u = U[..., 0]  # eigenvector of the smallest eigenvalue, (..., m)
+    proj = np.einsum("...i,...sij,...j->...s", u, K, u)
+    return lam[..., 0], proj.std(axis=-1, ddof=1) / math.sqrt(K.shape[-3])
 
 
 def _fits(ds: xr.Dataset) -> dict[str, PowerFit]:
@@ -203,8 +227,8 @@ def _fits(ds: xr.Dataset) -> dict[str, PowerFit]:
 
 def summarize_kernel(ds: xr.Dataset) -> list[Finding]:
     """Width and depth exponents of the kernel error, the exact depth exponent of
-    the Euler bias, and the smallest eigenvalues of the kernel increments (exact and
-    from the widest, deepest networks)."""
+    the Euler bias, the smallest eigenvalues of the kernels (Prop. 4) and of their
+    increments (Prop. 5), exact and from the widest, deepest networks."""
     fits = _fits(ds)
     L = ds["depth"].values.astype(float)
     out = []
@@ -242,6 +266,7 @@ def summarize_kernel(ds: xr.Dataset) -> list[Finding]:
                                if lo > hi_s or hi < lo_s else
                                f"consistent with L = {shallow}"))
     n_max = int(ds["width"][-1])
+    out += _spd_findings(ds)
     for k in range(ds.sizes["pair"]):
         t0, t1 = float(ds["t_from"][k]), float(ds["t_to"][k])
         lam_exact = float(ds["rkhs_min_eig_exact"][k])
@@ -258,6 +283,35 @@ def summarize_kernel(ds: xr.Dataset) -> list[Finding]:
                            "PSD: the interval is above 0" if ci[0] > 0 else
                            "NOT PSD: the interval is below 0" if ci[1] < 0 else
                            "PSD not resolved: the interval contains 0"))
+    return out
+
+
+def _spd_findings(ds: xr.Dataset) -> list[Finding]:
+    """Prop. 4 on the study's inputs: λ_min(C_t) > 0 at every kept t > 0, exactly
+    (joint limit and depth-L recursion) and for the networks' seed-mean kernel at the
+    widest width and the deepest depth, with a delta-method 95% interval."""
+    out = []
+    n_max, deepest = int(ds["width"][-1]), int(ds["depth"][-1])
+    m = ds.sizes["input"]
+    K = ds["kernel"].isel(width=-1, depth=-1).transpose("time", "seed", "input", "input2")
+    lam_net, se_net = _seed_mean_min_eig(K.values)
+    lam_exact = np.linalg.eigvalsh(ds["exact_kernel"].transpose("time", ...).values)[:, 0]
+    lam_depth = np.linalg.eigvalsh(ds["exact_kernel_depth"].isel(depth=-1)
+                                   .transpose("time", ...).values)[:, 0]
+    for i, t in enumerate(ds["time"].values.tolist()):
+        if t <= 0:
+            continue  # Prop. 4 is for t > 0 (C_0 = ⟨x, x'⟩/d is the inputs' Gram matrix)
+        claim = f"> 0: C_t strictly positive definite for t > 0 (Prop. 4), on these {m} inputs"
+        out.append(Finding(f"λ_min(C_{t:g}) (exact, joint limit)", "value",
+                           float(lam_exact[i]), (float(lam_exact[i]),) * 2, claim,
+                           "SPD" if lam_exact[i] > 0 else "NOT SPD"))
+        half = 1.96 * float(se_net[i])
+        ci = (float(lam_net[i]) - half, float(lam_net[i]) + half)
+        out.append(Finding(f"λ_min(K̄_{t:g}), networks n = {n_max}, L = {deepest}",
+                           "seed mean (delta-method 95%)", float(lam_net[i]), ci,
+                           f"{claim}; exact depth-L value {float(lam_depth[i]):.3g}",
+                           "SPD: the interval is above 0" if ci[0] > 0 else
+                           "SPD not resolved: the interval reaches 0"))
     return out
 
 
