@@ -240,11 +240,13 @@ def summarize_kernel(ds: xr.Dataset) -> list[Finding]:
     q_local = -math.log(exact[-1] / exact[-2]) / math.log(L[-1] / L[-2])
     out.append(Finding("‖C_T^(L) − C_T‖²/‖C_T‖² (exact, no network)",
                        "depth exponent q (log-log slope over the depths)", q_exact,
-                       (q_exact, q_exact), "q → 2 as L → ∞ (Euler weak order 1, Prop. 3)",
+                       (q_exact, q_exact),
+                       "q → 2 as L → ∞ (derived: Euler weak order 1 for Prop. 3's ODE)",
                        f"exact; local slope {q_local:.3g} at L = {int(L[-2])}–{int(L[-1])}"))
     what = "‖K_T − C_T‖²/‖C_T‖² (network vs exact joint limit), relu"
     out.append(exponent_finding(what, "width exponent p", fits["joint"], "p", 1.0,
-                                "p = 1: O(1/n) mean-square width error (Prop. 2)"))
+                                "p = 1: O(1/n) mean-square width error (derived; "
+                                "Prop. 2's rate for h)"))
     out.append(exponent_finding(what, "depth exponent q", fits["joint"], "q", q_exact,
                                 f"q = {q_exact:.3g}: the exact squared Euler bias of "
                                 "Prop. 3's ODE on these depths"))
@@ -253,7 +255,7 @@ def summarize_kernel(ds: xr.Dataset) -> list[Finding]:
     for depth in ds["depth"].values.tolist():
         out.append(exponent_finding(f"{what}, L = {depth}", "width exponent p",
                                     fits[f"width_L{depth}"], "p", 1.0,
-                                    "p = 1: O(1/n) (Prop. 2 at fixed depth)"))
+                                    "p = 1: O(1/n) (derived; Prop. 2's rate at fixed depth)"))
     shallow, deepest = int(L[0]), int(L[-1])
     lo_s, hi_s = fits[f"width_L{shallow}"].ci["a"]
     for depth in (shallow, deepest):

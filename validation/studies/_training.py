@@ -233,11 +233,11 @@ _JOINT_LABELS = {"joint": "mean_k (f − f_lim)²",
                  "joint_g2": "mean (E g² − E g²_lim)² over (k, t)"}
 #: What the deep reference of each mode is, and what paper 002 says of it.
 _REFERENCE = {"coupled": ("paper 000's limit",
-                          "paper 002 Fig. 3 reports O(1/L + 1/n) for ordinary SGD against "
-                          "its NFD; here against paper 000's limit"),
+                          "paper 002 Fig. 3: for ordinary SGD against its NFD; here "
+                          "against paper 000's limit"),
               "decoupled": ("NFD (paper 002, Def. 1)",
-                            "paper 002 Fig. 3 reports O(1/L + 1/n) for ordinary SGD; Cor. 1 "
-                            "gives the decoupled network the same limit")}
+                            "paper 002 Fig. 3: for ordinary SGD; Cor. 1 gives the "
+                            "decoupled network the same limit")}
 
 
 def _mode_findings(ds: xr.Dataset, fits: dict[str, PowerFit], b: str) -> list[Finding]:
