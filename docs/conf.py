@@ -153,6 +153,52 @@ def _escape_bars(app, what, name, obj, options, lines):
     lines[:] = "".join(out).split("\n")
 
 
+#: per source page: the backlink anchors to rewrite (wrong → right), see below
+_BACKLINK_ANCHORS: dict[str, dict[str, str]] = {}
+
+
+def _viewcode_backlinks(app):
+    """Point every ``[docs]`` link of a source page at a page that has its anchor.
+
+    viewcode links a function of a module to the page that documented it last, at
+    the anchor of the name that documented the module first (``refname``): a
+    function that two names document (``nfd.synthetic_task`` and its re-export
+    ``validation.synthetic_task``) got ``validation.synthetic_task.html#nfd.synthetic_task``,
+    an anchor that page does not have. Here each link goes to the page that
+    documents ``refname.name``; where none does (``nfd.warmup_cosine``, in a module
+    that ``nfd.schema`` documents first), the link keeps its page and
+    :func:`_fix_backlink_anchors` gives it the anchor that page has
+    (tests/test_site_links.py checks the built site)."""
+    objects = app.env.domains["py"].objects
+    for modname, entry in getattr(app.env, "_viewcode_modules", {}).items():
+        if not entry:
+            continue
+        _, _, used, refname = entry
+        page = "_modules/" + modname.replace(".", "/")
+        for name, docname in list(used.items()):
+            full = f"{refname}.{name}"
+            target = objects.get(full)
+            if target is not None and target.node_id == full:
+                used[name] = target.docname
+                continue
+            other = next((o.node_id for key, o in objects.items()
+                          if o.docname == docname and key.endswith("." + name)), None)
+            if other is None:
+                del used[name]  # no page documents it: no link rather than a broken one
+            else:
+                _BACKLINK_ANCHORS.setdefault(page, {})[f'#{full}"'] = f'#{other}"'
+    return []  # no pages of its own
+
+
+def _fix_backlink_anchors(app, pagename, templatename, context, doctree):
+    """Rewrite the anchors that :func:`_viewcode_backlinks` found wrong in a source page."""
+    for wrong, right in _BACKLINK_ANCHORS.get(pagename, {}).items():
+        context["body"] = context["body"].replace(wrong, right)
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _data_docstring)
     app.connect("autodoc-process-docstring", _escape_bars)
+    # before viewcode's own handler (priority 500) writes the source pages
+    app.connect("html-collect-pages", _viewcode_backlinks, priority=400)
+    app.connect("html-page-context", _fix_backlink_anchors)
