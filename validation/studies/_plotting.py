@@ -21,12 +21,16 @@ __all__ = ["figure", "save", "log_ticks", "log_x_at", "legend_outside", "fit_lab
 def log_x_at(ax, x, base: float = 10) -> None:
     """Log x axis labelled only at the measured values ``x`` (plain numbers: whole
     numbers in full, 1024 rather than 1.02e+03, others to three significant digits),
-    no minor labels."""
+    no minor labels; the labels are slanted when four-digit ones stand side by side
+    (1024 and 2048 would run together)."""
     from matplotlib.ticker import NullFormatter, NullLocator
 
     ax.set_xscale("log", base=base)
     x = np.asarray(x, float)
-    ax.set_xticks(x, [f"{v:.0f}" if v >= 1 and v == round(v) else f"{v:.3g}" for v in x])
+    labels = [f"{v:.0f}" if v >= 1 and v == round(v) else f"{v:.3g}" for v in x]
+    ax.set_xticks(x, labels)
+    if sum(len(text) >= 4 for text in labels) >= 2 or len(labels) >= 7:
+        ax.tick_params(axis="x", labelrotation=45)
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())
 
