@@ -68,6 +68,19 @@ def test_plot_comparison_writes_png_and_plots_compare_errors(runs, tmp_path):
     nfd.plot.pyplot().close(fig)
 
 
+def test_plot_comparison_panels_share_one_labelled_y_scale(runs):
+    # issue 50: coupled_vs_decoupled_errors.png's right panel had no y label and its
+    # own scale, so the two panels' errors could not be compared by eye
+    lim, net = runs
+    shifted = net.copy()
+    shifted["probe_f"] = net.probe_f + 1.0  # a second pair with errors 1 higher
+    fig = nfd.plot.plot_comparison({"a": net, "b": shifted}, {"a": lim, "b": lim})
+    left, right = _labelled(fig)
+    assert left.get_ylim() == right.get_ylim()
+    assert right.get_ylim()[1] > 1.0 and left.get_ylim()[0] < 0.0  # both ranges shown
+    nfd.plot.pyplot().close(fig)
+
+
 def test_plot_comparison_without_shared_name_raises(runs):
     lim, net = runs
     with pytest.raises(ValueError, match="no run name"):

@@ -45,7 +45,7 @@ def plot_comparison(networks, limits, path: str | Path | None = None, *,
 
     One panel per pair of runs with the same name in ``networks`` and ``limits``
     (a bare Dataset is named by its ``backward`` attribute; a single pair is
-    compared whatever the names). The error and its s.e. are
+    compared whatever the names), all on one y scale, each with its y label. The error and its s.e. are
     :func:`nfd.compare`'s: seed s.e. of the mean and particle Monte Carlo s.e. in
     quadrature, so ``error ± 2·error_se`` is an approximate 95% interval for
     E[network] − limit; a band that covers zero is a limit the networks match at
@@ -87,7 +87,9 @@ def plot_comparison(networks, limits, path: str | Path | None = None, *,
     for ax, (net, lim, _) in zip(axes[0], pairs):
         _error_panel(ax, compare(net, lim, var=var), lines)
         exact &= f"{var}_se" not in lim
-    axes[0, 0].set_ylabel(f"{var}: seed mean − limit", fontsize=9)
+        ax.set_ylabel(f"{var}: seed mean − limit", fontsize=9)
+        if ax is not axes[0, 0]:  # one scale: the panels' errors compare by eye
+            ax.sharey(axes[0, 0])
     from matplotlib.patches import Patch
 
     handles, labels = axes[0, -1].get_legend_handles_labels()
