@@ -70,7 +70,7 @@ def test_verdicts_follow_the_intervals(synthetic):
     assert len(drifts) == 2 * 2 * 3  # metrics × rules × (limit, two widths)
     for f in drifts:
         expect = ("η* falls with depth" if "block multiplier" in f.observable
-                  else "consistent with 0: η* transfers across depth")
+                  else "consistent with 0: no drift of η* resolved")
         assert f.verdict == expect, f
     contrast = [f for f in findings if f.quantity.startswith("drift, block")]
     assert [f.verdict for f in contrast] == ["block-only's η* falls faster with depth"] * 2

@@ -71,7 +71,7 @@ def test_verdicts_and_differences(synthetic, findings):
     drifts = [f for f in findings if f.quantity.startswith("drift of")]
     assert len(drifts) == 2 * 3  # metrics × rules
     for f in drifts:
-        want = ("consistent with 0: η* transfers across depth" if "depth-μP" in f.observable
+        want = ("consistent with 0: no drift of η* resolved" if "depth-μP" in f.observable
                 else "η* falls with depth")
         assert f.verdict == want, f
     diffs = [f for f in findings if f.quantity.startswith("drift, ")]

@@ -130,7 +130,7 @@ def test_control_drift_and_verdicts(synthetic, findings):
     for f in drifts:
         expect = ("η* falls with depth" if "control" in f.observable
                   else "η* grows with depth" if "Adam, CompleteP" in f.observable
-                  else "consistent with 0: η* transfers across depth")
+                  else "consistent with 0: no drift of η* resolved")
         assert f.verdict == expect, f
         if "Adam, CompleteP" in f.observable:
             assert f.ci[0] < 1 < f.ci[1] and abs(f.estimate - 1) < 0.03, f

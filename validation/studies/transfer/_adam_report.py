@@ -36,7 +36,7 @@ _CLAIM = {"depth-mup": "one η* at every depth: drift 0 (TP VI: Fig. 2 for pre-n
                         "blocks)"}
 #: The verdicts of a drift of η* (above 0, below 0, interval containing 0).
 DRIFT_WORDS = ("η* grows with depth", "η* falls with depth",
-               "consistent with 0: η* transfers across depth")
+               "consistent with 0: no drift of η* resolved")
 #: The same for a control, a baseline expected to drift: an interval holding 0 says
 #: no drift was resolved, not that the control transfers.
 CONTROL_DRIFT_WORDS = DRIFT_WORDS[:2] + ("no drift resolved (the interval holds 0)",)

@@ -125,7 +125,7 @@ def _depth_findings(ds: xr.Dataset, dataset: str, metric: str, widths: list[int]
         out += _depth_rows(f"{dataset}, one-layer blocks, n = {n}, {_METRICS[metric]}",
                            "optimal η_c at L = {L}", "η*", opts, lim, _TRANSFER,
                            ("η* grows with depth", "η* falls with depth",
-                            "consistent with 0: η* transfers across depth"))
+                            "consistent with 0: no drift of η* resolved"))
     if widest is not None and lim is not None:
         n, opts = widest
         first, last = min(opts), max(opts)
@@ -207,7 +207,7 @@ def _two_layer_findings(ds: xr.Dataset, metric: str) -> list[Finding]:
                            drift(np.log2(Ls[np.isin(Ls, list(opts))].astype(float)),
                                  list(opts.values())), claim,
                            ("η* grows with depth", "η* falls with depth",
-                            "consistent with 0: η* transfers across depth")))
+                            "consistent with 0: no drift of η* resolved")))
     if len(spreads) == 2:
         out.append(_best_loss_finding(ds, metric, claim))
         diff = compare_optima(spreads["depth-mup"], spreads["depth-aware"])
