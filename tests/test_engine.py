@@ -1,5 +1,6 @@
 """The generic engine: growing drivers, Euler–Maruyama, torchsde interop, slope fits."""
 
+import contextlib
 import math
 import warnings
 
@@ -456,7 +457,12 @@ def test_block_border_equals_one_component_at_a_time(case):
     for name in ("inv", "inv_stein", "cov"):
         ref, got = getattr(one, name)[0, k:n], getattr(blk, name)[0, k:n]
         assert close(torch.tril(got, k), torch.tril(ref, k)), (name, got - ref)
-    assert blk.finalize() == one.finalize()
+    # every case but the SPD ones (spd, scales) has a singular or indefinite block:
+    # finalize says so
+    floored = (contextlib.nullcontext() if case in ("spd", "scales") else
+               pytest.warns(RuntimeWarning, match="singular or slightly indefinite"))
+    with floored:
+        assert blk.finalize() == one.finalize()
     # and, independently of how either builds them: a truncated inverse is the inverse
     # of the factor's principal submatrix on the components it keeps, zero elsewhere
     # (L⁻¹: all but the skipped ones; Stein: also not those whose squared pivot is

@@ -272,8 +272,10 @@ def test_rel_jitter_default_is_the_documented_floor(dtype, default):
     X = rng.standard_normal((4, 4))
     X = np.repeat(X * 2 / np.linalg.norm(X, axis=1, keepdims=True), 2, axis=0)
     y = np.tanh(X[:, 0] + X[:, 1])
+    # no error replicas: f is compared bit for bit, and the replicas' measurement of
+    # this degenerate stream (inflation 4.15) would only warn
     kw = dict(eta_c=0.3, activation="identity", steps=4, particles=1024, seed=0,
-              batch_size=2, dtype=dtype, progress=False)
+              batch_size=2, dtype=dtype, progress=False, error_replicas=0)
     base = nfd.simulate(X, y, **kw)
     assert base.sigma_floored.values.sum() > 0 and base.theta_floored.values.sum() > 0
     assert base.attrs["rel_jitter"] == default

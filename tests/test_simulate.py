@@ -17,6 +17,8 @@ seeds, the mean of (f̊ − closed form evaluated at the run's own χ₀) must l
 5 standard errors of the across-seed spread (the O(1/P) bias is far smaller).
 """
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -54,7 +56,12 @@ def test_linear_one_step_closed_form(dtype, L, eta, y0):
     rho = X[0] @ X[1] / 3
     xp = np.array([[0.0, 0.6, 0.8], [0.8, 0.0, 0.6]]) * np.sqrt(3)
     rho_p = xp @ X[0] / 3
-    runs = _linear_runs(X, y, L=L, dtype=dtype, probes=(xp, np.zeros(2)), eta_c=eta, T=T)
+    # η_c = 1 at y₀ = 2 is a strong step: the error replicas measure the particles'
+    # interaction inflating the error 3-7-fold, and simulate says so
+    strong = (pytest.warns(RuntimeWarning, match="interaction inflates the Monte Carlo error")
+              if eta >= 1 else contextlib.nullcontext())
+    with strong:
+        runs = _linear_runs(X, y, L=L, dtype=dtype, probes=(xp, np.zeros(2)), eta_c=eta, T=T)
     growth = (1 + T / L) ** L
     d_f, d_p, d_h, d_g = [], [], [], []
     for ds in runs:
