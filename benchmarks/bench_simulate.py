@@ -507,7 +507,8 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
                     best = min(best, _synced(dev, start))
                 row.append(f"P={P} {best / (L * N / B) * 1e6:.0f} us")
             steps = L * N / B
-            print(f"  B={B} {m}: {counter.count / steps:.0f} operations "
+            print(f"  B={B} {m}: {counter.count / steps:.0f} operations, "
+                  f"{counter.launches / steps:.0f} launching "
                   f"({counter.on_particles / steps:.0f} on particles); {', '.join(row)}")
 
 

@@ -74,10 +74,13 @@ def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: flo
     driver, exactly as :func:`border_column` makes them; the rest of the arithmetic
     is elementwise and made once for all G (the same bits per element). Returns
     coef (G, k), pivot, min_eig and skip (G, 1)."""
-    k = cols.shape[1] - 1
-    coefs = [torch.mv(inv, col) for inv, col in zip(invs, cols[:, :k].unbind(0))]
-    grams = torch.stack([torch.dot(c, c) for c in coefs])[:, None]
-    return _column_tail(torch.stack(coefs), grams, cols[:, k:], rel_jitter)
+    G, k = cols.shape[0], cols.shape[1] - 1
+    coefs = grouped(G, (k,), cols.dtype, cols.device)
+    grams = grouped(G, (1,), cols.dtype, cols.device)
+    for inv, col, c, g in zip(invs, cols[:, :k].unbind(0), coefs.unbind(0), grams.unbind(0)):
+        torch.mv(inv, col, out=c)
+        torch.dot(c, c, out=g[0])
+    return _column_tail(coefs, grams, cols[:, k:], rel_jitter)
 
 
 def _column_tail(coef: torch.Tensor, gram: torch.Tensor, var: torch.Tensor,

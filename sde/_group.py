@@ -88,9 +88,6 @@ class DriverGroup:
         skip : Tensor, shape (G, B), bool
             Each member's :meth:`GrowingGaussianDriver.border` results.
         """
-        if len(self.drivers) == 1:  # the member's own border, without the stacking
-            weights, min_eig, skip = self.drivers[0].border(t, column[0], copy=copy)
-            return weights[None], min_eig[None], skip[None]
         b = column.shape[2]
         k = self._size(t)
         for d in self.drivers:

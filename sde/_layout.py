@@ -7,6 +7,7 @@ as a tensor of its own would be (row-major, aligned).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -45,9 +46,18 @@ def grouped(G: int, shape: Sequence[int], dtype: torch.dtype,
     Tensor
         Shape ``(G, *shape)``; slab g is ``out[g]``, contiguous.
     """
+    if G == 1:  # a tensor of its own is laid out so already
+        return torch.empty((1, *shape), dtype=dtype, device=device)
+    slab, strides = _strides(tuple(shape), dtype.itemsize)
+    return torch.empty(G * slab, dtype=dtype, device=device).as_strided(
+        (G, *shape), (slab, *strides))
+
+
+@functools.lru_cache(maxsize=256)
+def _strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, tuple[int, ...]]:
+    """The elements between slabs (the slab's size rounded up to :data:`ALIGN` bytes)
+    and the row-major strides within one, for :func:`grouped` (made once per shape:
+    a layer-step asks for the same few shapes many times)."""
     numel = math.prod(shape)
-    item = dtype.itemsize
-    stride = -(-numel * item // ALIGN) * ALIGN // item
-    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-    return torch.empty(G * stride, dtype=dtype, device=device).as_strided(
-        (G, *shape), (stride, *strides))
+    slab = -(-numel * itemsize // ALIGN) * ALIGN // itemsize
+    return slab, tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))

@@ -52,6 +52,7 @@ class Lockstep:
         first = self.models[0]
         self._P = torch.tensor([float(m.P) for m in self.models], dtype=torch.float64,
                                device=first.u.device)[:, None, None]
+        self._scales = list(self._P.unbind(0))  # each run's (1, 1): made once
         self._wbuf: dict[tuple[str, int], torch.Tensor] = {}
 
     def keep(self, members: Sequence[int]) -> None:
@@ -85,7 +86,7 @@ class Lockstep:
         On the innovations: √τ a_k times the driver's ``draw`` (G, B, rows). On the
         history: the drift −τ w_i Σ[i, k] over the n earlier trajectories (``gram``
         (G, n, B) is the Gram column Σ_{ℓ−1}[:, k] forward, Θ_ℓ[:, k] backward;
-        ``decay`` (G, n) holds −τ w_i, w = :attr:`Model.coef`), plus, coupled, √τ a_k
+        ``decay`` (G, 1, n) holds −τ w_i, w = :attr:`Model.coef`), plus, coupled, √τ a_k
         times the response functions ``responses`` (G, rows', B): forward
         A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}] (rows' = n), backward
         B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (rows' = n + B: g_ℓ^{(k)} depends on this
@@ -98,10 +99,10 @@ class Lockstep:
         drift, response, innovations, _ = views
         noise = self.models[0].noise
         if responses is None:
-            torch.mul(gram.transpose(1, 2), decay[:, None], out=drift)
+            torch.mul(gram.transpose(1, 2), decay, out=drift)
         else:
             torch.mul(responses.transpose(1, 2), noise, out=response)
-            drift.addcmul_(gram.transpose(1, 2), decay[:, None])
+            drift.addcmul_(gram.transpose(1, 2), decay)
         torch.mul(draw, noise, out=innovations)
 
     def _moments(self, ops: list, t: int, new: list[torch.Tensor]) -> tuple:
@@ -112,13 +113,14 @@ class Lockstep:
         it, ``copy=False``)."""
         padded = max(o.padded for o in ops)
         means = grouped(len(ops), (padded, new[0].shape[1]), torch.float64, new[0].device)
-        for o, x, m, p in zip(ops, new, means.unbind(0), self._P.unbind(0)):
+        for o, x, m, p in zip(ops, new, means.unbind(0), self._scales):
             o.products(t, x, p, m)
         return moments(means[:, :ops[0].count], self.coupled)
 
     def _decay(self) -> torch.Tensor:
-        """−τ w_i of every run's committed trajectories (G, n)."""
-        return torch.stack([m.coef for m in self.models]) * -self.tau
+        """−τ w_i of every run's committed trajectories (G, 1, n): the weights of the
+        Gram rows (G, B, n) in :meth:`_weights`."""
+        return (torch.stack([m.coef for m in self.models]) * -self.tau)[:, None]
 
     def forward(self, x: torch.Tensor, outs: Sequence[torch.Tensor],
                 pivs: Sequence[torch.Tensor], floors: Sequence[torch.Tensor]) -> list:
