@@ -48,7 +48,8 @@ def error_summary(net: np.ndarray, lim: np.ndarray,
     left beyond noise. The last is :func:`debiased_mse`, the rms error² minus the
     noise's: an estimate of a mean square that is negative when the error is smaller
     than the noise's typical size, so the sentence gives its root only when its 95%
-    interval excludes 0, and otherwise the root of its upper end as a bound.
+    interval excludes 0, otherwise the root of its upper end as a bound (or, when the
+    whole interval is below 0, that the error is below what noise alone gives).
 
     Returns
     -------
@@ -64,11 +65,12 @@ def error_summary(net: np.ndarray, lim: np.ndarray,
     if lo > 0:
         beyond = (f"beyond noise an rms {np.sqrt(mse):.3f} [{np.sqrt(lo):.3f}, "
                   f"{np.sqrt(hi):.3f}] (95%)")
-    else:
-        beyond = (f"no error beyond noise resolved (its rms is below {np.sqrt(max(hi, 0)):.3f}, "
-                  f"95%)")
-    text = (f"rms error of the seed-mean test output against the limit {rms:.3f}, noise "
-            f"alone {noise:.3f} ({S} seeds' spread/√{S} and the limit's s.e.): {beyond}")
+    elif hi > 0:
+        beyond = f"no error beyond noise resolved (its rms is below {np.sqrt(hi):.3f}, 95%)"
+    else:  # the whole interval below 0: closer than the noise estimate says
+        beyond = "no error beyond noise (the error is below what noise alone gives, 95%)"
+    text = (f"rms error of the seed-mean test output {rms:.3f}, noise alone {noise:.3f} "
+            f"({S} seeds' spread/√{S} and the limit's s.e.): {beyond}")
     return {"rms_error": rms, "rms_noise": noise, "debiased_mse": mse,
             "debiased_mse_ci95": [lo, hi]}, text
 

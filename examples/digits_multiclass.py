@@ -230,7 +230,7 @@ def _width_entry(ds, limit, depth: int, half=None) -> dict:
         for name in ("rms_error", "rms_noise", "debiased_mse"):
             entry[f"{name}{key}"] = numbers[name]
         entry[f"debiased_mse{key}_ci95"] = numbers["debiased_mse_ci95"]
-        text += f"; {'against the limit at P/2: ' if key else ''}{said}"
+        text += f"; against the limit{' at P/2' if key else ''}: {said}"
     print(text)
     return entry
 

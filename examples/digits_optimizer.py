@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
                                     "test_accuracy_se": float(acc.std(ddof=1) / np.sqrt(len(acc))),
                                     **numbers}
         print(f"width {width:>5} ({ds.sizes['seed']} seeds): test accuracy {acc.mean():.3f} "
-              f"± {acc.std(ddof=1) / np.sqrt(len(acc)):.3f}; {text}")
+              f"± {acc.std(ddof=1) / np.sqrt(len(acc)):.3f}; against the limit: {text}")
     title = (f"digits 3 vs 8, depth-μP ResNet L = {args.depth}, relu, logistic loss, batch 1: "
              f"torch.optim.SGD momentum {args.momentum}, weight decay λ = {args.weight_decay}, "
              f"warm-up {K // 10} + cosine, peak η_c = {args.peak}; limit P = {P}")

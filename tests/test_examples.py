@@ -110,7 +110,7 @@ def test_debiased_mse_interval_covers_the_truth(S):
         assert old_hits / trials < 0.90, old_hits / trials
 
 
-@pytest.mark.parametrize("bias", [0.0, 0.5])
+@pytest.mark.parametrize("bias", [0.0, 0.5, "closer"])
 def test_error_summary_says_what_a_reader_can_check(bias):
     """Issue 50: the digits examples printed a "debiased mean-square error" that was
     negative (−2.03e−02 [−1.39e−01, 9.81e−02]) without a word. The sentence now gives
@@ -126,8 +126,13 @@ def test_error_summary_says_what_a_reader_can_check(bias):
         sys.path.remove(str(EXAMPLES))
     rng = np.random.default_rng(3)
     S, m = 8, 400
-    lim, lim_se = rng.normal(0, 1, m), np.full(m, 0.05)
-    net = lim + bias + rng.normal(0, 0.3, (S, m))
+    truth, lim_se = rng.normal(0, 1, m), np.full(m, 0.05)
+    lim = truth + rng.normal(0, 0.05, m)  # the limit, with its Monte Carlo error
+    noise = rng.normal(0, 0.3, (S, m))
+    if bias == "closer":  # the seeds' mean sits on the limit: less error than noise
+        net = lim + noise - noise.mean(0)
+    else:
+        net = truth + bias + noise
     numbers, text = digits.error_summary(net, lim, lim_se)
     assert numbers["rms_error"] ** 2 - numbers["rms_noise"] ** 2 == pytest.approx(
         numbers["debiased_mse"])
@@ -135,10 +140,14 @@ def test_error_summary_says_what_a_reader_can_check(bias):
     said = [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
     assert said[:2] == [round(numbers["rms_error"], 3), round(numbers["rms_noise"], 3)]
     assert min(said) >= 0 and "nan" not in text
-    if bias:
+    lo, hi = numbers["debiased_mse_ci95"]
+    if bias == "closer":
+        assert hi < 0 and "below what noise alone gives" in text and len(said) == 2
+    elif bias:
         assert "beyond noise an rms" in text and said[2] == pytest.approx(bias, abs=0.01)
     else:
-        assert numbers["debiased_mse_ci95"][0] < 0 and "no error beyond noise resolved" in text
+        assert lo < 0 < hi and "no error beyond noise resolved" in text
+        assert said[2] == round(np.sqrt(hi), 3)
 
 
 def test_linear_frozen_quick_writes_its_figure_and_numbers(tmp_path, capsys):
