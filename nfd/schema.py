@@ -6,7 +6,7 @@ Every name is re-exported from nfd's private subpackages (``_schema``, ``_optim`
 ``_model``).
 """
 
-from ._model import PARAMETERS, Parametrization, check_parametrization
+from ._model import PARAMETERS, Parametrization, check_parametrization, power
 from ._optim import (BLOCKS, FIRST_LAYER_RATES, HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD,
                      Adam, adam_step_, check_optimizer, check_sgd, scale_step)
 from ._schema import (
@@ -52,6 +52,7 @@ __all__ = [
     "PARAMETERS",
     "Parametrization",
     "check_parametrization",
+    "power",
     "BLOCKS",
     "FIRST_LAYER_RATES",
     "VARIABLES",

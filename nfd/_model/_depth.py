@@ -48,7 +48,20 @@ PARAMETERS = ("U", "W", "V")
 
 
 def power(x: float, p: float) -> float:
-    """x^p, with √x at p = ½ and 1 at p = 0 exactly (the numbers of α = ½ runs)."""
+    """x^p, with √x at p = ½ and 1 at p = 0 exactly (the numbers of α = ½ runs).
+
+    Parameters
+    ----------
+    x : float
+        The base, > 0 (a depth step τ or a depth L).
+    p : float
+        The exponent.
+
+    Returns
+    -------
+    float
+        x^p.
+    """
     if p == 0.5:
         return math.sqrt(x)
     if p == 0:

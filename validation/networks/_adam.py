@@ -17,6 +17,8 @@ import torch
 
 from nfd.schema import Adam, Parametrization
 
+from ._tp6 import MS_BLOCK
+
 __all__ = ["ADAM_NETWORK", "check_adam_network", "torch_adam"]
 
 #: The architecture the Adam contract holds for: eq. 1 in the feature regime.
@@ -27,15 +29,17 @@ ADAM_NETWORK = {"style": "pre", "block": "one-layer", "scaling": "depth-mup",
 def check_adam_network(optimizer: str, **arch: str) -> None:
     """Refuse ``optimizer="adam"`` / ``"adamw"`` on a network other than
     :data:`ADAM_NETWORK` (``arch``: its ``style``, ``block``, ``scaling``,
-    ``regime``); nothing to check with ``"sgd"``.
+    ``regime``) or paper 001 §6.3's block (:data:`._tp6.MS_BLOCK`, whose
+    architecture checks hold it to depth-μP's stream in the feature regime);
+    nothing to check with ``"sgd"``.
 
     Raises
     ------
     ValueError
         Naming the first argument that differs from :data:`ADAM_NETWORK`.
     """
-    if optimizer == "sgd":
-        return
+    if optimizer == "sgd" or arch.get("block") == MS_BLOCK:
+        return  # paper 001 §6.3's block: Adam's groups of Def. 6.1 (:mod:`._tp6`)
     for name, value in arch.items():
         if value != ADAM_NETWORK[name]:
             raise ValueError(

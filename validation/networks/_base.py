@@ -37,7 +37,7 @@ import torch
 import nfd
 from sde import parallel, serial
 from nfd.schema import (
-    BLOCKS,
+    BLOCKS as LIMIT_BLOCKS,
     FIRST_LAYER_RATES,
     PARAMETERS,
     SGD,
@@ -59,11 +59,15 @@ from ._adam import check_adam_network, torch_adam
 from ._memory import ensure_network_fits, network_memory_estimate
 from ._scaling import SCALINGS, Stream, make_stream
 from ._step import ForwardPass, Gradients, RankUpdate, mean_square
+from ._tp6 import MS_BLOCK, check_ms_options, check_ms_parametrization
 
 __all__ = ["ResNetEnsemble", "resolve_seeds", "expand_targets", "STYLES", "BLOCKS", "BACKWARDS", "REGIMES",
            "FIRST_LAYER_LRS", "SCALINGS"]
 
 STYLES = ("pre", "post")
+#: The blocks of the limits (:data:`nfd.schema.BLOCKS`) and Tensor Programs VI's
+#: post-nonlinearity block with Mean Subtraction (paper 001 §6.3, :mod:`._tp6`).
+BLOCKS = (*LIMIT_BLOCKS, MS_BLOCK)
 BACKWARDS = ("coupled", "decoupled")
 REGIMES = ("feature", "kernel")
 FIRST_LAYER_LRS = FIRST_LAYER_RATES
@@ -109,11 +113,26 @@ def expand_targets(y: torch.Tensor, f: torch.Tensor, loss: nfd.Loss) -> torch.Te
 _expand = expand_targets
 
 
+def default_style(block: str | None) -> str:
+    """The style a block implies when none is given: ``"post"`` for
+    :data:`._tp6.MS_BLOCK`, else ``"pre"``."""
+    return "post" if block == MS_BLOCK else "pre"
+
+
 def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, str]:
-    """Check that (style, block, scaling) names a network of eq. 1, 6 or 9."""
+    """Check that (style, block, scaling) names a network of eq. 1, 6 or 9 of paper
+    002, or paper 001 §6.3's block (``style="post"``, ``scaling="depth-mup"``)."""
     check_choice("style", style, STYLES)
     check_choice("block", block, BLOCKS)
     check_choice("scaling", scaling, SCALINGS)
+    if block == MS_BLOCK and style != "post":
+        raise ValueError(f"block={MS_BLOCK!r} is a post-nonlinearity block (paper 001 "
+                         f"§6.3); use style='post' or leave style out, got style={style!r}")
+    if block == MS_BLOCK and scaling != "depth-mup":
+        raise ValueError(f"block={MS_BLOCK!r} with scaling={scaling!r}: its depth scaling "
+                         "is set by branch_exponent and lr_exponent (paper 001's alpha, "
+                         "gamma; alpha=0 with lr_exponent=1 is its standard "
+                         "parametrization); use scaling='depth-mup'")
     if block == "two-layer" and style != "pre":
         raise ValueError("style='post' is only available with block='one-layer' (eq. 9)")
     if block == "two-layer" and scaling == "mlp":
@@ -141,6 +160,18 @@ def check_standard_network(scaling: str, regime: str, gamma0: float,
         raise ValueError(f"scaling='standard' with first_layer_lr={first_layer_lr!r}: the "
                          "standard parametrization has one lr for every weight; use "
                          "first_layer_lr='depth-mup'")
+
+
+def check_network_parametrization(branch_exponent, trainable, *, style: str, block: str,
+                                  scaling: str) -> Parametrization:
+    """``branch_exponent`` and ``trainable`` of a network: α ≥ 0 for
+    :data:`._tp6.MS_BLOCK` (:func:`._tp6.check_ms_parametrization`), else
+    :func:`nfd.schema.check_parametrization` and :func:`check_branch_network`."""
+    if block == MS_BLOCK:
+        return check_ms_parametrization(branch_exponent, trainable)
+    param = check_parametrization(branch_exponent, trainable, block)
+    check_branch_network(param, style=style, scaling=scaling)
+    return param
 
 
 def check_branch_network(param: Parametrization, *, style: str, scaling: str) -> None:
@@ -185,9 +216,15 @@ class ResNetEnsemble(ABC):
         True gradient (eq. 3) or GIA-decoupled backward (Corollary 1).
     style : {"pre", "post"}
         Pre-activation (eq. 1, the default) or post-activation (eq. 9) residual
-        stream; an architecture class defaults to its own.
-    block : {"one-layer", "two-layer"}
-        Eq. 1 (the default) or the two-layer residual block of eq. 6 (pre style only).
+        stream; an architecture class defaults to its own, and
+        ``block="post-nonlin-ms"`` to ``"post"``.
+    block : {"one-layer", "two-layer", "post-nonlin-ms"}
+        Eq. 1 (the default), the two-layer residual block of eq. 6 (pre style only),
+        or Tensor Programs VI's post-nonlinearity block with Mean Subtraction
+        (paper 001 §6.3, :class:`validation.networks._postnonlin.PostNonlinMSResNet`):
+        h_0 = Ux/√d, h_ℓ = h_{ℓ−1} + a·(T/L)^α·MS(φ(W_ℓ h_{ℓ−1}/√n)),
+        MS(p) = p − ⟨p, 1⟩/n, f = vᵀh_L/n; ``scaling="depth-mup"`` and
+        ``regime="feature"`` only, SGD, Adam and AdamW (rates: :mod:`validation.networks._tp6`).
     scaling : {"depth-mup", "mup", "mlp", "standard"}
         Branch scale √(T/L) (depth-μP), √T (μP ResNet), an MLP without skips, or
         the standard parametrization (``"standard"``, with ``regime="kernel"``):
@@ -239,10 +276,23 @@ class ResNetEnsemble(ABC):
         table, eps and weight_decay per :meth:`nfd.schema.Adam.groups`) and torch
         ``weight_decay`` divided by (T/L)^{1−2α}, so lr·weight_decay = η_c·λ as in
         U and v. ½ (the default) is depth-μP, 1 CompleteP.
+        With ``block="post-nonlin-ms"``: paper 001's α (§6.3, Def. 6.2), any α ≥ 0,
+        branch a·(T/L)^α (no 1/√n: W acts inside φ), W's rate per ``lr_exponent``.
     trainable : sequence of {"U", "W", "V"}
         The parameters that learn (must contain "W"); U or v left out keeps its
         initial value (``requires_grad=False`` in a torch reference: no update, no
         weight decay, no Adam group).
+    block_multiplier : float
+        a > 0, the block multiplier of paper 001 §10.2 (Fig. 13); the rates do not
+        depend on it. ``block="post-nonlin-ms"`` only.
+    layernorm : bool
+        LayerNorm without affine (ε = 1e-5) on h_{ℓ−1} before W_ℓ, MS kept: paper
+        001 Fig. 12's "preLN". ``block="post-nonlin-ms"`` only.
+    lr_exponent : float, optional
+        Paper 001's γ (Def. 6.2, eq. 4): W learns at torch lr η_c·n·(T/L)^{γ−α}
+        (SGD) or η_c·(T/L)^γ/√n with eps ε·(T/L)^α/n^{3/2} (Adam, AdamW), T the base
+        depth; ``None`` keeps nfd's rule (γ = 1 − α, or ``hidden_lr``), the table
+        of :mod:`validation.networks._tp6`. ``block="post-nonlin-ms"`` only.
     outputs : int
         C ≥ 1, the number of outputs: f = (α/√n)Vᵀh_L/γ₀ with a readout V of shape
         (n, C), drawn after U as n·C normals (row-major), for vector mse targets and
@@ -306,7 +356,7 @@ class ResNetEnsemble(ABC):
     def __new__(cls, *args, style: str | None = None, block: str | None = None,
                 scaling: str = "depth-mup", **kw):
         if cls is ResNetEnsemble:
-            style, block = style or "pre", block or "one-layer"
+            style, block = style or default_style(block), block or "one-layer"
             check_architecture(style, block, scaling)
             cls = ResNetEnsemble._ARCHITECTURES[(style, block)]
         return super().__new__(cls)
@@ -335,6 +385,9 @@ class ResNetEnsemble(ABC):
         hidden_lr: str = "depth-mup",
         branch_exponent: float = 0.5,
         trainable: Sequence[str] = PARAMETERS,
+        block_multiplier: float = 1.0,
+        layernorm: bool = False,
+        lr_exponent: float | None = None,
         outputs: int = 1,
         first_layer_lr: str = "depth-mup",
         record_collapse: bool = False,
@@ -372,25 +425,36 @@ class ResNetEnsemble(ABC):
         check_standard_network(self.scaling, self.regime, self.gamma0, self.first_layer_lr)
         check_adam_network(optimizer, style=self.style, block=self.block,
                            scaling=self.scaling, regime=self.regime)
-        self.param = check_parametrization(branch_exponent, trainable, self.block)
-        check_branch_network(self.param, style=self.style, scaling=self.scaling)
+        self.block_multiplier, self.layernorm, self.lr_exponent = check_ms_options(
+            self.block, block_multiplier=block_multiplier, layernorm=layernorm,
+            lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=self.regime)
+        self.param = check_network_parametrization(branch_exponent, trainable, style=self.style,
+                                                   block=self.block, scaling=self.scaling)
         self.record_collapse = bool(record_collapse) and self.block == "two-layer"
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         self.alpha = 1.0 / math.sqrt(self.n) if self.regime == "feature" else 1.0
-        self.stream: Stream = make_stream(self.scaling, T=self.T, depth=self.L,
-                                          width=self.n, post_activation=self.style == "post",
-                                          param=self.param)
+        self.stream: Stream = self._make_stream()
         if check_memory:
-            parts = network_memory_estimate(
-                self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
-                backward=self.backward, block=self.block, style=self.style,
-                record_collapse=self.record_collapse, momentum=self.momentum,
-                optimizer=self.optimizer, dtype=self.dtype, outputs=self.C)
-            ensure_network_fits(parts, self.device, what="the ensemble's weights")
+            self._check_memory()
         self._init_parameters(bool(tie_backward))
         self._init_optimizer(opt)
         self._workspace: dict[str, torch.Tensor] = {}
         self._last: ForwardPass | None = None
+
+    def _check_memory(self) -> None:
+        """``MemoryError`` before allocating weights that do not fit
+        (:func:`network_memory_estimate`)."""
+        parts = network_memory_estimate(
+            self.d, width=self.n, depth=self.L, seeds=self.S, n_steps=0,
+            backward=self.backward, block=self.block, style=self.style,
+            record_collapse=self.record_collapse, momentum=self.momentum,
+            optimizer=self.optimizer, dtype=self.dtype, outputs=self.C)
+        ensure_network_fits(parts, self.device, what="the ensemble's weights")
+
+    def _make_stream(self) -> Stream:
+        """The residual stream of ``scaling`` (:func:`._scaling.make_stream`)."""
+        return make_stream(self.scaling, T=self.T, depth=self.L, width=self.n,
+                           post_activation=self.style == "post", param=self.param)
 
     # ------------------------------------------------------------ parameters
     def _init_parameters(self, tie_backward: bool) -> None:

@@ -76,7 +76,10 @@ def network_memory_estimate(
     batch_size, n_steps : int
         B ≥ 1 samples per SGD step and K ≥ 0 steps.
     backward : {"coupled", "decoupled"}
-    block : {"one-layer", "two-layer"}
+    block : {"one-layer", "two-layer", "post-nonlin-ms"}
+        ``"post-nonlin-ms"``: paper 001 §6.3's block (style ``"post"``), one weight
+        family, its u_ℓ and (pre-LayerNorm) z_ℓ counted as post-activation's u_ℓ and
+        the cached φ.
     style : {"pre", "post"}
     record_collapse : bool
         Whether the frozen initial weights of eq. 27/34 are kept.
@@ -120,7 +123,7 @@ def network_memory_estimate(
     Q, nq = check_int("n_probes", n_probes, 0), check_int("n_probe_steps", n_probe_steps, 0)
     M, ne = check_int("eig_history", eig_history, 0), check_int("n_eig_steps", n_eig_steps, 0)
     check_choice("backward", backward, ("coupled", "decoupled"))
-    check_choice("block", block, ("one-layer", "two-layer"))
+    check_choice("block", block, ("one-layer", "two-layer", "post-nonlin-ms"))
     check_sgd(0.0, 1, momentum=momentum)  # β in [0, 1), as train_resnet checks it
     check_choice("style", style, ("pre", "post"))
     beta = check_positive_float("momentum", momentum, allow_zero=True)

@@ -116,10 +116,12 @@ from ._base import (
     resolve_seeds,
 )
 from ._postact import PostActResNet
+from ._postnonlin import PostNonlinMSResNet
 from ._preact import PreActResNet
 from ._step import ForwardPass, Gradients, RankUpdate
 from ._twolayer import TwoLayerResNet
 
-__all__ = ["ResNetEnsemble", "PreActResNet", "PostActResNet", "TwoLayerResNet",
+__all__ = ["ResNetEnsemble", "PreActResNet", "PostActResNet", "PostNonlinMSResNet",
+           "TwoLayerResNet",
            "ForwardPass", "Gradients", "RankUpdate", "resolve_seeds", "STYLES", "BLOCKS",
            "SCALINGS", "BACKWARDS", "REGIMES", "FIRST_LAYER_LRS"]
