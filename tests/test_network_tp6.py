@@ -323,3 +323,30 @@ def test_block_only_is_gamma_zero_only_at_unit_base_depth():
 def test_bad_arguments_raise_clear_errors(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         ResNetEnsemble(D, width=N, depth=L, **kwargs)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_train_resnet_runs_the_block_step_by_step(optimizer):
+    kw = dict(width=N, depth=L, T=1.6, activation="abs", layernorm=True, block_multiplier=0.8,
+              branch_exponent=0.3, lr_exponent=0.9, optimizer=optimizer,
+              weight_decay=0.1 if optimizer == "adamw" else 0.0)
+    ds = train_resnet(X, Y, block="post-nonlin-ms", eta_c=SCHEDULE, seeds=[0, 3], batch_size=B,
+                      eig_steps=[1], dtype=F64, device="cpu", progress=False, **kw)
+    net = ResNetEnsemble(D, block="post-nonlin-ms", seeds=[0, 3], dtype=F64, device="cpu", **kw)
+    for k in range(K):
+        f = net.sgd_step(X[k * B:(k + 1) * B], Y[k * B:(k + 1) * B], eta_c=SCHEDULE[k])
+        np.testing.assert_array_equal(ds.f.isel(step=k).values, f.numpy())
+    assert ds.attrs["style"] == "post" and ds.attrs["block"] == "post-nonlin-ms"
+    assert (ds.attrs["block_multiplier"], ds.attrs["layernorm"], ds.attrs["lr_exponent"]) == \
+        (0.8, 1, 0.9)
+    assert ds.attrs["learning_rate"].endswith(
+        "W: eta_c*n*(T/L)^0.6" if optimizer == "sgd" else "eta_c*(T/L)^0.9/sqrt(n)")
+    assert np.isfinite(ds.sigma_min_eig.isel(time=slice(0, L)).values).all()
+
+
+def test_train_resnet_refuses_the_block_options_on_other_blocks():
+    with pytest.raises(ValueError, match="layernorm is an option of block="):
+        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, layernorm=True, progress=False)
+    with pytest.raises(ValueError, match="post-nonlinearity block"):
+        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, block="post-nonlin-ms", style="pre",
+                     progress=False)

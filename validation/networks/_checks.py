@@ -22,7 +22,6 @@ from nfd.schema import (
     check_positive_float,
     check_probes,
     check_optimizer,
-    check_parametrization,
     check_steps,
     default_steps,
     resolve_device_dtype,
@@ -30,7 +29,8 @@ from nfd.schema import (
 
 from ._adam import check_adam_network
 from ._models import BACKWARDS, FIRST_LAYER_LRS, REGIMES, resolve_seeds
-from ._base import check_architecture, check_branch_network
+from ._base import check_architecture, check_network_parametrization, default_style
+from ._tp6 import check_ms_options
 
 __all__ = ["TrainRun", "check_train"]
 
@@ -111,7 +111,8 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
                 probe_steps, eig_steps, record_collapse, device, dtype,
                 divergence, optimizer="sgd", momentum=0.0, weight_decay=0.0, gamma0=1.0,
                 betas=None, eps=None, hidden_lr="depth-mup", classes=None,
-                branch_exponent=0.5, trainable=("U", "W", "V")) -> TrainRun:
+                branch_exponent=0.5, trainable=("U", "W", "V"), block_multiplier=1.0,
+                layernorm=False, lr_exponent=None) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
@@ -121,16 +122,19 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     lossf = nfd.get_loss(loss)
     yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
     K, B = check_batches(Xn.shape[0], batch_size, n_steps)
+    style = default_style(block) if style is None else style
     check_architecture(style, block, scaling)
     regime = check_choice("regime", regime, REGIMES)
-    if block == "one-layer" and first_layer_lr != "depth-mup":
+    if block != "two-layer" and first_layer_lr != "depth-mup":
         raise ValueError(f"first_layer_lr={first_layer_lr!r} is for block='two-layer' (one-layer "
                          "blocks have no first internal layer); leave it 'depth-mup'")
     opt = check_optimizer(optimizer, eta_c, K, momentum=momentum, weight_decay=weight_decay,
                           gamma0=gamma0, betas=betas, eps=eps, hidden_lr=hidden_lr)
     check_adam_network(optimizer, style=style, block=block, scaling=scaling, regime=regime)
-    param = check_parametrization(branch_exponent, trainable, block)
-    check_branch_network(param, style=style, scaling=scaling)
+    param = check_network_parametrization(branch_exponent, trainable, style=style, block=block,
+                                          scaling=scaling)
+    ms = check_ms_options(block, block_multiplier=block_multiplier, layernorm=layernorm,
+                          lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=regime)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),
@@ -142,7 +146,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
         scaling=scaling, regime=regime,
         first_layer_lr=check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_LRS),
         record_collapse=bool(record_collapse) and block == "two-layer",
-        branch_exponent=param.branch_exponent, trainable=param.trainable)
+        branch_exponent=param.branch_exponent, trainable=param.trainable, **ms._asdict())
     probe_data = check_probes(probes, Xn.shape[1], lossf.name if C == 1 else lossf,
                               outputs=C)
     if probe_data is None and probe_steps is not None:

@@ -13,6 +13,7 @@ from nfd.schema import annotate, base_attrs, data_attrs, variable_dims
 from ._base import ResNetEnsemble
 from ._checks import TrainRun
 from ._record import EigenHistory, Records
+from ._tp6 import MS_BLOCK, MSOptions, ms_attrs, rate_words
 
 __all__ = ["to_dataset", "as_numpy"]
 
@@ -100,6 +101,8 @@ def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
         **_torch_values(net), style=net.style, block=net.block, scaling=net.scaling,
         regime=net.regime, first_layer_lr=net.first_layer_lr, divergence=run.divergence,
         **net.param.attrs(), **data_attrs(run.X, None if run.probes is None else run.probes[0]),
+        **(ms_attrs(MSOptions(net.block_multiplier, net.layernorm, net.lr_exponent))
+           if net.block == MS_BLOCK else {}),
     )
 
 
@@ -123,11 +126,12 @@ def _torch_values(net: ResNetEnsemble) -> dict:
         feature = net.regime == "feature"
         lr = ("eta_c*n" if feature else "eta_c") if net.gamma0 == 1 else \
             ("eta_c*gamma0^2*n" if feature else "eta_c*gamma0^2")
-        out = {"optimizer": "sgd", "learning_rate": net.param.rate_words("sgd", lr),
+        out = {"optimizer": "sgd",
+               "learning_rate": rate_words(net.param, "sgd", lr, "depth-mup", net.lr_exponent),
                "learning_rate_value": net.eta,
                "learning_rate_first_layer_value": net.eta * net.lr_mult_first,
                "weight_decay_value": net.torch_weight_decay}
-        if net.param.branch_exponent != 0.5:  # W's group (nfd._model._depth)
+        if net.param.branch_exponent != 0.5 or net.lr_exponent is not None:  # W's group
             out["learning_rate_hidden_value"] = net.eta * net.lr_mult("W")
             out["weight_decay_hidden_value"] = net.torch_weight_decay / net.lr_mult("W")
         if net.scaling == "standard":  # one torch lr on the N(0, 1/fan-in) weights
@@ -136,7 +140,9 @@ def _torch_values(net: ResNetEnsemble) -> dict:
                 out[f"learning_rate_stored_{k}_value"] = net.eta * net.lr_mult(k)
                 out[f"weight_decay_stored_{k}_value"] = net.weight_decay / net.lr_mult(k)
         return out
-    out = {"learning_rate": net.param.adam_hidden_words(net.hidden_lr)}
+    out = {"learning_rate": net.param.adam_hidden_words(net.hidden_lr) if net.lr_exponent is None
+           else rate_words(net.param, "adam", "", net.hidden_lr, net.lr_exponent).rpartition(
+               "W: ")[2]}
     for group in net.torch_optimizer.param_groups:
         tag = "" if group["name"] == "W" else "_" + group["name"]
         out[f"learning_rate{tag}_value"] = net.eta_c * group["lr_mult"]

@@ -52,7 +52,8 @@ from typing import NamedTuple
 from nfd.schema import Parametrization, check_parametrization, check_positive_float, power
 
 __all__ = ["MS_BLOCK", "LAYERNORM_EPS", "MSOptions", "check_ms_options",
-           "check_ms_parametrization", "sgd_hidden_mult", "adam_hidden_rate"]
+           "check_ms_parametrization", "sgd_hidden_mult", "adam_hidden_rate", "rate_words",
+           "ms_attrs"]
 
 #: The block's name in ``ResNetEnsemble(block=...)`` / ``train_resnet(block=...)``.
 MS_BLOCK = "post-nonlin-ms"
@@ -201,3 +202,56 @@ def adam_hidden_rate(tau: float, width: int, lr_exponent: float) -> float:
     float
     """
     return power(tau, lr_exponent) / math.sqrt(width)
+
+
+def rate_words(param: Parametrization, optimizer: str, base: str, hidden_lr: str,
+               lr_exponent: float | None) -> str:
+    """torch's lr of every trained family in words: :meth:`Parametrization.rate_words
+    <nfd.schema.Parametrization.rate_words>`, with W's rate at γ when given
+    (``base``·(T/L)^{γ−α} for SGD, η_c·(T/L)^γ/√n for Adam).
+
+    Parameters
+    ----------
+    param : Parametrization
+        α and the trained families.
+    optimizer : {"sgd", "adam", "adamw"}
+        The optimizer.
+    base : str
+        SGD's lr of U and v in words.
+    hidden_lr : str
+        nfd's hidden-rate rule.
+    lr_exponent : float or None
+        γ.
+
+    Returns
+    -------
+    str
+        E.g. ``"U, V: eta_c*n; W: eta_c*n*(T/L)^0.5"``.
+    """
+    words = param.rate_words(optimizer, base, hidden_lr)
+    if lr_exponent is None:
+        return words
+    hidden = (f"{base}*(T/L)^{lr_exponent - param.branch_exponent:g}" if optimizer == "sgd"
+              else f"eta_c*(T/L)^{lr_exponent:g}/sqrt(n)")
+    io = words.rpartition("W: ")[0] if "W: " in words else f"U, V: {base}; "
+    return f"{io}W: {hidden}"
+
+
+def ms_attrs(options: MSOptions) -> dict:
+    """netCDF-safe attrs of the block's options: ``block_multiplier``, ``layernorm``
+    (0 or 1) and, when given, ``lr_exponent``.
+
+    Parameters
+    ----------
+    options : MSOptions
+        The block's options.
+
+    Returns
+    -------
+    dict
+    """
+    out = {"block_multiplier": float(options.block_multiplier),
+           "layernorm": int(options.layernorm)}
+    if options.lr_exponent is not None:
+        out["lr_exponent"] = float(options.lr_exponent)
+    return out

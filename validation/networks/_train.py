@@ -52,10 +52,13 @@ def train_resnet(
     hidden_lr: str = "depth-mup",
     branch_exponent: float = 0.5,
     trainable: Sequence[str] = ("U", "W", "V"),
+    block_multiplier: float = 1.0,
+    layernorm: bool = False,
+    lr_exponent: float | None = None,
     classes: int | None = None,
     T: float = 1.0,
     backward: str = "coupled",
-    style: str = "pre",
+    style: str | None = None,
     block: str = "one-layer",
     scaling: str = "depth-mup",
     regime: str = "feature",
@@ -163,15 +166,22 @@ def train_resnet(
         α ∈ [½, 1]: branch (T/L)^α/√n and the hidden rate that keeps each layer's
         update Θ(T/L) (:class:`validation.ResNetEnsemble`); ½ is depth-μP, 1
         CompleteP. Pre-activation depth-μP networks.
+        With ``block="post-nonlin-ms"`` any α ≥ 0 (paper 001's α, §6.3).
     trainable : sequence of {"U", "W", "V"}
         The parameters that learn (must contain "W"); the others keep their
         initial values.
+    block_multiplier, layernorm, lr_exponent
+        ``block="post-nonlin-ms"`` only (Tensor Programs VI, paper 001 §6.3): the
+        block multiplier a (§10.2), pre-LayerNorm (Fig. 12) and paper 001's γ
+        (Def. 6.2); see :class:`validation.ResNetEnsemble` and the guide's page on
+        this block for the table between γ and ``hidden_lr``.
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"`` (default: the largest label + 1).
     T : float
         Time horizon (branch scale √(T/L)).
     backward, style, block, scaling, regime, first_layer_lr : str
-        See :class:`validation.ResNetEnsemble`.
+        See :class:`validation.ResNetEnsemble`; ``style`` defaults to ``"post"``
+        for ``block="post-nonlin-ms"``, else ``"pre"``.
     seeds : int or sequence of int
         S (meaning seeds 0..S−1) or the seeds themselves; trained at once.
     batch_size : int
@@ -271,7 +281,9 @@ def train_resnet(
         X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c,
         optimizer=optimizer, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0,
         betas=betas, eps=eps, hidden_lr=hidden_lr, T=T,
-        branch_exponent=branch_exponent, trainable=trainable, backward=backward, style=style, block=block, scaling=scaling, regime=regime,
+        branch_exponent=branch_exponent, trainable=trainable,
+        block_multiplier=block_multiplier, layernorm=layernorm, lr_exponent=lr_exponent,
+        backward=backward, style=style, block=block, scaling=scaling, regime=regime,
         first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
         n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
         record_collapse=record_collapse, device=device, dtype=dtype, divergence=divergence,
