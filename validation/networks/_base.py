@@ -291,8 +291,9 @@ class ResNetEnsemble(ABC):
     lr_exponent : float, optional
         Paper 001's γ (Def. 6.2, eq. 4): W learns at torch lr η_c·n·(T/L)^{γ−α}
         (SGD) or η_c·(T/L)^γ/√n with eps ε·(T/L)^α/n^{3/2} (Adam, AdamW), T the base
-        depth; ``None`` keeps nfd's rule (γ = 1 − α, or ``hidden_lr``), the table
-        of :mod:`validation.networks._tp6`. ``block="post-nonlin-ms"`` only.
+        depth; ``None`` keeps nfd's rule (γ = 1 − α, or ``hidden_lr``): the table
+        of the guide's page on this block (docs/guide/tp6_block.md).
+        ``block="post-nonlin-ms"`` only.
     outputs : int
         C ≥ 1, the number of outputs: f = (α/√n)Vᵀh_L/γ₀ with a readout V of shape
         (n, C), drawn after U as n·C normals (row-major), for vector mse targets and

@@ -25,19 +25,9 @@ with L → L/T this is exactly
 with η_c = paper 001's η (the same number). ``lr_exponent=γ`` sets γ; without it
 the rate is nfd's rule at the branch exponent α (``hidden_lr``, the table of
 :class:`nfd.schema.Adam`, :meth:`nfd.schema.Parametrization.sgd_hidden_mult`):
-
-=======================================  =========================  ==================
-nfd (``branch_exponent``, ``hidden_lr``)  paper 001 (α, γ)           name in paper 001
-=======================================  =========================  ==================
-(½, ``"depth-mup"``)                      (½, ½)                     Depth-μP
-(α, ``"depth-mup"``)                      (α, 1 − α)                 (1, 0): ODE, Fig. 11
-(½, ``"block-only"``) (Adam)              (½, 0) at T = 1            Fig. 10 middle
-(α, ``"block-only"``) (Adam)              (α, 0) at T = 1            —
-none                                      (α, γ): ``lr_exponent=γ``  (0, 1): SP, Fig. 10
-=======================================  =========================  ==================
-
-(``"block-only"``'s W rate is η_c·T^{1−α}/√n, γ = 0 times T^{1−α}; the rows hold
-for SGD and Adam alike, γ = 1 − α being the SGD rate τ^{1−2α} of nfd.)
+γ = 1 − α for ``"depth-mup"``, and γ = 0 times T^{1−α} for Adam's ``"block-only"``.
+The table between the two conventions is the guide's page on this block
+(docs/guide/tp6_block.md).
 
 The block multiplier a scales the branch only: paper 001 keeps the rate and δ when
 it sweeps a (§10.2, Fig. 13), so ε's scaling holds no a.
