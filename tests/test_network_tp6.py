@@ -264,6 +264,7 @@ CONVENTIONS = {  # nfd's (branch_exponent, hidden_lr) → paper 001's γ: the gu
     "depth-muP": (0.5, "depth-mup", 0.5),
     "alpha = 3/4": (0.75, "depth-mup", 0.25),
     "ODE": (1.0, "depth-mup", 0.0),
+    "SP": (0.0, "depth-mup", 1.0),
     "block-only": (0.5, "block-only", 0.0),
     "block-only at alpha = 0.6": (0.6, "block-only", 0.0),
 }

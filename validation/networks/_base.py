@@ -1053,8 +1053,10 @@ class ResNetEnsemble(ABC):
             ``f`` (S, B); ``h`` (S, L+1, B, n) the residual stream h_ℓ; ``g``
             (S, L+1, B, n) the scaled gradients g_ℓ = (√n/α)∂f/∂h_ℓ of eq. 3 (with
             W̃ when decoupled); for post-activation networks ``u`` (S, L+1, B, n)
-            the pre-activations u_0 = Ux/√d, u_ℓ = W_ℓ h_{ℓ−1}/√n; for two-layer
-            blocks ``x`` (S, L, B, n) the internal representations x_ℓ (eq. 6).
+            the pre-activations u_0 = Ux/√d, u_ℓ = W_ℓ h_{ℓ−1}/√n (for
+            ``block="post-nonlin-ms"`` ``u`` (S, L, B, n): u_ℓ = W_ℓ z_{ℓ−1}/√n,
+            ℓ = 1..L); for two-layer blocks ``x`` (S, L, B, n) the internal
+            representations x_ℓ (eq. 6).
         """
         fp = self.forward_pass(X)
         grads = self.backward_pass(fp, torch.zeros_like(fp.f))  # C ≥ 2: g_L = Σ_c v_c/√C
