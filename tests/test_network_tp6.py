@@ -137,11 +137,12 @@ VARIANTS = {  # activation, layernorm, α, a, T
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_forward_and_hand_written_backward_match_autograd(variant):
-    net = _net(**VARIANTS[variant])
+def test_forward_and_hand_written_backward_match_autograd(variant, device):
+    # on every device: float64 on both sides, so the rounding bound holds on any IEEE device
+    net = _net(device=device, **VARIANTS[variant])
     gen = torch.Generator().manual_seed(1)
-    xi = torch.randn(3, D, generator=gen, dtype=F64)
-    y = torch.randn(3, generator=gen, dtype=F64)
+    xi = torch.randn(3, D, generator=gen, dtype=F64).to(device)
+    y = torch.randn(3, generator=gen, dtype=F64).to(device)
     P = {k: v.detach().clone().requires_grad_() for k, v in net.parameters().items()}
     f, xs = _leaf_forward(net, P, xi)
     (0.5 * (f - y) ** 2).mean(1).sum().backward()  # batch mean per seed
@@ -184,12 +185,12 @@ def test_preln_normalizes_the_input_of_every_weight_matrix():
 
 def compare_with_torch(optimizer: str, gamma: float | None, *, eta_c=SCHEDULE, momentum=0.0,
                        weight_decay=0.0, betas=None, eps=None, hidden_lr="depth-mup",
-                       backward="coupled", **kw) -> ResNetEnsemble:
+                       backward="coupled", device="cpu", **kw) -> ResNetEnsemble:
     """Train the ensemble and paper 001's reference side by side for K steps at η_c(k);
     compare f before each step and every parameter (and W̃) after it."""
     net = _net(optimizer=optimizer, lr_exponent=gamma, momentum=momentum,
                weight_decay=weight_decay, betas=betas, eps=eps, hidden_lr=hidden_lr,
-               backward=backward, **kw)
+               backward=backward, device=device, **kw)
     ref = Paper001ResNet(net)
     alpha = net.param.branch_exponent
     groups, rates = paper_groups(ref, optimizer, 1 - alpha if gamma is None else gamma,
@@ -199,7 +200,7 @@ def compare_with_torch(optimizer: str, gamma: float | None, *, eta_c=SCHEDULE, m
     else:
         cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
         opt = cls(groups, lr=0.0, betas=betas or (0.9, 0.999))
-    x, y = torch.as_tensor(X, dtype=F64), torch.as_tensor(Y, dtype=F64)
+    x, y = (torch.as_tensor(a, dtype=F64, device=device) for a in (X, Y))
     start = {k: t.clone() for k, t in net.parameters().items()}
     for k in range(K):
         xb, yb = x[k * B:(k + 1) * B], y[k * B:(k + 1) * B]
@@ -240,6 +241,12 @@ def test_sgd_steps_are_torch_sgd_at_every_alpha_gamma(case, backward):
     alpha, gamma = ALPHA_GAMMA[case]
     compare_with_torch("sgd", gamma, branch_exponent=alpha, backward=backward,
                        momentum=0.8, weight_decay=0.3, block_multiplier=1.3)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_steps_are_torch_optim_on_every_device(optimizer, device):
+    compare_with_torch(optimizer, 0.5, layernorm=True, backward="decoupled", device=device,
+                       weight_decay=0.3, eta_c=0.01 if optimizer == "adamw" else 0.2)
 
 
 def test_sgd_with_preln_is_torch_sgd():
