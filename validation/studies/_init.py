@@ -260,12 +260,13 @@ def summarize_init(ds: xr.Dataset) -> list[Finding]:
 
 def plot_init(ds: xr.Dataset, path) -> None:
     """Log-log strong errors against width (one line per depth) and against depth
-    (one line per width), with the fitted surface."""
+    (one line per width), seed means with the fitted surface (no error bars: the
+    uncertainty is the fit's bootstrap interval over seeds, printed in the legend)."""
     T = float(ds.attrs["T"])
     panels = []
     for act in ds["activation"].values.tolist():
         for which, t in (("h", T), ("g", 0.0)):
             fit = _error_fit(ds, act, which, t)
             mean = ds[f"err_{which}"].sel(activation=act, time=t).mean("seed")
-            panels.append((f"E|{which} − ref|², {act}, t = {t:g}", mean, fit))
+            panels.append((f"E|{which} − ref|², {act}, t = {t:g}: seed means", mean, fit))
     loglog_panels(panels, path)
