@@ -4,6 +4,7 @@ ResNetEnsemble (issue 12.3): options never change the training numbers."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import nfd
+from nfd.schema import DivergenceGuard
 from validation import ResNetEnsemble, network_memory_estimate, synthetic_task, train_resnet
 
 X16, Y16 = synthetic_task("tanh", 16, 12, seed=2)
@@ -191,3 +193,34 @@ def test_divergence_at_or_below_the_start_is_refused_by_simulate(bad):
     X, y = synthetic_task("tanh", 4, 3, seed=0)
     with pytest.raises(ValueError, match=r"divergence must be > 1"):
         nfd.simulate(X, y, eta_c=0.1, steps=2, particles=16, divergence=bad, progress=False)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), 2e4])
+@pytest.mark.parametrize("where", ["h2", "g2", "f"])
+def test_the_guard_fails_every_value_that_is_not_finite_or_within_the_bound(bad, where):
+    # DivergenceGuard.within compares all of a step's values at once (issue 49: one
+    # read per SGD step for a run and its error replicas); it must fail exactly what
+    # check's per-quantity messages name: NaN, ±inf and a value above the bound
+    # (f² against E[h²]E[g²] at step 0), and pass a value at the bound itself
+    guard = DivergenceGuard(1e4, 1.0)
+    ones = torch.ones(3, dtype=torch.float64)
+    guard.check(0, ones, ones, torch.ones(2))
+    values = {"h2": ones.clone(), "g2": ones.clone(), "f": torch.ones(2, dtype=torch.float64)}
+    values[where][1] = math.sqrt(bad) if where == "f" and bad > 0 else bad
+    assert not bool(guard.within(values["h2"], values["g2"], values["f"]))
+    with pytest.raises(FloatingPointError, match="^SGD step 1: (non-finite|diverging)"):
+        guard.check(1, values["h2"], values["g2"], values["f"])
+    at_bound = ones.clone()
+    at_bound[1] = 1e4
+    guard.check(2, at_bound, ones, torch.full((2,), 100.0, dtype=torch.float64))
+
+
+def test_the_guard_follows_a_change_of_shapes():
+    # its flattened limits are made again when the values' shapes change (a forward-
+    # only first call, then one with gradients; another depth)
+    guard = DivergenceGuard(1e4, 1.0)
+    guard.check(0, torch.ones(3), None, torch.ones(2))
+    guard.check(1, torch.ones(3), torch.ones(3), torch.ones(4))
+    guard.check(2, torch.ones(5), torch.ones(5), torch.ones(4))
+    with pytest.raises(FloatingPointError, match="gradients E\\[g\\^2\\] at layer 1"):
+        guard.check(3, torch.ones(3), torch.tensor([1.0, 2e4, 1.0]), torch.ones(4))

@@ -60,8 +60,8 @@ class DivergenceGuard:
         self.ref_h: torch.Tensor | None = None
         self.ref_g: torch.Tensor | None = None
         #: The bounds of h2, f² and g2 flattened into one vector (:meth:`within`),
-        #: made at the first call
-        self._limits: torch.Tensor | None = None
+        #: made again only when the values' shapes change, and those shapes
+        self._limits: tuple[tuple, torch.Tensor] | None = None
 
     def check(self, k: int, h2: torch.Tensor, g2: torch.Tensor | None, f: torch.Tensor,
               *, phase: str = "SGD step") -> None:
@@ -124,11 +124,13 @@ class DivergenceGuard:
             self.ref_g = (torch.ones_like(self.ref_h) if g2 is None
                           else g2.detach().amax(0).clamp_min(torch.finfo(h2.dtype).tiny))
         values = [h2, self._largest_f2(f)] + ([] if g2 is None else [g2])
-        if self._limits is None:
-            self._limits = self._flat_limits(values)
-        # one comparison for all: the values are squares (never −inf), so ≤ a finite
-        # limit holds exactly for the finite values within it, NaN and +inf failing
-        return (torch.cat([v.reshape(-1) for v in values]) <= self._limits).all()
+        shapes = tuple(v.shape for v in values)
+        if self._limits is None or self._limits[0] != shapes:
+            self._limits = shapes, self._flat_limits(values)
+        # finite and within the bound, for all at once: ≤ a finite limit fails NaN and
+        # +inf, and ≥ the lowest float64 fails −inf
+        flat = torch.cat([v.reshape(-1) for v in values])
+        return ((flat <= self._limits[1]) & (flat >= _LOWEST)).all()
 
     def _largest_f2(self, f: torch.Tensor) -> torch.Tensor:
         """The largest f² per seed (per run)."""
@@ -187,6 +189,10 @@ class DivergenceGuard:
             hint += (f", or rescale the inputs: their mean |x|^2/d is {self.input_scale:.3g}, "
                      "far from the sphere convention |x|^2/d = 1")
         return hint + (f", or {self.advice}" if self.advice else "")
+
+
+#: The lowest finite float64 (:meth:`DivergenceGuard.within`).
+_LOWEST = torch.finfo(torch.float64).min
 
 
 def _within(value: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
