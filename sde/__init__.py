@@ -10,7 +10,7 @@ from ._base import McKeanVlasovSDE
 from ._diagnostics import SlopeFit, fit_slope
 from ._drivers import STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter
 from ._group import DriverGroup
-from ._layout import ALIGN, grouped
+from ._layout import ALIGN, CUDA_ALIGN, grouped
 from ._euler import EulerMaruyamaResult, euler_maruyama
 from ._linalg import psd_factor
 from ._threads import ThreadTeam, parallel, serial, usable_cpus
@@ -24,6 +24,7 @@ __all__ = [
     "DriverGroup",
     "grouped",
     "ALIGN",
+    "CUDA_ALIGN",
     "default_jitter",
     "STEIN_TRUNCATION",
     "psd_factor",

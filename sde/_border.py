@@ -76,10 +76,11 @@ def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: flo
     coef (G, k), pivot, min_eig and skip (G, 1)."""
     G, k = cols.shape[0], cols.shape[1] - 1
     coefs = grouped(G, (k,), cols.dtype, cols.device)
-    grams = grouped(G, (1,), cols.dtype, cols.device)
-    for inv, col, c, g in zip(invs, cols[:, :k].unbind(0), coefs.unbind(0), grams.unbind(0)):
+    for inv, col, c in zip(invs, cols[:, :k].unbind(0), coefs.unbind(0)):
         torch.mv(inv, col, out=c)
-        torch.dot(c, c, out=g[0])
+    # each dot alone (dot's out= is a dot and a copy: two kernels on a GPU)
+    dots = [torch.dot(c, c) for c in coefs.unbind(0)]
+    grams = (dots[0][None] if G == 1 else torch.stack(dots))[:, None]
     return _column_tail(coefs, grams, cols[:, k:], rel_jitter)
 
 

@@ -474,7 +474,8 @@ class GrowingGaussianDriver:
             self._flush()
         if moment.dtype != torch.float64:
             moment = moment.to(torch.float64)
-        return torch.mm(self._committed(self.sizes[t])[1][t], moment, out=out)
+        inv = self._committed(self.sizes[t])[1][t]
+        return inv @ moment if out is None else torch.mm(inv, moment, out=out)
 
     def stein_derivative(self, t: int, values: torch.Tensor) -> torch.Tensor:
         """Particle estimate of E[∂F/∂z_j] for the committed components j at ``t``.

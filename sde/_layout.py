@@ -13,16 +13,21 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["grouped", "ALIGN"]
+__all__ = ["grouped", "ALIGN", "CUDA_ALIGN"]
 
-#: Bytes by which every member's slab of a grouped tensor (:func:`grouped`) is aligned.
+#: Bytes by which every member's slab of a grouped tensor (:func:`grouped`) is aligned
+#: on the CPU, as torch's CPU allocator aligns a tensor of its own.
 ALIGN = 64
+#: The same on CUDA, whose caching allocator aligns a tensor of its own to 512 bytes
+#: (cuBLAS may choose its kernel by an operand's alignment).
+CUDA_ALIGN = 512
 
 
 def grouped(G: int, shape: Sequence[int], dtype: torch.dtype,
             device: torch.device) -> torch.Tensor:
     """An uninitialised ``(G, *shape)`` tensor whose G slabs are contiguous and each start
-    on an :data:`ALIGN`-byte boundary, as a tensor of its own does.
+    on an :data:`ALIGN`-byte boundary (:data:`CUDA_ALIGN` on CUDA), as a tensor of its
+    own does.
 
     BLAS kernels take other paths on operands that are not so aligned (measured with
     torch 2.13 on CPU: ``mv`` of a (k, k) matrix and a vector that starts 8 bytes off
@@ -48,16 +53,18 @@ def grouped(G: int, shape: Sequence[int], dtype: torch.dtype,
     """
     if G == 1:  # a tensor of its own is laid out so already
         return torch.empty((1, *shape), dtype=dtype, device=device)
-    slab, strides = _strides(tuple(shape), dtype.itemsize)
+    align = CUDA_ALIGN if torch.device(device).type == "cuda" else ALIGN
+    slab, strides = _strides(tuple(shape), dtype.itemsize, align)
     return torch.empty(G * slab, dtype=dtype, device=device).as_strided(
         (G, *shape), (slab, *strides))
 
 
 @functools.lru_cache(maxsize=256)
-def _strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, tuple[int, ...]]:
-    """The elements between slabs (the slab's size rounded up to :data:`ALIGN` bytes)
-    and the row-major strides within one, for :func:`grouped` (made once per shape:
-    a layer-step asks for the same few shapes many times)."""
+def _strides(shape: tuple[int, ...], itemsize: int,
+             align: int) -> tuple[int, tuple[int, ...]]:
+    """The elements between slabs (the slab's size rounded up to ``align`` bytes) and
+    the row-major strides within one, for :func:`grouped` (made once per shape: a
+    layer-step asks for the same few shapes many times)."""
     numel = math.prod(shape)
-    slab = -(-numel * itemsize // ALIGN) * ALIGN // itemsize
+    slab = -(-numel * itemsize // align) * align // itemsize
     return slab, tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
