@@ -23,7 +23,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
         --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
-# the package's own version for the report (no install: read from pyproject)
+# the machine, for the log (the report records nfd as "checkout": nothing is installed)
 python3 - <<'EOF' 2>&1 | tee "$OUT/machine.txt"
 import platform, torch
 print("python", platform.python_version(), "torch", torch.__version__,
