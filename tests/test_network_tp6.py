@@ -257,9 +257,11 @@ def test_sgd_with_preln_is_torch_sgd():
 @pytest.mark.parametrize("case", list(ALPHA_GAMMA))
 def test_adam_steps_are_torch_adam_at_every_alpha_gamma(case, optimizer):
     alpha, gamma = ALPHA_GAMMA[case]
+    # a ≠ 1 enters the branch only, never Adam's rate or eps (review: a rate or an eps
+    # multiplied by a passed every test while a = 1 here)
     compare_with_torch(optimizer, gamma, branch_exponent=alpha, eps=1e-3, betas=(0.8, 0.95),
                        weight_decay=0.4 if optimizer == "adamw" else 0.0,
-                       layernorm=case.startswith("ODE"), eta_c=0.01)
+                       layernorm=case.startswith("ODE"), eta_c=0.01, block_multiplier=1.7)
 
 
 def test_decoupled_adamw_with_preln_is_torch_adamw():
@@ -358,3 +360,18 @@ def test_train_resnet_refuses_the_block_options_on_other_blocks():
     with pytest.raises(ValueError, match="post-nonlinearity block"):
         train_resnet(X, Y, width=N, depth=L, eta_c=0.1, block="post-nonlin-ms", style="pre",
                      progress=False)
+
+
+def test_identity_keeps_the_stored_preactivations():
+    # φ = identity returns u itself: the in-place mean subtraction must not overwrite
+    # the u that propagate() returns (review)
+    net = _net(activation="identity", width=16)
+    X = np.random.default_rng(5).standard_normal((3, D))
+    out = net.propagate(X)
+    want = torch.bmm(out["h"][:, 0], net._w["W"][0].mT) / math.sqrt(16)  # u_1 = W_1 h_0/√n
+    torch.testing.assert_close(out["u"][:, 0], want)
+
+
+def test_numpy_booleans_are_accepted_for_layernorm():
+    assert _net(layernorm=np.bool_(True)).layernorm is True
+    ResNetEnsemble(4, width=8, depth=2, seeds=1, layernorm=np.bool_(False))

@@ -95,7 +95,9 @@ class PostNonlinMSResNet(ResNetEnsemble, style="post", block=MS_BLOCK):
             fp.z.append(z)
         u = torch.bmm(z, self._w["W"][l].mT, out=None if fp is None else fp.u[l])
         u.mul_(1.0 / math.sqrt(self.n))
-        return self.stream.add_branch(h, mean_subtract(self.act.phi(u)),
+        p = self.act.phi(u)
+        # mean_subtract works in place: φ = identity returns u itself, which fp keeps
+        return self.stream.add_branch(h, mean_subtract(p.clone() if p is u else p),
                                       out=None if fp is None else fp.h[l + 1])
 
     def _block_backward(self, l: int, fp: ForwardPass, G: torch.Tensor,

@@ -39,6 +39,8 @@ import math
 import numbers
 from typing import NamedTuple
 
+import numpy as np
+
 from nfd.schema import Parametrization, check_parametrization, check_positive_float, power
 
 __all__ = ["MS_BLOCK", "LAYERNORM_EPS", "MSOptions", "check_ms_options",
@@ -99,7 +101,8 @@ def check_ms_options(block: str, *, block_multiplier=1.0, layernorm=False,
     TypeError, ValueError
         Naming the argument.
     """
-    given = {"block_multiplier": block_multiplier != 1.0, "layernorm": layernorm is not False,
+    given = {"block_multiplier": block_multiplier != 1.0, "layernorm": layernorm is not False
+             and not (isinstance(layernorm, np.bool_) and not layernorm),
              "lr_exponent": lr_exponent is not None}
     if block != MS_BLOCK:
         for name, set_ in given.items():
@@ -111,11 +114,11 @@ def check_ms_options(block: str, *, block_multiplier=1.0, layernorm=False,
     if regime != "feature":
         raise ValueError(f"block={MS_BLOCK!r} with regime={regime!r}: paper 001's block "
                          "is muP (f = V^T x^L, V ~ N(0, 1/n^2)); use regime='feature'")
-    if not isinstance(layernorm, bool):
+    if not isinstance(layernorm, (bool, np.bool_)):
         raise TypeError(f"layernorm must be True or False, got {layernorm!r}")
     a = check_positive_float("block_multiplier", block_multiplier)
     if lr_exponent is None:
-        return MSOptions(a, layernorm, None)
+        return MSOptions(a, bool(layernorm), None)
     if isinstance(lr_exponent, bool) or not isinstance(lr_exponent, numbers.Real) \
             or not math.isfinite(lr_exponent):
         raise TypeError(f"lr_exponent must be a finite real number (paper 001's gamma, "
@@ -124,7 +127,7 @@ def check_ms_options(block: str, *, block_multiplier=1.0, layernorm=False,
         raise ValueError(f"lr_exponent={lr_exponent!r} with hidden_lr={hidden_lr!r}: both "
                          "set the hidden rate; pass one (lr_exponent=0 is 'block-only' "
                          "at T = 1)")
-    return MSOptions(a, layernorm, float(lr_exponent))
+    return MSOptions(a, bool(layernorm), float(lr_exponent))
 
 
 def check_ms_parametrization(branch_exponent=0.5, trainable=("U", "W", "V")) -> Parametrization:
