@@ -30,7 +30,9 @@ CASES = [dict(width=255, seeds=1, batch_size=5),
          dict(width=2049, seeds=1, batch_size=3),
          dict(width=255, seeds=2, batch_size=5, dtype="float64", optimizer="adam"),
          dict(width=255, seeds=3, batch_size=2, momentum=0.9, weight_decay=0.1,
-              backward="decoupled")]
+              backward="decoupled"),
+         # Tensor Programs VI's block: layer norm and mean subtraction in the passes
+         dict(width=255, seeds=1, batch_size=5, block="post-nonlin-ms", layernorm=True)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{v}" for v in c.values()))
