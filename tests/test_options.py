@@ -102,3 +102,12 @@ def test_thread_count_changes_nothing(dtype):
     a, b = runs
     for name in a.data_vars:
         assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
+
+
+def test_the_progress_bar_counts_every_sgd_step(capsys):
+    # issue 50.8: the bar stopped at K/(K+1), the last pass (probes only) being
+    # counted but never reached; it counts the K SGD steps and ends at K/K
+    X, y = nfd.synthetic_task("tanh", 5, 4, seed=0)
+    nfd.simulate(X, y, eta_c=0.2, steps=2, particles=64, progress=True, error_replicas=0)
+    err = capsys.readouterr().err
+    assert "5/5" in err and "/6" not in err, err[-300:]

@@ -434,11 +434,12 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
     cfg = cfgs[0]
     probe_index = {s: j for j, s in enumerate(cfg.probe_steps)}
     eig_index = {s: j for j, s in enumerate(cfg.eig_steps)}
-    steps = tqdm(range(cfg.K + 1), disable=not progress, desc="nfd.simulate", unit="step")
+    # the bar counts SGD steps (K of them; the pass k = K only evaluates the probes)
+    bar = tqdm(total=cfg.K, disable=not progress, desc="nfd.simulate", unit="step")
     # The team (sized to the free cores) runs the split history products; everything
     # else runs on one thread, so no number depends on the team (sde._threads).
-    with ThreadTeam(cfg.device) as team:
-        for k in steps:
+    with ThreadTeam(cfg.device) as team, bar:
+        for k in range(cfg.K + 1):
             team.tick()
             with serial():
                 for state in group.states:
@@ -450,6 +451,7 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
                 sgd_step(group, k)
                 if k in eig_index:
                     record_eigenvalues(main, eig_index[k])
+            bar.update()
     if not replica:
         warn_if_floors_matter(main, stacklevel=4)
     return [assemble(s.cfg, s.rec) for s in group.states], group.reason
