@@ -10,7 +10,10 @@ with ``backward="decoupled"`` (Definition 1 of paper 002); ``validation.train_re
 trains a few seeds of the finite network with ordinary backprop. The figure
 (:func:`nfd.plot.plot_run`) draws the limits (solid, ±2 s.e. Monte Carlo) beside the
 networks (dashed, ±2 s.e. over seeds): output and loss on the training stream,
-output and loss on held-out probes, and E[h_t²], E[g_t²] over depth.
+output and loss on held-out probes, and E[h_t²], E[g_t²] over depth. The agreement it
+prints (the networks' rms error against each limit on the probes, and the share of
+(step, probe) pairs within 2 s.e.) is also written beside the figure, as
+``quickstart.json`` for ``quickstart.png``: the README quotes ``docs/quickstart.json``.
 
     python examples/quickstart.py [quickstart.png] [--width 1024] [--seeds 8]
 """
@@ -18,6 +21,7 @@ output and loss on held-out probes, and E[h_t²], E[g_t²] over depth.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -26,12 +30,12 @@ import nfd.plot
 from validation import train_resnet
 
 
-def _agreement(networks, limit) -> str:
-    """How often the networks' seed mean is within 2 s.e. of ``limit`` on the probes."""
+def _agreement(networks, limit) -> dict[str, float]:
+    """How close the networks' seed mean is to ``limit`` on the probes: its rms error
+    and the share of (step, probe) pairs within 2 s.e. of the limit."""
     cmp = nfd.compare(networks, limit, var="probe_f")
-    inside = float((abs(cmp.error) <= 2 * cmp.error_se).mean())
-    rms = float((cmp.error ** 2).mean() ** 0.5)
-    return f"rms error {rms:.3f}, within ±2 s.e. at {100 * inside:.0f}% of (step, probe)"
+    return {"rms_error": float((cmp.error ** 2).mean() ** 0.5),
+            "within_2se": float((abs(cmp.error) <= 2 * cmp.error_se).mean())}
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -62,9 +66,15 @@ def main(argv: list[str] | None = None) -> Path:
                             backward="coupled", **common)
     print(f"networks (n = {args.width}, {args.seeds} seeds): "
           f"{time.perf_counter() - t0:5.1f} s")
-    for backward, limit in limits.items():
-        print(f"networks vs {backward} limit, held-out outputs: "
-              f"{_agreement(networks, limit)}")
+    agreement = {backward: _agreement(networks, limit) for backward, limit in limits.items()}
+    for backward, a in agreement.items():
+        print(f"networks vs {backward} limit, held-out outputs: rms error "
+              f"{a['rms_error']:.3f}, within ±2 s.e. at {100 * a['within_2se']:.0f}% of "
+              "(step, probe)")
+    # the printed numbers, stored beside the figure (README quotes them)
+    record = args.figure.with_suffix(".json")
+    record.write_text(json.dumps({"settings": vars(args) | {"figure": str(args.figure)},
+                                  "networks_vs_limit": agreement}, indent=1) + "\n")
     path = nfd.plot.plot_run(limits, {"coupled": networks}, args.figure,
                              title=f"depth-μP ResNet, L = {args.depth}, relu, η_c = "
                                    f"{args.eta_c}, batch {B}: limits (n = ∞, "

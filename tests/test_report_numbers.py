@@ -23,7 +23,10 @@ fail (``test_a_broken_value_fails``: one number of ``gia.nc`` changed in a copy)
 
 from __future__ import annotations
 
+import json
 import re
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +207,36 @@ def test_the_checks_can_fail():
     assert readme_mismatches(ok.replace("0.0128]", "0.0130]"), report)
     assert readme_mismatches(ok.replace("17%", "19%"), report)
     assert readme_mismatches(ok.replace("(§3)", ""), report)
+
+
+def _quickstart_percentages() -> dict[str, str]:
+    """The quickstart's shares within ±2 s.e. as README prints them, from its stored
+    record ``docs/quickstart.json`` (written by ``examples/quickstart.py`` beside its
+    figure)."""
+    record = json.loads((ROOT / "docs" / "quickstart.json").read_text())
+    return {mode: f"{100 * a['within_2se']:.0f}%"
+            for mode, a in record["networks_vs_limit"].items()}
+
+
+@pytest.mark.parametrize("page, pattern", [
+    ("README.md", r"coupled limit at (\d+%) of the held-out.*?decoupled limit at (\d+%)"),
+    ("docs/examples.md", r"\((\d+%) coupled, (\d+%) decoupled\)"),
+])
+def test_the_quickstart_numbers_are_its_stored_record(page, pattern):
+    # audit row R9: the percentages the README and the examples page quote are the
+    # committed record's, not a printout's
+    found = re.search(pattern, (ROOT / page).read_text(), re.S)
+    assert found, f"{page} no longer quotes the quickstart's shares"
+    stored = _quickstart_percentages()
+    assert found.groups() == (stored["coupled"], stored["decoupled"]), (found.groups(), stored)
+
+
+def test_the_quickstart_writes_its_record_beside_its_figure(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["quickstart.py", str(tmp_path / "q.png"), "--width",
+                                      "32", "--seeds", "2", "--sgd-steps", "3", "--depth",
+                                      "2", "--particles", "128"])
+    runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="__main__")
+    record = json.loads((tmp_path / "q.json").read_text())
+    assert set(record["networks_vs_limit"]) == {"coupled", "decoupled"}
+    assert 0 <= record["networks_vs_limit"]["coupled"]["within_2se"] <= 1
+    assert record["settings"]["width"] == 32
