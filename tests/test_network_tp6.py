@@ -314,6 +314,7 @@ def test_block_only_is_gamma_zero_only_at_unit_base_depth():
     (dict(block="post-nonlin-ms", style="pre"), ValueError, "post-nonlinearity block"),
     (dict(block="post-nonlin-ms", scaling="mup"), ValueError, "scaling='depth-mup'"),
     (dict(block="post-nonlin-ms", regime="kernel"), ValueError, "regime='feature'"),
+    (dict(block="post-nonlin-ms", gamma0=2.0), ValueError, "gamma0=2.0: paper 001"),
     (dict(block="post-nonlin-ms", block_multiplier=0.0), ValueError, "block_multiplier"),
     (dict(block="post-nonlin-ms", block_multiplier=float("nan")), ValueError,
      "block_multiplier"),

@@ -428,7 +428,8 @@ class ResNetEnsemble(ABC):
                            scaling=self.scaling, regime=self.regime)
         self.block_multiplier, self.layernorm, self.lr_exponent = check_ms_options(
             self.block, block_multiplier=block_multiplier, layernorm=layernorm,
-            lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=self.regime)
+            lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=self.regime,
+            gamma0=self.gamma0)
         self.param = check_network_parametrization(branch_exponent, trainable, style=self.style,
                                                    block=self.block, scaling=self.scaling)
         self.record_collapse = bool(record_collapse) and self.block == "two-layer"

@@ -134,7 +134,8 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     param = check_network_parametrization(branch_exponent, trainable, style=style, block=block,
                                           scaling=scaling)
     ms = check_ms_options(block, block_multiplier=block_multiplier, layernorm=layernorm,
-                          lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=regime)
+                          lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=regime,
+                          gamma0=gamma0)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
         activation=nfd.get_activation(activation), T=check_positive_float("T", T),

@@ -73,7 +73,7 @@ class MSOptions(NamedTuple):
 
 def check_ms_options(block: str, *, block_multiplier=1.0, layernorm=False,
                      lr_exponent=None, hidden_lr: str = "depth-mup",
-                     regime: str = "feature") -> MSOptions:
+                     regime: str = "feature", gamma0: float = 1.0) -> MSOptions:
     """The options of :data:`MS_BLOCK`, validated; other blocks must leave them at
     their defaults.
 
@@ -91,6 +91,8 @@ def check_ms_options(block: str, *, block_multiplier=1.0, layernorm=False,
         nfd's hidden-rate rule; must be ``"depth-mup"`` when γ is given.
     regime : str
         Must be ``"feature"`` (μP, paper 001 Table 2) for :data:`MS_BLOCK`.
+    gamma0 : float
+        Must be 1 for :data:`MS_BLOCK`: paper 001's readout has no γ₀.
 
     Returns
     -------
@@ -114,6 +116,10 @@ def check_ms_options(block: str, *, block_multiplier=1.0, layernorm=False,
     if regime != "feature":
         raise ValueError(f"block={MS_BLOCK!r} with regime={regime!r}: paper 001's block "
                          "is muP (f = V^T x^L, V ~ N(0, 1/n^2)); use regime='feature'")
+    if gamma0 != 1.0:
+        raise ValueError(f"block={MS_BLOCK!r} with gamma0={gamma0!r}: paper 001's block "
+                         "reads out f = V^T x^L with no gamma0 (it would divide f by "
+                         "gamma0 and multiply the SGD rates by gamma0^2); use gamma0=1")
     if not isinstance(layernorm, (bool, np.bool_)):
         raise TypeError(f"layernorm must be True or False, got {layernorm!r}")
     a = check_positive_float("block_multiplier", block_multiplier)
