@@ -1,18 +1,19 @@
 """Where the Monte Carlo variance of ``nfd.simulate`` comes from on ten-class digits
 (issue 54, item 1): a crossed design of common random numbers.
 
-A run's randomness has named streams (``nfd._simulation._state.ROLES``): the initial
-particles (``parameters``: each particle's row u of U and readout row v) and the
-drivers' innovations (``forward``, ``backward``; and ``probes``, the held-out inputs'
-fresh noise). Here S_p seeds of the particles are crossed with S_i seeds of the
-innovations (every pair is one run, ``error_replicas=0``), so each output y_{pi} (f
-at every SGD step and probe_f at every evaluation and probe) splits as a two-way
-random-effects layout without replication::
+A run's randomness is its initial particles (each particle's row u of U and readout
+row v, drawn from ``seed``), its drivers' innovations (which ``simulate`` takes as
+given tensors through ``innovations=``) and the held-out inputs' fresh noise (drawn
+from ``seed`` too). Here S_p seeds are crossed with S_i seeds of the innovations
+(every pair is one run, ``error_replicas=0``), so each output y_{pi} (f at every SGD
+step and probe_f at every evaluation and probe) splits as a two-way random-effects
+layout without replication::
 
     y_{pi} = μ + a_p + b_i + c_{pi},   var y = σ²_a + σ²_b + σ²_c
 
-σ²_a: the initial particles alone; σ²_b: the innovations alone; σ²_c: what neither
-explains alone (their interaction through training). The estimates are the usual
+σ²_a: the initial particles alone (for probe_f, with the probes' fresh noise);
+σ²_b: the drivers' innovations alone; σ²_c: what neither explains alone (their
+interaction through training). The estimates are the usual
 mean-square ones (σ²_c = MS_c, σ²_a = (MS_a − MS_c)/S_i, σ²_b = (MS_b − MS_c)/S_p),
 summed over the outputs of each kind and given as shares of the total. Their
 uncertainty: the whole design is run ``--replicates`` times on disjoint seeds, one row
@@ -44,11 +45,7 @@ import numpy as np
 import torch
 
 import nfd
-import nfd._simulation._state as state
 from validation import load_digits, train_resnet
-
-#: Which seed each random role takes in the crossed design (:func:`_crossed_streams`).
-INNOVATION_ROLES = ("forward", "backward", "probes")
 
 
 def _task(quick: bool):
@@ -63,38 +60,26 @@ def _task(quick: bool):
         momentum=0.9, steps=8, progress=False, eig_steps=[])
 
 
-def _crossed_streams(p: int, i: int):
-    """A stand-in for ``nfd._simulation._state.streams`` giving the particles the
-    streams of seed ``p`` and every other role those of seed ``i`` (each role's
-    stream is the one ``simulate(seed=...)`` would give it)."""
-    def streams(seed: int, device: torch.device) -> dict[str, torch.Generator]:
-        return {role: torch.Generator(device=device).manual_seed(
-            state.seed_word(i if role in INNOVATION_ROLES else p, (k,)))
-            for k, role in enumerate(state.ROLES)}
-    return streams
-
-
 def crossed_runs(X, y, probes, opts, P: int, S_p: int, S_i: int, backward: str,
                  replicate: int = 0) -> dict:
     """Outputs of every (particles seed, innovations seed) pair: ``f`` (S_p, S_i,
     steps·B·C) and ``probe_f`` (S_p, S_i, evaluations·Q·C), and the wall time; each
     ``replicate`` has seeds of its own."""
-    out, real = {"f": [], "probe_f": []}, state.streams
+    out = {"f": [], "probe_f": []}
+    shape = (opts["steps"], len(y), P)
     start = time.perf_counter()
-    try:
-        for p in range(S_p):
-            rows = {"f": [], "probe_f": []}
-            for i in range(S_i):
-                state.streams = _crossed_streams(10_000 * (1 + replicate) + p,
-                                                 10_000 * (1 + replicate) + 5000 + i)
-                ds = nfd.simulate(X, y, particles=P, probes=probes, backward=backward,
-                                  error_replicas=0, **opts)
-                for name in rows:
-                    rows[name].append(ds[name].values.reshape(len(ds[name]), -1))
+    for p in range(S_p):
+        rows = {"f": [], "probe_f": []}
+        for i in range(S_i):
+            g = torch.Generator().manual_seed(10_000 * (1 + replicate) + 5000 + i)
+            xi = tuple(torch.randn(shape, generator=g) for _ in range(2))
+            ds = nfd.simulate(X, y, particles=P, probes=probes, backward=backward,
+                              error_replicas=0, seed=10_000 * (1 + replicate) + p,
+                              innovations=xi, **opts)
             for name in rows:
-                out[name].append(np.stack(rows[name]))
-    finally:
-        state.streams = real
+                rows[name].append(ds[name].values.reshape(len(ds[name]), -1))
+        for name in rows:
+            out[name].append(np.stack(rows[name]))
     return {k: np.stack(v) for k, v in out.items()} | {"seconds": time.perf_counter() - start}
 
 
@@ -134,7 +119,7 @@ def main(argv=None) -> None:
     ap.add_argument("--particles", type=int, default=2048)
     ap.add_argument("--seeds", type=int, nargs=2, default=(6, 6),
                     help="particle seeds and innovation seeds (crossed)")
-    ap.add_argument("--network-seeds", type=int, default=16)
+    ap.add_argument("--network-seeds", type=int, default=16, help="0: no networks")
     ap.add_argument("--replicates", type=int, default=2,
                     help="independent designs on disjoint seeds (one table row each)")
     ap.add_argument("--quick", action="store_true")
@@ -149,7 +134,9 @@ def main(argv=None) -> None:
           "| variance per output | at step 0 | ×, first tenth | ×, last tenth | width-P "
           "networks' seed variance per output |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    nets = network_variance(X, y, probes, opts, P, args.network_seeds)
+    nets = (network_variance(X, y, probes, opts, P, args.network_seeds)
+            if args.network_seeds > 1 else {"f": float("nan"), "probe_f": float("nan"),
+                                            "seconds": 0.0})
     for backward in ("coupled", "decoupled"):
         for r in range(args.replicates):
             runs = crossed_runs(X, y, probes, opts, P, S_p, S_i, backward, r)
