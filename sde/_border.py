@@ -63,17 +63,17 @@ def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     shrunk so that l22² + |L21|² = s stays exact (without this the increments'
     variance grows without bound in float32 runs).
     """
-    k = inv.shape[0]
-    coef = torch.mv(inv, col[:k])
-    return _column_tail(coef, torch.dot(coef, coef), col[k:], rel_jitter)
+    coef, pivot, min_eig, skip = border_columns([inv], col[None], rel_jitter)
+    return coef[0], pivot[0], min_eig[0], skip[0]
 
 
 def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
-    """:func:`border_column` for G independent drivers at once: ``invs`` their G
-    inverses (k, k), ``cols`` (G, k+1). The products with the inverses are made per
-    driver, exactly as :func:`border_column` makes them; the rest of the arithmetic
-    is elementwise and made once for all G (the same bits per element). Returns
-    coef (G, k), pivot, min_eig and skip (G, 1)."""
+    """:func:`border_column` for G independent drivers at once (one driver's border is
+    this with G = 1): ``invs`` their G inverses (k, k), ``cols`` (G, k+1). The
+    products with the inverses are made per driver, each into its own aligned slab,
+    so every driver gets the bits it gets alone; the rest of the arithmetic is
+    elementwise and made once for all G (the same bits per element). Returns coef
+    (G, k), pivot, min_eig and skip (G, 1)."""
     G, k = cols.shape[0], cols.shape[1] - 1
     coefs = grouped(G, (k,), cols.dtype, cols.device)
     for inv, col, c in zip(invs, cols[:, :k].unbind(0), coefs.unbind(0)):
@@ -152,18 +152,16 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     that needs no eigen-solver, whose result would have to be read back by the host
     on a GPU, every layer), and the skip mask (B,).
     """
-    k = inv.shape[0]
-    hist = inv @ col[:k]  # (k, B): L21ᵀ before the shrink
-    rows, min_eig, skip = _block_tail(hist[None], (hist.T @ hist)[None], col[None, k:],
-                                      rel_jitter)
+    rows, min_eig, skip = border_blocks([inv], col[None], rel_jitter)
     return rows[0], min_eig[0], skip[0]
 
 
 def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
-    """:func:`border_block` for G independent drivers at once: ``invs`` their G
-    inverses (k, k), ``cols`` (G, k+B, B). The products are made per driver, exactly
-    as :func:`border_block` makes them, the elementwise rest once for all G (the
-    same bits per element). Returns rows (G, B, k+B), min_eig (G, 1), skip (G, B)."""
+    """:func:`border_block` for G independent drivers at once (one driver's border is
+    this with G = 1): ``invs`` their G inverses (k, k), ``cols`` (G, k+B, B). The
+    products are made per driver, each into its own aligned slab, the elementwise
+    rest once for all G (the same bits per element). Returns rows (G, B, k+B),
+    min_eig (G, 1), skip (G, B)."""
     G, k, b = cols.shape[0], cols.shape[1] - cols.shape[2], cols.shape[2]
     hist = grouped(G, (k, b), cols.dtype, cols.device)
     gram = grouped(G, (b, b), cols.dtype, cols.device)

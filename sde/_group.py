@@ -31,6 +31,7 @@ from ._layout import grouped
 
 __all__ = ["DriverGroup"]
 
+
 class DriverGroup:
     """G growing drivers (:class:`GrowingGaussianDriver`) with the same time grid,
     capacity, floor and options, each with its own particles and generator,

@@ -315,7 +315,7 @@ def test_the_rule_fails_on_a_sync(tmp_path):
     assert text.count(anchor) == 2
     model.write_text(text.replace(anchor, anchor + "            min_eig.item()\n", 1))
     border = tmp_path / "sde/_border.py"
-    anchor = "    coef = torch.mv(inv, col[:k])\n"
+    anchor = "    G, k = cols.shape[0], cols.shape[1] - 1\n"  # in border_columns
     border.write_text(border.read_text().replace(anchor, anchor + "    float(coef[0])\n"))
     found = violations(tmp_path)
     assert len(found) == 2, found
