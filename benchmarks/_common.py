@@ -35,3 +35,18 @@ def quickstart_task(K: int = 64, B: int = 2, d: int = 16):
     a tanh teacher, and 32 held-out probes of the same teacher; (X, y, probes)."""
     X, y = nfd.synthetic_task("tanh", K * B, d, seed=0)
     return X, y, nfd.synthetic_task("tanh", 32, d, seed=1, teacher_seed=0)
+
+
+def digits10_task(K: int = 60, B: int = 8, Q: int = 64):
+    """Ten-class digits (scikit-learn's, d = 64, rows on the sphere), K steps of batch
+    B, Q held-out probes, softmax cross-entropy over C = 10 outputs, momentum 0.9 and
+    a warm-up + cosine schedule to η_c = 0.1 (the setting where the error replicas
+    were calibrated at K·B = 480): (X, y, probes, options of ``simulate`` and
+    ``train_resnet``)."""
+    from validation import load_digits
+
+    X, y = load_digits(None, target="label", n_samples=K * B + Q, fit_samples=K * B)
+    eta = nfd.warmup_cosine(K, peak=0.1, warmup=max(1, K // 10))
+    return X[:K * B], y[:K * B], (X[K * B:], y[K * B:]), dict(
+        activation="relu", loss="cross_entropy", classes=10, eta_c=eta, batch_size=B,
+        momentum=0.9)

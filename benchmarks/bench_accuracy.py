@@ -54,7 +54,7 @@ import torch
 import nfd
 from validation import train_resnet
 
-from _common import quickstart_task
+from _common import digits10_task, quickstart_task
 
 L = 8
 
@@ -63,21 +63,6 @@ def _quickstart():
     """The quickstart's stream (tanh teacher on the sphere, d = 16, K = 64 steps of
     batch 2, 32 held-out probes) and options (relu, mse, η_c = 0.4, plain SGD)."""
     return (*quickstart_task(64, 2), dict(activation="relu", eta_c=0.4, batch_size=2))
-
-
-def _digits():
-    """Ten-class digits (scikit-learn's, d = 64, rows on the sphere), K = 60 steps of
-    batch 8 (K·B = 480), 64 held-out probes, softmax cross-entropy over C = 10
-    outputs, momentum 0.9 and a warm-up + cosine schedule to η_c = 0.1: the setting
-    where the error replicas were calibrated at K·B = 480 (``nfd._simulation``)."""
-    from validation import load_digits
-
-    K, B, Q = 60, 8, 64
-    X, y = load_digits(None, target="label", n_samples=K * B + Q, fit_samples=K * B)
-    eta = nfd.warmup_cosine(K, peak=0.1, warmup=K // 10)
-    return X[:K * B], y[:K * B], (X[K * B:], y[K * B:]), dict(
-        activation="relu", loss="cross_entropy", classes=10, eta_c=eta, batch_size=B,
-        momentum=0.9)
 
 
 #: --setting: the stream, probes and options of each measured setting (a function),
@@ -91,7 +76,7 @@ SETTINGS = {
                                      widths=[64, 128, 256, 512, 1024], seeds=6,
                                      net_seeds=64, P_ref=65536,
                                      eps=(0.04, 0.02, 0.01, 0.006, 0.004, 0.003))),
-    "digits10": (_digits, dict(Ps=[2048, 4096, 8192, 16384], widths=[64, 128, 256, 512],
+    "digits10": (digits10_task, dict(Ps=[2048, 4096, 8192, 16384], widths=[64, 128, 256, 512],
                                seeds=6, net_seeds=32, P_ref=32768,
                                eps=(0.4, 0.2, 0.1, 0.05))),
 }

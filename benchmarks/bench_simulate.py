@@ -71,7 +71,7 @@ import nfd
 import sde
 from validation import train_resnet
 
-from _common import best_of, copy_bandwidth
+from _common import best_of, copy_bandwidth, quickstart_task
 
 
 def _data(K: int, d: int = 8, seed: int = 0):
@@ -522,8 +522,7 @@ def quickstart_counts(dev: str) -> None:
     coupled with the default replicas ≤ 80, without ≤ 60; ≤ 1.5 synchronisations per
     SGD step with replicas)."""
     L, K, B = 8, 64, 2
-    X, y = nfd.synthetic_task("tanh", K * B, 16, seed=0)
-    probes = nfd.synthetic_task("tanh", 32, 16, seed=1, teacher_seed=0)
+    X, y, probes = quickstart_task(K, B)
     default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
     print(f"quickstart setting (P=4096, L={L}, K={K}, B={B}, 32 probes): kernel-launching "
           "operations per layer-step (views and allocations left out), host "

@@ -45,19 +45,16 @@ import numpy as np
 import torch
 
 import nfd
-from validation import load_digits, train_resnet
+from validation import train_resnet
+
+from _common import digits10_task
 
 
 def _task(quick: bool):
-    """The digits10 setting of ``bench_accuracy.py`` (K = 60 steps of batch 8, 64
-    probes, softmax cross-entropy, momentum 0.9, warm-up + cosine to η_c = 0.1);
-    ``quick``: K = 12, 16 probes."""
-    K, B, Q = (12, 8, 16) if quick else (60, 8, 64)
-    X, y = load_digits(None, target="label", n_samples=K * B + Q, fit_samples=K * B)
-    eta = nfd.warmup_cosine(K, peak=0.1, warmup=max(1, K // 10))
-    return X[:K * B], y[:K * B], (X[K * B:], y[K * B:]), dict(
-        activation="relu", loss="cross_entropy", classes=10, eta_c=eta, batch_size=B,
-        momentum=0.9, steps=8, progress=False, eig_steps=[])
+    """The digits10 setting of ``bench_accuracy.py`` (``_common.digits10_task``: K = 60
+    steps of batch 8, 64 probes), depth 8; ``quick``: K = 12, 16 probes."""
+    X, y, probes, opts = digits10_task(*((12, 8, 16) if quick else (60, 8, 64)))
+    return X, y, probes, opts | dict(steps=8, progress=False, eig_steps=[])
 
 
 def crossed_runs(X, y, probes, opts, P: int, S_p: int, S_i: int, backward: str,
