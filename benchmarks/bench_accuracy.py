@@ -192,7 +192,7 @@ def richardson_time(table: dict, ref_mse: float, eps: float) -> tuple[float, str
     return best
 
 
-def _plot(rows: list, path: str, title: str) -> None:
+def _plot(rows: list, path: str, title: str, device: str) -> None:
     from nfd.plot import pyplot
 
     plt = pyplot()
@@ -203,7 +203,7 @@ def _plot(rows: list, path: str, title: str) -> None:
                                "simulate, error_replicas=0")):
         ax.plot(eps, [r[1 + j] for r in rows], "o-", label=label)
     ax.set(xscale="log", yscale="log", xlabel="RMS error ε of f and probe_f against the "
-           "reference", ylabel="wall time to reach ε (s, one thread)", title=title)
+           "reference", ylabel=f"wall time to reach ε (s, one thread, {device})", title=title)
     ax.invert_xaxis()
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
@@ -289,7 +289,7 @@ def main(argv=None) -> dict:
               f"{best / ts:.2f}× | {tb:.1f} s | {best / tb:.2f}× |")
     K, B = len(y) // opts["batch_size"], opts["batch_size"]
     _plot(rows, args.out, f"time to accuracy, {args.setting} setting (relu, L = {L}, K = {K}, "
-          f"B = {B}; {args.device})")
+          f"B = {B})", args.device)
     return _written(doc, args.json)
 
 
