@@ -16,7 +16,8 @@ SAME_RUN = ("activation", "loss", "outputs", "optimizer", "betas", "eps", "hidde
             "branch_exponent", "trainable", "eta_c",
             "eta_c_schedule", "momentum", "weight_decay",
             "gamma0", "T", "depth", "batch_size", "sgd_steps", "input_dim", "style", "block",
-            "first_layer_lr", "scaling", "regime", "X_sha256", "X_probe_sha256")
+            "first_layer_lr", "block_multiplier", "layernorm", "scaling", "regime",
+            "X_sha256", "X_probe_sha256")
 
 
 #: The optimizer and parametrization of a run written before these attrs existed

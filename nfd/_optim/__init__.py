@@ -4,4 +4,5 @@ applies them, and the checks of a training stream and its block structure."""
 
 from ._optimizers import (HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD, Adam, adam_step_,
                           check_optimizer, check_sgd, scale_step, warmup_cosine)
-from ._training import BACKWARD_LIMITS, BLOCKS, FIRST_LAYER_RATES, check_block, check_stream
+from ._training import (BACKWARD_LIMITS, BLOCKS, FIRST_LAYER_RATES, block_attrs, block_style,
+                        check_block, check_stream)

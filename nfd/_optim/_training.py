@@ -10,7 +10,8 @@ from .._schema import (DEFAULT_PROBE_STEPS, check_choice, check_int, check_matri
 from .._model import get_loss
 from ._optimizers import check_optimizer
 
-__all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "check_block", "check_stream"]
+__all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "block_attrs", "block_style",
+           "check_block", "check_stream"]
 
 #: Backward-pass limits ``simulate`` and ``linear_limit`` integrate. ``"coupled"``: ordinary
 #: backpropagation (the backward pass uses the forward weights), whose limit keeps
@@ -19,9 +20,10 @@ __all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "check_block", "che
 #: ICLR 2024 (paper 000, App. D–E). ``"decoupled"``: the backward pass uses an
 #: independent weight copy (gradient independence), Definition 1 of paper 002.
 BACKWARD_LIMITS = ("coupled", "decoupled")
-#: Residual blocks: one layer (paper 002 eq. 1) or two (eq. 6), in the limits and the
-#: finite networks alike.
-BLOCKS = ("one-layer", "two-layer")
+#: Residual blocks: one layer (paper 002 eq. 1), two (eq. 6), or Tensor Programs VI's
+#: post-nonlinearity block with Mean Subtraction (paper 001 §6.3; block multiplier 1,
+#: no LayerNorm), in the limits and the finite networks alike.
+BLOCKS = ("one-layer", "two-layer", "post-nonlin-ms")
 #: W_{ℓ,1}'s learning rate in two-layer blocks: η_c·n (depth-μP) or η_c·n·√L (eq. 8).
 FIRST_LAYER_RATES = ("depth-mup", "depth-aware")
 
@@ -75,10 +77,25 @@ def check_block(block, first_layer_lr, record_collapse, innovations) -> tuple:
     check_choice("first_layer_lr", first_layer_lr, FIRST_LAYER_RATES)
     if not isinstance(record_collapse, bool):
         raise TypeError(f"record_collapse must be True or False, got {record_collapse!r}")
-    if block == "one-layer" and (first_layer_lr != "depth-mup" or record_collapse):
+    if block != "two-layer" and (first_layer_lr != "depth-mup" or record_collapse):
         raise ValueError("first_layer_lr and record_collapse are for block='two-layer' "
-                         "(one-layer blocks have no first internal layer)")
-    if block == "two-layer" and innovations is not None and innovations[0] is not None:
-        raise ValueError("innovations= is for one-layer blocks (two-layer blocks have "
-                         "four drivers per layer); leave it None")
+                         f"({block} blocks have no first internal layer)")
+    if block != "one-layer" and innovations is not None and innovations[0] is not None:
+        raise ValueError(f"innovations= is for one-layer blocks ({block} blocks have "
+                         "drivers of their own per layer); leave it None")
     return block, first_layer_lr, record_collapse
+
+
+def block_style(block: str) -> str:
+    """The ``style`` attr of the network whose limit a run of ``block`` is, as
+    ``validation.train_resnet`` records it: ``"post"`` for Tensor Programs VI's
+    post-nonlinearity block, ``"pre"`` (eq. 1 and 6) otherwise."""
+    return "post" if block == "post-nonlin-ms" else "pre"
+
+
+def block_attrs(block: str) -> dict:
+    """The block options a limit run of ``block`` stands for, as
+    ``validation.train_resnet`` records them (:func:`nfd.compare` refuses a network
+    with others): Tensor Programs VI's block with multiplier 1 and no LayerNorm; none
+    for the other blocks."""
+    return {"block_multiplier": 1.0, "layernorm": 0} if block == "post-nonlin-ms" else {}

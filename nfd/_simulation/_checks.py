@@ -63,7 +63,9 @@ class Config:
     innovations: tuple[torch.Tensor | None, torch.Tensor | None]
     error_replicas: int = 0
     C: int = 1  # outputs: 1 is the scalar path, C ≥ 2 the vector path (issue 23)
-    block: str = "one-layer"  # or "two-layer" (paper 002 eq. 6; nfd._simulation._twolayer)
+    #: or "two-layer" (paper 002 eq. 6; nfd._simulation._twolayer), "post-nonlin-ms"
+    #: (paper 001 §6.3; nfd._simulation._msblock)
+    block: str = "one-layer"
     first_layer_lr: str = "depth-mup"  # two-layer blocks: W_{ℓ,1}'s rate, m = 1 or √L
     record_collapse: bool = False  # two-layer blocks: internal_update, residual_update
     #: Adam / AdamW (issue 34), with ``sgd`` then the plain schedule; None for SGD
@@ -105,6 +107,13 @@ class Config:
     @property
     def two_layer(self) -> bool:
         return self.block == "two-layer"
+
+    @property
+    def solo(self) -> bool:
+        """Whether the block's model has passes of its own (two-layer and Tensor
+        Programs VI's blocks, :class:`~nfd._simulation._lockstep.Solo`): its runs go
+        one at a time."""
+        return self.block != "one-layer"
 
     @property
     def first_mult(self) -> float:

@@ -9,6 +9,7 @@ import xarray as xr
 
 from .._schema import (EXTRA_VARIABLES, VARIABLES, annotate, base_attrs, data_attrs,
                        variable_dims)
+from .._optim import block_attrs, block_style
 from ._checks import Config
 from ._errors import replica_particles
 
@@ -48,7 +49,8 @@ def _attrs(cfg: Config) -> dict:
         alpha="1/sqrt(n)",
         learning_rate=_learning_rate(cfg),
         # the network whose limit this is (eq. 1), as train_resnet records it
-        style="pre", block=cfg.block, scaling="depth-mup", regime="feature",
+        style=block_style(cfg.block), block=cfg.block, scaling="depth-mup",
+        regime="feature", **block_attrs(cfg.block),
         **({"first_layer_lr": cfg.first_layer_lr} if cfg.two_layer else {}),
         **cfg.param.attrs(), **data_attrs(cfg.X, cfg.Xp),
     )

@@ -82,11 +82,14 @@ def memory_estimate(
         further readout columns, the current readout V(k) (P, C), the (B or Q, C, P)
         products of the outputs and the trajectories' C coefficients (in float64
         and ``dtype``).
-    block : {"one-layer", "two-layer"}
+    block : {"one-layer", "two-layer", "post-nonlin-ms"}
         ``"two-layer"`` (``nfd._simulation._twolayer``): four history streams
         (h_{ℓ−1}, φ(x_ℓ), a_ℓ, g_ℓ) and four drivers per layer instead of two of each,
         so the history, innovation and driver entries double (``"phi_history"``
         then counts h_{ℓ−1}, φ(x_ℓ) and a_ℓ), plus the block's x_ℓ (L·B·P).
+        ``"post-nonlin-ms"`` (``nfd._simulation._msblock``): three history streams
+        (h_{ℓ−1}, a_ℓ in ``"phi_history"``; g_ℓ) and two drivers with their own
+        innovations, plus the block's x_ℓ.
     optimizer : {"sgd", "adam", "adamw"}
         Adam adds the ``"adam_states"`` entry (``nfd._simulation._adam``): the dense
         states A_ℓ, m_ℓ, v_ℓ of every layer, 3·L·P² numbers, two P×P temporaries of
@@ -148,6 +151,8 @@ def memory_estimate(
     }
     if block == "two-layer":
         est.update(_two_layer_entries(N, L, P, item, backward, width, B))
+    elif block == "post-nonlin-ms":
+        est.update(_ms_block_entries(N, L, P, item, backward, width))
     if not isinstance(opt, SGD):
         est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * item
     if C >= 2:
@@ -169,5 +174,21 @@ def _two_layer_entries(N: int, L: int, P: int, item: int, backward: str, width: 
             L, P, N, item, storage=False, responses=backward == "coupled"),
         # as one-layer blocks, plus the block's x_ℓ and the per-source temporaries
         "workspace": (2 * L + 1 + 12) * width * P * item
+        + (3 * N * width * 8 if backward == "coupled" else 0),
+    }
+
+
+def _ms_block_entries(N: int, L: int, P: int, item: int, backward: str,
+                      width: int) -> dict[str, int]:
+    """The entries that differ for Tensor Programs VI's block (:class:`nfd._simulation.
+    _msblock.MSModel`: whole rows h_{ℓ−1}, a_ℓ and g_ℓ, two drivers with their own
+    innovations)."""
+    return {
+        "phi_history": 2 * L * N * P * item,  # h_{ℓ−1}, a_ℓ
+        "g_history": (L + 1) * N * P * item,
+        "innovations": 0,  # the drivers' own, in "drivers"
+        "drivers": 2 * GrowingGaussianDriver.memory_bytes(
+            L, P, N, item, storage=False, responses=backward == "coupled"),
+        "workspace": (2 * L + 1 + 10) * width * P * item
         + (3 * N * width * 8 if backward == "coupled" else 0),
     }

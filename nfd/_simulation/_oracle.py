@@ -27,6 +27,14 @@ response term; W_{ℓ,1} has its own optimizer coefficients (the recurrence at m
 m = √L for ``first_layer_lr="depth-aware"``); the particle counterpart is
 ``nfd._simulation._twolayer``.
 
+Tensor Programs VI's block (``block="post-nonlin-ms"``, paper 001 §6.3;
+docs/guide/tp6_limit.md): with φ = id the forward Mean Subtraction removes
+E[x_ℓ] = 0 and the backward one E[g_ℓ] = 0, so its limit is exactly that of the linear
+one-layer block, h_ℓ = h_{ℓ−1} + √τ W_ℓh_{ℓ−1}/√n, the same network up to MS: the
+one-layer system, recorded with the block's attrs. Its particle counterpart
+(``nfd._simulation._msblock``) integrates other equations (sources of W_ℓh and
+W_ℓᵀa, not of W_ℓφ and W_ℓᵀg), so the oracle tests those.
+
 This is an implementation independent of the particle code (numpy, float64, no
 shared helper beyond the loss), for testing both backward limits over many steps,
 mini-batches and probes. Components whose conditional variance is below 1e-12 of
@@ -47,7 +55,7 @@ from threadpoolctl import threadpool_limits
 
 from .._model import Parametrization, check_parametrization
 from .._schema import base_attrs, data_attrs, variable_dims
-from .._optim import check_block, check_stream
+from .._optim import block_attrs, block_style, check_block, check_stream
 
 __all__ = ["linear_limit"]
 
@@ -354,11 +362,14 @@ def linear_limit(
         after k steps as a_k W(0) − Σ_s c_{k,s} ∇̂_s, applied here to the
         coefficient vectors.
     backward : {"coupled", "decoupled"}
-    block : {"one-layer", "two-layer"}
+    block : {"one-layer", "two-layer", "post-nonlin-ms"}
         ``"two-layer"``: the n → ∞ limit of the two-layer blocks of paper 002 eq. 6
         (``validation.train_resnet(block="two-layer")``), equations in
         docs/two_layer_limit.md; records ``internal_update`` and ``residual_update``
         (step, block_time), the batch means of eq. 27 and 33–34.
+        ``"post-nonlin-ms"``: Tensor Programs VI's block (paper 001 §6.3, block
+        multiplier 1), whose φ = id limit is exactly the one-layer block's
+        (docs/guide/tp6_limit.md §3), recorded with its attrs.
     first_layer_lr : {"depth-mup", "depth-aware"}
         Two-layer blocks: W_{ℓ,1} learns at η_c·n·m, m = 1 or √L (eq. 8); its
         optimizer coefficients are those of the recurrence at m·η_c.
@@ -430,8 +441,9 @@ def linear_limit(
     attrs = base_attrs(model="linear_limit", backward=backward, activation="identity",
                        loss=lossf.name, **sgd.attrs(), T=T, steps=L, depth=L, particles="inf",
                        batch_size=B, sgd_steps=K, input_dim=d,
-                       **({"outputs": C} if C > 1 else {}), style="pre", block=block,
-                       scaling="depth-mup", regime="feature",
+                       **({"outputs": C} if C > 1 else {}), style=block_style(block),
+                       block=block, scaling="depth-mup", regime="feature",
+                       **block_attrs(block),
                        **({"first_layer_lr": first_layer_lr} if two else {}),
                        **param.attrs(), **data_attrs(Xn, Xp if Q else None))
     return _dataset(out, yn, yp, probe_steps, lossf, C, T, attrs)

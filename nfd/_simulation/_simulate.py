@@ -249,7 +249,7 @@ def simulate(
         cost. The replicas run in lockstep with the run, sharing its small algebra
         (``nfd._simulation._lockstep``), where run and replicas fit in memory
         together (``nfd.memory_estimate`` of each), else after it (and always with
-        two-layer blocks): every number is the same either way. With
+        two-layer and ``"post-nonlin-ms"`` blocks): every number is the same either way. With
         ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles, as many as
         the main run, so they cost about R times the run. Calibration and cost:
         :ref:`arg-error-replicas`.
@@ -268,9 +268,16 @@ def simulate(
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"``: the number of outputs (default: the
         largest label + 1). Refused with the other losses.
-    block : {"one-layer", "two-layer"}
+    block : {"one-layer", "two-layer", "post-nonlin-ms"}
         The residual block of the matching network (the names of
-        ``validation.train_resnet``). ``"two-layer"``: paper 002 eq. 6,
+        ``validation.train_resnet``). ``"post-nonlin-ms"``: Tensor Programs VI's
+        block (paper 001 §6.3), h_ℓ = h_{ℓ−1} + √τ·MS(φ(W_ℓh_{ℓ−1}/√n)) with
+        MS the mean subtraction over neurons (block multiplier 1, no LayerNorm; SGD
+        only, α = ½), whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and
+        W_ℓᵀa_ℓ/√n, and subtracts the particle mean of φ
+        (``nfd._simulation._msblock``, :doc:`/guide/tp6_limit`). Then ``sigma_*``
+        are those of the h_ℓ driver (Σ is E[h_ℓh_ℓ′]) and ``theta_*`` of the a_ℓ
+        driver (NaN at t_0). ``"two-layer"``: paper 002 eq. 6,
         x_ℓ = W_{ℓ,1}h_{ℓ−1}/√n, h_ℓ = h_{ℓ−1} + √(τ/n) W_{ℓ,2}φ(x_ℓ), whose limit
         has four drivers per layer (``nfd._simulation._twolayer``,
         docs/two_layer_limit.md): about twice the memory and time. Then
@@ -409,7 +416,7 @@ def simulate(
     scale = check_input_scale("X", cfg.X)
     if not replicas:
         ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
-    elif cfg.two_layer or not fit_together([cfg, *replicas]):
+    elif cfg.solo or not fit_together([cfg, *replicas]):
         ds = _integrate([cfg], scale, progress)[0][0]
         ds = calibrate_errors(ds, *_replicas(replicas, scale))
     else:

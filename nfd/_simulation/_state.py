@@ -18,6 +18,7 @@ from ._memory import memory_estimate
 from ._adam import adam_state
 from ._lockstep import Lockstep, Solo
 from ._model import History, Model
+from ._msblock import MSModel
 from ._twolayer import TwoLayerHistory, TwoLayerModel
 
 __all__ = ["ROLES", "seed_word", "streams", "RunState", "Group", "start", "start_group",
@@ -178,7 +179,8 @@ def start(cfg: Config, input_scale: float, replica: bool = False) -> RunState:
     readout of each particle, paper 002 eq. 1; with C ≥ 2 outputs a readout row
     v ~ N(0, I_C), drawn after u; whitened jointly under ``particle_init="whitened"``,
     :func:`whiten_jointly`), an empty history, the growing drivers (z and z̃;
-    two-layer blocks: z¹, z², z̃², z̃¹, ``nfd._simulation._twolayer``) and the record
+    two-layer blocks: z¹, z², z̃², z̃¹, ``nfd._simulation._twolayer``; Tensor Programs
+    VI's block: z, z̃ of W_ℓh and W_ℓᵀa, ``nfd._simulation._msblock``) and the record
     buffers; an error ``replica``'s guards do not advise more particles
     (:func:`_advice`)."""
     _ensure_memory(cfg)
@@ -189,7 +191,7 @@ def start(cfg: Config, input_scale: float, replica: bool = False) -> RunState:
                     **kw)
     if cfg.particle_init == "whitened":
         u, v = whiten_jointly(u, v)
-    model, hist, drivers = (_two_layer if cfg.two_layer else _one_layer)(cfg, u, v, gens)
+    model, hist, drivers = _BLOCKS[cfg.block](cfg, u, v, gens)
     model.dense = adam_state(cfg)
     first, advice = None, _advice(cfg, replica)
     if cfg.two_layer and not cfg.sgd.plain:
@@ -220,9 +222,9 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
     only. The runs after the first are error replicas; so is the first when
     ``replica``."""
     states = [start(cfg, input_scale, replica or i > 0) for i, cfg in enumerate(cfgs)]
-    if cfgs[0].two_layer:
+    if cfgs[0].solo:
         if len(states) > 1:
-            raise ValueError("two-layer blocks run one run at a time")
+            raise ValueError(f"{cfgs[0].block} blocks run one run at a time")
         return Group(states, Solo(states[0].model))
     return Group(states, Lockstep([s.model for s in states]))
 
@@ -290,3 +292,24 @@ def _two_layer(cfg: Config, u, v, gens) -> tuple:
                           probe_gen=gens["probes"], record=cfg.record_collapse,
                           param=cfg.param)
     return model, hist, drivers
+
+
+def _ms_block(cfg: Config, u, v, gens) -> tuple:
+    """Model, history (no φ rows) and the two drivers (z of W_ℓh_{ℓ−1}, z̃ of W_ℓᵀa_ℓ)
+    of Tensor Programs VI's block (``nfd._simulation._msblock``), drawing from the
+    ``"forward"`` and ``"backward"`` streams."""
+    kw = {"device": cfg.device, "dtype": cfg.dtype}
+    hist = TwoLayerHistory(cfg.L, cfg.N, cfg.P, cfg.device, cfg.dtype,
+                           outputs=cfg.C if cfg.vector else 0, phi=False)
+    hist.X = torch.as_tensor(cfg.X, **kw)
+    drivers = tuple(GrowingGaussianDriver(cfg.L, cfg.P, cfg.N, generator=gens[role],
+                                          rel_jitter=cfg.rel_jitter,
+                                          responses=cfg.coupled, **kw)
+                    for role in ("forward", "backward"))
+    model = MSModel(cfg.act, cfg.L, cfg.T, u, v, hist, drivers, coupled=cfg.coupled,
+                    probe_gen=gens["probes"], param=cfg.param)
+    return model, hist, drivers
+
+
+#: The builder of each block's model, history and drivers (``Config.block``).
+_BLOCKS = {"one-layer": _one_layer, "two-layer": _two_layer, "post-nonlin-ms": _ms_block}

@@ -56,20 +56,22 @@ from sde import GrowingGaussianDriver
 from .._model import Activation, Parametrization
 from ._model import Model
 
-__all__ = ["TwoLayerHistory", "TwoLayerModel"]
+__all__ = ["TwoLayerHistory", "RowsModel", "TwoLayerModel"]
 
 
 class TwoLayerHistory:
     """Per-trajectory buffers of the two-layer ensemble (layer, trajectory, particle):
     h_{ℓ−1}, φ(x_ℓ), a_ℓ (ℓ = 1..L), g_ℓ (ℓ = 0..L) and h_L; the trajectory weights
     ``coef`` (w_i), ``coef1`` (w¹_i, set per step), ``out_coef`` (C ≥ 2 outputs) and
-    the inputs, as :class:`nfd._simulation._model.History`."""
+    the inputs, as :class:`nfd._simulation._model.History`. Without ``phi`` no
+    φ(x_ℓ) rows (Tensor Programs VI's block, ``nfd._simulation._msblock``)."""
 
-    def __init__(self, L: int, N: int, P: int, device, dtype, outputs: int = 0) -> None:
+    def __init__(self, L: int, N: int, P: int, device, dtype, outputs: int = 0,
+                 phi: bool = True) -> None:
         kw = {"device": device, "dtype": dtype}
         self.N = N
         self.h = torch.zeros(L, N, P, **kw)  # h_{ℓ−1}, ℓ = 1..L
-        self.phi = torch.zeros(L, N, P, **kw)  # φ(x_ℓ)
+        self.phi = torch.zeros(L, N, P, **kw) if phi else None  # φ(x_ℓ)
         self.a = torch.zeros(L, N, P, **kw)  # a_ℓ = γ₀n ∂f/∂x_ℓ
         self.g = torch.zeros(L + 1, N, P, **kw)  # g_ℓ, ℓ = 0..L
         self.hL = torch.zeros(N, P, **kw)
@@ -85,31 +87,11 @@ def _means(rows: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
     return (rows @ new.T).double().div_(new.shape[1])
 
 
-class TwoLayerModel(Model):
-    """One ensemble of particles of the two-layer-block limit (module docstring).
-
-    ``drivers`` are those of z¹, z², z̃², z̃¹ in that order; z² and z̃² take the
-    one-layer roles (``fwd``, ``bwd``: their pivots and eigenvalues are the recorded
-    ``sigma_*``, ``theta_*``). The embedding h_0 and the readout are those of
-    :class:`~nfd._simulation._model.Model`.
-    """
-
-    def __init__(self, act: Activation, L: int, T: float, u, v, hist: TwoLayerHistory,
-                 drivers: tuple[GrowingGaussianDriver, ...], coupled: bool,
-                 probe_gen: torch.Generator, record: bool = False,
-                 param: Parametrization = Parametrization()) -> None:
-        self.z1, self.z2, self.zt2, self.zt1 = drivers
-        super().__init__(act, L, T, u, v, hist, self.z2, self.zt2, coupled, probe_gen, param)
-        self.set_first(1.0, hist.coef[:0])
-        self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
-        #: ``record``: :meth:`forward` fills the collapse observables of the module
-        #: docstring, batch means over the block, (L,) each, for step k
-        self.record = record
-        self.internal = self.residual = None
-
-    def set_first(self, scale: float, coef: torch.Tensor) -> None:
-        """W_{ℓ,1}'s factor a¹_k and trajectory weights w¹_i (module docstring)."""
-        self.scale1, self.coef1 = scale, coef
+class RowsModel(Model):
+    """A model whose history keeps whole rows per kind (:class:`TwoLayerHistory`) and
+    whose sources are drawn, conditioned and differentiated one driver at a time: the
+    helpers shared by two-layer blocks and Tensor Programs VI's block
+    (``nfd._simulation._msblock``)."""
 
     def _source(self, driver: GrowingGaussianDriver, t: int, rows: torch.Tensor,
                 new: torch.Tensor, fresh: torch.Tensor | None):
@@ -156,6 +138,33 @@ class TwoLayerModel(Model):
         if base is not None:
             out = out.add_(base)
         return out, source
+
+
+class TwoLayerModel(RowsModel):
+    """One ensemble of particles of the two-layer-block limit (module docstring).
+
+    ``drivers`` are those of z¹, z², z̃², z̃¹ in that order; z² and z̃² take the
+    one-layer roles (``fwd``, ``bwd``: their pivots and eigenvalues are the recorded
+    ``sigma_*``, ``theta_*``). The embedding h_0 and the readout are those of
+    :class:`~nfd._simulation._model.Model`.
+    """
+
+    def __init__(self, act: Activation, L: int, T: float, u, v, hist: TwoLayerHistory,
+                 drivers: tuple[GrowingGaussianDriver, ...], coupled: bool,
+                 probe_gen: torch.Generator, record: bool = False,
+                 param: Parametrization = Parametrization()) -> None:
+        self.z1, self.z2, self.zt2, self.zt1 = drivers
+        super().__init__(act, L, T, u, v, hist, self.z2, self.zt2, coupled, probe_gen, param)
+        self.set_first(1.0, hist.coef[:0])
+        self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
+        #: ``record``: :meth:`forward` fills the collapse observables of the module
+        #: docstring, batch means over the block, (L,) each, for step k
+        self.record = record
+        self.internal = self.residual = None
+
+    def set_first(self, scale: float, coef: torch.Tensor) -> None:
+        """W_{ℓ,1}'s factor a¹_k and trajectory weights w¹_i (module docstring)."""
+        self.scale1, self.coef1 = scale, coef
 
     def _layer(self, t: int, p: torch.Tensor, fresh: torch.Tensor | None,
                x_out: torch.Tensor, phi_out: torch.Tensor, h_out: torch.Tensor,

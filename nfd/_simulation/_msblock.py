@@ -1,0 +1,163 @@
+"""The particle system of ``nfd.simulate(block="post-nonlin-ms")``: Tensor Programs VI's
+post-nonlinearity block with Mean Subtraction (paper 001 §6.3), whose n → ∞ limit at
+finite L has two Gaussian sources per layer and one mean-field term. Equations and
+their derivation: docs/guide/tp6_limit.md.
+
+The network (τ = T/L, depth-μP α = ½, block multiplier 1; f = vᵀh_L/n):
+
+    u_ℓ = W_ℓ h_{ℓ−1}/√n,    h_ℓ = h_{ℓ−1} + √τ·MS(φ(u_ℓ)),    MS(p) = p − ⟨p, 1⟩/n,
+
+every parameter trained by ``torch.optim.SGD`` at lr η_c·n (``validation``'s
+``block="post-nonlin-ms"``). Its limit, trajectory k of SGD step k (sums over the
+history i, w_i = γ₀c_{k,s(i)}χ_i/B as for one-layer blocks):
+
+    x_ℓ^{(k)}     = a_k [z_ℓ + Σ_{s<k} R_ℓ(k,s) a_ℓ^{(s)}] − Σ_i w_i C_{ℓ−1}[i,k] a_ℓ^{(i)}
+    h_ℓ^{(k)}     = h_{ℓ−1}^{(k)} + √τ (φ(x_ℓ^{(k)}) − E[φ(x_ℓ^{(k)})])
+    a_ℓ^{(k)}     = √τ φ′(x_ℓ^{(k)}) (g_ℓ^{(k)} − E[g_ℓ^{(k)}])
+    g_{ℓ−1}^{(k)} = g_ℓ^{(k)} + a_k [z̃_ℓ + Σ_{s≤k} R̃_ℓ(k,s) h_{ℓ−1}^{(s)}]
+                    − Σ_i w_i A_ℓ[i,k] h_{ℓ−1}^{(i)}
+
+with h_0, g_L and f̊ = E[g_L h_L]/γ₀ as for one-layer blocks, the kernels
+C_{ℓ−1} = E[h_{ℓ−1}h_{ℓ−1}′] and A_ℓ = E[a_ℓa_ℓ′], and two growing drivers per layer
+(:class:`sde.GrowingGaussianDriver`): z (covariance C_{ℓ−1}), the n → ∞ law of
+W_ℓ(0)h/√n, and z̃ (A_ℓ), that of W_ℓ(0)ᵀa/√n. x_ℓ is the O(1) pre-activation
+u_ℓ (a Gaussian field of h_{ℓ−1} plus its learned drift), not an increment. The
+neurons' mean ⟨·, 1⟩/n is the particles' E: the mean-field term. Ordinary backprop
+(``backward="coupled"``) adds the two response functions of W_ℓ's sources (paper
+000 eq. 38, as for W_{ℓ,1} of two-layer blocks)
+
+    R_ℓ(k,s) = E[∂h_{ℓ−1}^{(k)}/∂z̃_ℓ^{(s)}]       R̃_ℓ(k,s) = E[∂a_ℓ^{(k)}/∂z_ℓ^{(s)}]
+
+by Stein's lemma from the innovations of the driver they differentiate by; the
+decoupled network's backward copy makes both zero.
+
+In the limit E[h_ℓ] = E[g_ℓ] = 0 at every layer (E[u] = E[v] = 0, and every other
+term is a Gaussian source or a deterministic combination of earlier fields), so the
+backward Mean Subtraction only removes the particles' sampling error of E[g_ℓ]; the
+forward one removes E[φ(x_ℓ)], which for relu is Θ(1) and, kept, would add √τ·E[φ]
+per layer. With φ = id the forward term vanishes too and the limit is that of the
+linear one-layer block (:func:`nfd.linear_limit`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sde import GrowingGaussianDriver
+
+from .._model import Activation, Parametrization
+from ._twolayer import RowsModel, TwoLayerHistory
+
+__all__ = ["MSModel", "mean_subtract"]
+
+
+def mean_subtract(p: torch.Tensor) -> torch.Tensor:
+    """MS in the limit: p − E[p], the particle mean of each row of p (B, P) subtracted
+    (paper 001 §6.3's ⟨p, 1⟩/n over the neurons), as a new tensor."""
+    return p - p.mean(1, keepdim=True)
+
+
+class MSModel(RowsModel):
+    """One ensemble of particles of Tensor Programs VI's block (module docstring).
+
+    ``drivers`` are z and z̃ in that order (the recorded ``sigma_*`` and ``theta_*``:
+    the pivots of the h_{ℓ−1} driver at t_{ℓ−1} and of the a_ℓ driver at t_ℓ). The
+    embedding h_0 and the readout are those of
+    :class:`~nfd._simulation._model.Model`; ``hist`` has no φ rows.
+    """
+
+    def __init__(self, act: Activation, L: int, T: float, u, v, hist: TwoLayerHistory,
+                 drivers: tuple[GrowingGaussianDriver, GrowingGaussianDriver],
+                 coupled: bool, probe_gen: torch.Generator,
+                 param: Parametrization = Parametrization()) -> None:
+        super().__init__(act, L, T, u, v, hist, *drivers, coupled, probe_gen, param)
+        self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
+
+    def _layer(self, t: int, p: torch.Tensor, fresh: torch.Tensor | None,
+               x_out: torch.Tensor, h_out: torch.Tensor):
+        """Forward layer ℓ = t + 1 (module docstring) from p = h_{ℓ−1} (B, P): x_ℓ into
+        ``x_out``, h_ℓ into ``h_out``; ``fresh`` (P,): the probes' normal of z (None
+        for the training block). Returns the driver's smallest pivot and floored
+        count."""
+        n = self.hist.n
+        z, gram, pivot, skip = self._source(self.fwd, t, self.hist.h[t], p, fresh)
+        resp = self._respond(self.bwd, t, n, p) if self.coupled and n else None
+        drift = (gram * -self.coef[:, None]).to(p.dtype) if n else None
+        x, _ = self._half(None, z, self.hist.a[t], resp, drift, self.scale, 1.0)
+        x_out.copy_(x)
+        phi = self.act.phi(x)
+        torch.add(p, mean_subtract(phi), alpha=self.sqrt_tau, out=h_out)
+        return pivot, skip
+
+    def forward(self, x: torch.Tensor, out: torch.Tensor, piv: torch.Tensor,
+                floored: torch.Tensor) -> torch.Tensor:
+        """Forward pass of the training block x (B, d) → h path ``out`` (L+1, B, P);
+        appends the block's h_{ℓ−1} and sources to the history and driver (its a_ℓ,
+        g_ℓ come in :meth:`backward`), keeps x_ℓ for φ′, records the driver's pivots
+        into ``piv`` and floored counts into ``floored`` (per t_ℓ, ℓ < L)."""
+        hist, n = self.hist, self.hist.n
+        B = x.shape[0]
+        if self._x.shape[1] != B:
+            self._x = x.new_empty(self.L, B, self.P)
+        h = out
+        self.embed(x, h[0])
+        pivots, skips = [], []
+        for t in range(self.L):
+            hist.h[t, n:n + B] = h[t]
+            pivot, skip = self._layer(t, h[t], None, self._x[t], h[t + 1])
+            pivots.append(pivot)
+            skips.append(skip)
+        piv[:-1] = torch.cat(pivots)
+        floored[:-1] = torch.stack(skips)
+        return h
+
+    def forward_probes(self, x: torch.Tensor, out: torch.Tensor,
+                       phi: torch.Tensor) -> torch.Tensor:
+        """Forward pass of held-out inputs x (Q, d) → h path ``out`` (L+1, Q, P), each
+        source conditioned on the training history alone, with one shared fresh
+        normal per layer and particle (as
+        :meth:`nfd._simulation._lockstep.Lockstep.forward_probes`); ``phi`` (Q, P)
+        is x_ℓ's buffer."""
+        h = out
+        self.embed(x, h[0])
+        fresh = torch.randn(self.L, self.P, generator=self.probe_gen, device=x.device,
+                            dtype=x.dtype)
+        for t in range(self.L):
+            self._layer(t, h[t], fresh[t], phi, h[t + 1])
+        return h
+
+    def backward(self, h: torch.Tensor, gL: torch.Tensor, piv: torch.Tensor,
+                 floored: torch.Tensor, work: torch.Tensor) -> None:
+        """Backward pass of the committed block (module docstring): a_ℓ and g_{ℓ−1}
+        for ℓ = L..1, written into the history; the z̃ driver's pivots into ``piv``
+        and floored counts into ``floored`` (per t_ℓ, ℓ ≥ 1). ``work`` (2, B, P):
+        φ′'s buffer."""
+        hist, n = self.hist, self.hist.n
+        B = h.shape[1]
+        hist.g[self.L, n:n + B] = gL
+        dphi = work[0]
+        pivots, skips = [], []
+        for t in range(self.L - 1, -1, -1):
+            g = hist.g[t + 1, n:n + B]
+            a = hist.a[t, n:n + B]
+            a.copy_(mean_subtract(g))
+            self.act.dphi_into(self._x[t], dphi)
+            a.mul_(dphi).mul_(self.sqrt_tau)
+            zt, gram, pivot, skip = self._source(self.bwd, t, hist.a[t], a, None)
+            resp = self._respond(self.fwd, t, n + B, a) if self.coupled else None
+            drift = (gram * -self.coef[:, None]).to(g.dtype) if n else None
+            hist.g[t, n:n + B], _ = self._half(g, zt, hist.h[t], resp, drift, self.scale, 1.0)
+            pivots.append(pivot)
+            skips.append(skip)
+        piv[1:] = torch.cat(pivots[::-1])
+        floored[1:] = torch.stack(skips[::-1])
+
+    def min_eigenvalues(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Smallest eigenvalues of C_ℓ = E[h_ℓh_ℓ′] (ℓ = 0..L) and of A_ℓ (at t_ℓ,
+        ℓ = 1..L; NaN at t_0, where no backward driver acts) over the committed
+        trajectories."""
+        hL = self.hist.hL[:self.hist.n]
+        c_L = torch.linalg.eigvalsh((hL @ hL.T / self.P).double())[0]
+        nan = torch.full((1,), float("nan"), dtype=torch.float64, device=hL.device)
+        return (torch.cat([self.fwd.min_eigenvalues(), c_L[None]]),
+                torch.cat([nan, self.bwd.min_eigenvalues()]))

@@ -1,0 +1,151 @@
+"""The particle limit of Tensor Programs VI's block, ``nfd.simulate(block="post-nonlin-ms")``
+(paper 001 §6.3; equations in ``nfd._simulation._msblock`` and docs/guide/tp6_limit.md),
+against the exact φ = id oracle ``nfd.linear_limit(block="post-nonlin-ms")`` in both
+backward modes and both dtypes, with every SGD option and vector outputs; with a
+shifted identity φ(x) = x + c, where only the Mean Subtraction keeps the limit on the
+oracle (a limit without MS is rejected); against finite relu networks at growing width
+(slow); and its bookkeeping.
+
+Statistical rule (tests/test_coupled.py): over S seeds, the seed-mean deviation of
+each recorded entry from the exact value over its seed standard error is a t statistic
+with S − 1 degrees of freedom; every |t| must stay below the two-sided Bonferroni
+quantile at family-wise level α = 10⁻³ over the m entries (``t_bound``). The oracle is
+exact, so the seed spread is the whole error. Power: the other backward mode's oracle,
+and the runs of a limit that drops MS, must each be rejected by the same rule.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import nfd
+from nfd._simulation import _msblock
+from _references import t_bound, t_stats
+from conftest import sphere
+
+_L, _K, _B, _D, _P, _S = 4, 6, 2, 4, 4096, 10
+_RNG = np.random.default_rng(3)
+_X = sphere(_RNG, _K * _B, _D)
+_Y = np.tanh(_X[:, 0] + _X[:, 1])
+_XP = sphere(_RNG, 3, _D)
+_YP = np.tanh(_XP[:, 0] + _XP[:, 1])
+_KW = dict(eta_c=0.3, steps=_L, batch_size=_B, probes=(_XP, _YP),
+           probe_steps=[0, 1, _K // 2, _K], block="post-nonlin-ms")
+_FIELDS = ("f", "probe_f", "h2", "g2")
+_OTHER = {"coupled": "decoupled", "decoupled": "coupled"}
+#: φ(x) = x + 1: MS removes the constant, so the block's limit is φ = id's; without MS
+#: every layer adds √τ to h (E[h_L] = √(TL) at step 0), which the learned readout picks up
+_SHIFTED = nfd.Activation("shifted", phi=lambda x: x + 1.0, dphi=torch.ones_like)
+
+
+def _flat(ds) -> np.ndarray:
+    return np.concatenate([np.asarray(ds[n].values, float).ravel() for n in _FIELDS])
+
+
+def _particles(backward, dtype="float64", seeds=_S, device="cpu", activation="identity",
+               **kw):
+    opts = {**_KW, **kw}
+    y = opts.pop("y", _Y)
+    return np.stack([_flat(nfd.simulate(
+        _X, y, activation=activation, backward=backward, particles=_P, seed=s,
+        dtype=dtype, device=device, progress=False, error_replicas=0, **opts))
+        for s in range(seeds)])
+
+
+def _exact(backward, **kw):
+    opts = {**_KW, **kw}
+    return nfd.linear_limit(_X, opts.pop("y", _Y), backward=backward, **opts)
+
+
+def _max_t(runs, exact) -> float:
+    return float(np.abs(t_stats(runs - _flat(exact))).max())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_ms_particles_match_linear_limit(backward, dtype, device):
+    # K = 6 steps of B = 2, L = 4, η_c = 0.3, P = 4096, S = 10 seeds, φ = id: f, probe_f
+    # (4 evaluations × 3 probes), h2, g2, m = 84 entries, module rule (bound 9.1).
+    runs = _particles(backward, dtype, device=device)
+    bound = t_bound(_S, runs.shape[1])
+    assert _max_t(runs, _exact(backward)) < bound
+    assert _max_t(runs, _exact(_OTHER[backward])) > bound
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_ms_is_what_keeps_a_shifted_identity_on_the_oracle(backward, monkeypatch):
+    # φ(x) = x + 1 with MS is the φ = id block exactly (module rule, m = 84); the same
+    # runs with MS dropped from the limit (forward and backward) must be rejected.
+    runs = _particles(backward, activation=_SHIFTED)
+    bound = t_bound(_S, runs.shape[1])
+    exact = _exact(backward)
+    assert _max_t(runs, exact) < bound
+    monkeypatch.setattr(_msblock, "mean_subtract", lambda p: p)
+    assert _max_t(_particles(backward, activation=_SHIFTED), exact) > bound
+
+
+_OPTIONS = dict(eta_c=[0.3, 0.25, 0.2, 0.15, 0.1, 0.05], momentum=0.5, weight_decay=0.3,
+                gamma0=1.5)
+
+
+@pytest.mark.parametrize("backward", ["coupled", "decoupled"])
+def test_ms_optimizer_options_and_vector_outputs_match_linear_limit(backward):
+    # Every SGD option at once (schedule, momentum 0.5, weight decay 0.3, γ₀ = 1.5) with
+    # C = 2 mse outputs: module rule over f (step, sample, output), probe_f, h2, g2
+    # (m = 132). Power: plain SGD's oracle at the same schedule must be rejected.
+    y2 = np.stack([_Y, _X[:, 2]], axis=1)
+    kw = dict(_OPTIONS, y=y2, probes=(_XP, np.stack([_YP, _XP[:, 2]], axis=1)))
+    runs = _particles(backward, **kw)
+    bound = t_bound(_S, runs.shape[1])
+    assert _max_t(runs, _exact(backward, **kw)) < bound
+    plain = {**kw, "momentum": 0.0, "weight_decay": 0.0, "gamma0": 1.0}
+    assert _max_t(runs, _exact(backward, **plain)) > bound
+
+
+def test_ms_options_never_change_a_training_number(device):
+    # probes, paths and eig_steps only read the state: f, loss, h2, g2 and the pivots
+    # stay bit-identical (two runs on the same device); the attrs name the network.
+    kw = dict(activation="relu", eta_c=0.3, steps=3, particles=256, batch_size=2,
+              block="post-nonlin-ms", progress=False, error_replicas=0, seed=4,
+              device=device)
+    base = nfd.simulate(_X, _Y, **kw)
+    other = nfd.simulate(_X, _Y, probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5], **kw)
+    for name in ("f", "loss", "h2", "g2", "sigma_pivot", "theta_pivot"):
+        assert np.array_equal(base[name].values, other[name].values, equal_nan=True), name
+    assert other.attrs["block"] == "post-nonlin-ms" and other.attrs["style"] == "post"
+    assert other.attrs["block_multiplier"] == 1.0 and other.attrs["layernorm"] == 0
+    assert np.isnan(other.theta_min_eig.values[:, 0]).all()
+    assert np.isfinite(other.sigma_min_eig.values).all()
+    assert np.isfinite(other.theta_min_eig.values[:, 1:]).all()
+    assert np.isnan(other.theta_pivot.values[:, 0]).all()
+    assert np.isnan(other.sigma_pivot.values[:, -1]).all()
+
+
+def test_ms_error_replicas_calibrate():
+    # The replicas run after the run (as two-layer blocks); they report finite errors.
+    ds = nfd.simulate(_X, _Y, activation="relu", eta_c=0.3, steps=3, particles=512,
+                      batch_size=2, block="post-nonlin-ms", progress=False, seed=1)
+    assert np.isfinite(ds.f_se.values).all()
+    assert np.isfinite(ds.f_se_inflation.values).all()
+
+
+@pytest.mark.parametrize("kw, kind, words", [
+    (dict(first_layer_lr="depth-aware"), ValueError, "first_layer_lr"),
+    (dict(record_collapse=True), ValueError, "record_collapse"),
+    (dict(optimizer="adam"), ValueError, "Adam"),
+    (dict(branch_exponent=1.0), ValueError, "branch_exponent"),
+    (dict(innovations=(torch.zeros(3, 12, 64), torch.ones(3, 12, 64))), ValueError,
+     "innovations"),
+])
+def test_ms_bad_arguments_name_the_argument(kw, kind, words):
+    with pytest.raises(kind, match=words):
+        nfd.simulate(_X, _Y, eta_c=0.1, steps=3, particles=64, progress=False,
+                     block="post-nonlin-ms", **kw)
+
+
+def test_ms_memory_estimate_counts_its_buffers():
+    # two drivers and three whole-row histories: between the one- and two-layer blocks
+    kw = dict(n_train=64, input_dim=8, steps=8, particles=1024)
+    one, two, ms = (nfd.memory_estimate(block=b, **kw)["total"]
+                    for b in ("one-layer", "two-layer", "post-nonlin-ms"))
+    assert one < ms < two
