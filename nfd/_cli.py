@@ -94,9 +94,10 @@ optimizer = "sgd"
 # particle_init = "whitened" whitens the initial particles (u, v) jointly: about 1.4-1.6
 # times fewer particles for the same error (keep error_replicas for the errors).
 # particle_init = "iid"
-# Residual blocks: "one-layer" (eq. 1) or "two-layer" (eq. 6), whose first layer learns
+# Residual blocks: "one-layer" (eq. 1), "two-layer" (eq. 6), whose first layer learns
 # at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
-# records the first layer's learned change and the residual update per block.
+# records the first layer's learned change and the residual update per block; or
+# "post-nonlin-ms", Tensor Programs VI's block (paper 001 section 6.3; SGD, alpha 0.5).
 block = "one-layer"
 # first_layer_lr = "depth-mup"
 # record_collapse = false

@@ -232,3 +232,21 @@ def test_ms_identity_networks_approach_the_oracle_at_rate_one_over_n(backward):
     assert bias[0] > bias[1] > bias[2] > 0, bias
     q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
     assert 0.8 < q < 1.2, (q, bias)
+
+
+def test_compare_pairs_the_networks_with_this_limit_only():
+    # nfd.compare takes the block's networks against its limit and refuses the
+    # one-layer limit and networks with another block multiplier (attrs of both).
+    kw = dict(eta_c=0.1, batch_size=_B, block="post-nonlin-ms")
+    act = dict(activation="identity", progress=False)
+    nets = validation.train_resnet(_X, _Y, width=32, depth=3, seeds=2, **act, **kw)
+    lim = nfd.simulate(_X, _Y, steps=3, particles=256, error_replicas=0, **act, **kw)
+    assert nfd.compare(nets, lim).sizes["step"] == _K
+    assert nfd.compare(nets, nfd.linear_limit(_X, _Y, steps=3, **kw)).sizes["step"] == _K
+    other = nfd.simulate(_X, _Y, steps=3, particles=256, error_replicas=0, **act,
+                         **dict(kw, block="one-layer"))
+    scaled = validation.train_resnet(_X, _Y, width=32, depth=3, seeds=2,
+                                     block_multiplier=2.0, **act, **kw)
+    for a, b in ((nets, other), (scaled, lim)):
+        with pytest.raises(ValueError, match="block|style"):
+            nfd.compare(a, b)

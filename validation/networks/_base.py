@@ -65,9 +65,10 @@ __all__ = ["ResNetEnsemble", "resolve_seeds", "expand_targets", "STYLES", "BLOCK
            "FIRST_LAYER_LRS", "SCALINGS"]
 
 STYLES = ("pre", "post")
-#: The blocks of the limits (:data:`nfd.schema.BLOCKS`) and Tensor Programs VI's
-#: post-nonlinearity block with Mean Subtraction (paper 001 §6.3, :mod:`._tp6`).
-BLOCKS = (*LIMIT_BLOCKS, MS_BLOCK)
+#: The blocks of the limits (:data:`nfd.schema.BLOCKS`), Tensor Programs VI's
+#: post-nonlinearity block with Mean Subtraction among them (paper 001 §6.3,
+#: :mod:`._tp6`).
+BLOCKS = LIMIT_BLOCKS
 BACKWARDS = ("coupled", "decoupled")
 REGIMES = ("feature", "kernel")
 FIRST_LAYER_LRS = FIRST_LAYER_RATES
