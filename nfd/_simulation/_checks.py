@@ -160,9 +160,10 @@ def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
     block, first_layer_lr, record_collapse = check_block(block, first_layer_lr,
                                                          record_collapse, given)
-    if adam is not None and block != "one-layer":
+    if adam is not None and block == "two-layer":
         raise ValueError(f"block={block!r} with optimizer={optimizer!r}: Adam's limit is "
-                         "derived for one-layer blocks only; use block='one-layer'")
+                         "derived for one-layer and 'post-nonlin-ms' blocks only; use "
+                         "block='one-layer'")
     param = check_parametrization(branch_exponent, trainable, block)
     particle_init = check_choice("particle_init", particle_init, PARTICLE_INITS)
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,

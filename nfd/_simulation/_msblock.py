@@ -31,6 +31,20 @@ neurons' mean ⟨·, 1⟩/n is the particles' E: the mean-field term. Ordinary b
 by Stein's lemma from the innovations of the driver they differentiate by; the
 decoupled network's backward copy makes both zero.
 
+Adam and AdamW (``nfd._simulation._adam``; the network's W_ℓ at lr η_c·√(τ/n), eps
+ε·√τ/n^{3/2}, paper 001 Def. 6.1 at (α, γ) = (½, ½), docs/guide/tp6_block.md): W_ℓ's
+rescaled gradient is G_ℓ[i, j] = Σ_b w_b ā_ℓ^{(b)}[i] h_{ℓ−1}^{(b)}[j] with
+ā = a/√τ = φ′(x)(g − E[g]) (the network's gradient is √τ/n^{3/2} times it, so its eps
+is ε on G), and its learned part A_ℓ (a dense P×P state, the SGD drifts' weights
+being zero) moves the fields by
+
+    x_ℓ^{(k)} −= √τ m (1/P) Σ_j A_ℓ[i, j] h_{ℓ−1}^{(k)}[j],
+    g_{ℓ−1}^{(k)} −= τ m (1/P) Σ_i A_ℓ[i, j] ā_ℓ^{(k)}[i]
+
+(m = √L under ``hidden_lr="block-only"``, W at lr η_c·√(T/n), else 1): the particle
+means of ΔW_ℓh/√n and ΔW_ℓᵀa/√n. :class:`~nfd._simulation._adam.DenseAdam` applies
+τm, so it is handed h/√τ and ā.
+
 In the limit E[h_ℓ] = E[g_ℓ] = 0 at every layer (E[u] = E[v] = 0, and every other
 term is a Gaussian source or a deterministic combination of earlier fields), so the
 backward Mean Subtraction only removes the particles' sampling error of E[g_ℓ]; the
@@ -84,6 +98,8 @@ class MSModel(RowsModel):
         resp = self._respond(self.bwd, t, n, p) if self.coupled and n else None
         drift = (gram * -self.coef[:, None]).to(p.dtype) if n else None
         x, _ = self._half(None, z, self.hist.a[t], resp, drift, self.scale, 1.0)
+        if self.dense is not None:  # Adam: x −= √τ(·m) A_ℓ h_{ℓ−1}/P
+            self.dense.forward(t + 1, p / self.sqrt_tau, x)
         x_out.copy_(x)
         phi = self.act.phi(x)
         torch.add(p, mean_subtract(phi), alpha=self.sqrt_tau, out=h_out)
@@ -146,7 +162,12 @@ class MSModel(RowsModel):
             zt, gram, pivot, skip = self._source(self.bwd, t, hist.a[t], a, None)
             resp = self._respond(self.fwd, t, n + B, a) if self.coupled else None
             drift = (gram * -self.coef[:, None]).to(g.dtype) if n else None
-            hist.g[t, n:n + B], _ = self._half(g, zt, hist.h[t], resp, drift, self.scale, 1.0)
+            new, _ = self._half(g, zt, hist.h[t], resp, drift, self.scale, 1.0)
+            if self.dense is not None:  # Adam: g_{ℓ−1} −= τ(·m) ā A_ℓ/P, then A_ℓ's step
+                rescaled = a / self.sqrt_tau
+                self.dense.backward(t + 1, rescaled, new)
+                self.dense.update_layer(t + 1, rescaled, hist.h[t, n:n + B])
+            hist.g[t, n:n + B] = new
             pivots.append(pivot)
             skips.append(skip)
         piv[1:] = torch.cat(pivots[::-1])

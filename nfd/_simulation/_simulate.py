@@ -272,8 +272,8 @@ def simulate(
         The residual block of the matching network (the names of
         ``validation.train_resnet``). ``"post-nonlin-ms"``: Tensor Programs VI's
         block (paper 001 §6.3), h_ℓ = h_{ℓ−1} + √τ·MS(φ(W_ℓh_{ℓ−1}/√n)) with
-        MS the mean subtraction over neurons (block multiplier 1, no LayerNorm; SGD
-        only, α = ½), whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and
+        MS the mean subtraction over neurons (block multiplier 1, no LayerNorm,
+        α = ½; SGD, Adam and AdamW), whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and
         W_ℓᵀa_ℓ/√n, and subtracts the particle mean of φ
         (``nfd._simulation._msblock``, :doc:`/guide/tp6_limit`). Then ``sigma_*``
         are those of the h_ℓ driver (Σ is E[h_ℓh_ℓ′]) and ``theta_*`` of the a_ℓ
