@@ -97,7 +97,7 @@ optimizer = "sgd"
 # Residual blocks: "one-layer" (eq. 1), "two-layer" (eq. 6), whose first layer learns
 # at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
 # records the first layer's learned change and the residual update per block; or
-# "post-nonlin-ms", Tensor Programs VI's block (paper 001 section 6.3; SGD, alpha 0.5).
+# "post-nonlin-ms", Tensor Programs VI's block (paper 001 section 6.3; alpha 0.5, no LayerNorm).
 block = "one-layer"
 # first_layer_lr = "depth-mup"
 # record_collapse = false
