@@ -93,7 +93,7 @@ def _limit(X, y, probes, opts, P: int, seed: int, replicas: bool) -> tuple[np.nd
     """Outputs and wall time of one coupled limit run."""
     kw = {} if replicas else {"error_replicas": 0}
     t = time.perf_counter()
-    ds = nfd.simulate(X, y, steps=L, particles=P, seed=seed, probes=probes, eig_steps=[],
+    ds = nfd.simulate(X, y, depth=L, record=nfd.Record(probes=probes, eig_steps=[]), particles=P, seed=seed,
                       progress=False, **opts, **kw)
     return _outputs(ds), time.perf_counter() - t
 
@@ -128,7 +128,7 @@ def network_table(X, y, probes, opts, ref, ref_mse, widths, seeds) -> dict:
     out, means, errs = {}, [], []
     for n in widths:
         t = time.perf_counter()
-        ds = train_resnet(X, y, width=n, depth=L, seeds=seeds, probes=probes,
+        ds = train_resnet(X, y, width=n, depth=L, seeds=seeds, record=nfd.Record(probes=probes),
                           progress=False, **opts)
         per_seed = (time.perf_counter() - t) / seeds
         runs = _outputs(ds)

@@ -68,15 +68,14 @@ def _timed(fn, device: str):
 
 
 def run_simulate(args, train, probes, P: int, backward: str, seed: int = 0):
-    kw = dict(eta_c=args.eta_c, steps=args.depth, particles=P, backward=backward,
-              probes=probes, eig_steps=[], progress=False, device=args.device, seed=seed,
+    kw = dict(eta_c=args.eta_c, depth=args.depth, record=nfd.Record(probes=probes, eig_steps=[]), particles=P, backward=backward, progress=False, device=args.device, seed=seed,
               error_replicas=args.error_replicas)
     return _timed(lambda: nfd.simulate(*train, **kw), args.device)
 
 
 def run_networks(args, train, probes, n: int, S: int, backward: str):
     kw = dict(width=n, depth=args.depth, seeds=S, eta_c=args.eta_c, backward=backward,
-              probes=probes, eig_steps=[], record_collapse=False, progress=False,
+              record=nfd.Record(probes=probes, eig_steps=[], collapse=False), progress=False,
               device=args.device)
     return _timed(lambda: train_resnet(*train, **kw), args.device)
 

@@ -95,15 +95,14 @@ def workloads(quick: bool) -> dict[str, callable]:
     """The timed calls, by label."""
     B = 2
     X, y, probes = quickstart_task(32 if quick else 64, B)
-    common = dict(activation="relu", eta_c=0.4, batch_size=B, probes=probes, steps=8,
-                  eig_steps=[], progress=False)
+    common = dict(activation="relu", eta_c=0.4, batch_size=B, depth=8, record=nfd.Record(probes=probes, eig_steps=[]), progress=False)
     out = {}
     for P in (4096, 16384):
         for mode in ("coupled", "decoupled"):
             out[f"simulate P={P} {mode}"] = (
                 lambda P=P, mode=mode: nfd.simulate(X, y, particles=P, backward=mode, **common))
     out["linear_limit L=8 eta_c=0.1"] = lambda: nfd.linear_limit(
-        X, y, eta_c=0.1, batch_size=B, probes=probes, steps=8)  # diverges at 0.4
+        X, y, eta_c=0.1, batch_size=B, depth=8, record=nfd.Record(probes=probes))  # diverges at 0.4
     P0, L0 = (20_000, 64) if quick else (100_000, 256)
     x1 = X[:1]
     out[f"forward_sde P={P0} L={L0}"] = lambda: nfd.forward_sde(x1, steps=L0, particles=P0)

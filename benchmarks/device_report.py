@@ -154,7 +154,7 @@ def largest_particles(device: str, L: int, K: int, cap: int, d: int = 8) -> int:
     """The largest power of two P ≤ ``cap`` whose ``nfd.memory_estimate`` (coupled,
     the larger mode) takes at most 60% of the memory available on ``device`` now."""
     have, P = available_memory(device), cap
-    while P > 64 and nfd.memory_estimate(n_train=K, input_dim=d, steps=L,
+    while P > 64 and nfd.memory_estimate(n_train=K, input_dim=d, depth=L,
                                          particles=P)["total"] > 0.6 * have:
         P //= 2
     return P
@@ -194,7 +194,7 @@ def simulate_section(rep: Report, device: str, sizes: Sizes, bandwidth: float) -
             if mode not in times:
                 rep.skip("simulate", f"{mode}: time per layer-step", why[mode], **kw)
                 continue
-            est = nfd.memory_estimate(n_train=K, input_dim=8, steps=L, particles=P,
+            est = nfd.memory_estimate(n_train=K, input_dim=8, depth=L, particles=P,
                                       backward=mode)["total"]
             t = times[mode]
             rep.add("simulate", f"{mode}: run time (fastest of {REPS})", t, "s", **kw)
@@ -224,8 +224,7 @@ def quickstart_section(rep: Report, device: str, sizes: Sizes) -> None:
     deadline = time.monotonic() + BUDGET["quickstart"]
     X, y, probes = quickstart_task(64, 2)
     L, P = 8, sizes.quickstart_P
-    kw = dict(activation="relu", eta_c=0.4, batch_size=2, steps=L, particles=P,
-              probes=probes, eig_steps=[], progress=False, device=device)
+    kw = dict(activation="relu", eta_c=0.4, batch_size=2, depth=L, record=nfd.Record(probes=probes, eig_steps=[]), particles=P, progress=False, device=device)
     nfd.simulate(X[:4], y[:4], **kw)  # warm-up
     default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
     best: dict[int, float] = {}
@@ -257,8 +256,8 @@ def syncs_section(rep: Report, device: str, sizes: Sizes) -> None:
                      "time guard", K=K)
             continue
         def run(steps: int) -> None:
-            nfd.simulate(X[:steps], y[:steps], eta_c=0.2, steps=4, particles=256,
-                         backward=mode, device=device, progress=False, eig_steps=[])
+            nfd.simulate(X[:steps], y[:steps], eta_c=0.2, depth=4, record=nfd.Record(eig_steps=[]), particles=256,
+                         backward=mode, device=device, progress=False)
         count = _cuda_syncs if device.startswith("cuda") else _host_reads
         short, long = count(run, K), count(run, 2 * K)
         rep.add("syncs", f"{mode}: synchronisations per SGD step (default replicas)",

@@ -47,6 +47,7 @@ already in DIR (to redraw the figure). Writes ``DIR/digits_multiclass.png``,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -187,18 +188,19 @@ def _saved(path: Path, reuse: bool, expect: dict, compute):
 
 def _settings(depth: int, common: dict) -> dict:
     """The attrs a saved run must match to be reused (with its size and seeds)."""
-    keys = ("optimizer", "momentum", "weight_decay", "eps")
+    table = common["optimizer"].to_dict()
+    fields = {k: table[k] for k in ("momentum", "weight_decay", "eps") if k in table}
     return {"depth": depth, "sgd_steps": len(common["eta_c"]),
             "batch_size": common["batch_size"], "eta_c_schedule": np.asarray(common["eta_c"]),
-            **{k: common.get(k, 0.0) for k in keys if k in common}}
+            "optimizer": table["name"], **fields}
 
 
 def _limit(X, y, depth: int, P: int, out: Path, reuse: bool, common: dict, seed: int = 0):
     """The coupled limit at ``depth`` with P particles (``seed``), saved to ``out``."""
     return _saved(out / f"limit_L{depth}_P{P}_seed{seed}.nc", reuse,
                   dict(_settings(depth, common), particles=P, seed=seed),
-                  lambda: nfd.simulate(X, y, steps=depth, particles=P, seed=seed,
-                                       eig_steps=[], **common))
+                  lambda: nfd.simulate(X, y, depth=depth, particles=P, seed=seed, **dict(
+                      common, record=dataclasses.replace(common["record"], eig_steps=[]))))
 
 
 def _networks(X, y, depth: int, width: int, seeds: int, out: Path, reuse: bool,
@@ -275,10 +277,11 @@ def main(argv: list[str] | None = None) -> None:
     eta = nfd.warmup_cosine(K, peak=args.peak, warmup=K // 10)
     probe_steps = np.unique(np.linspace(0, K, 21).round().astype(int))
     common = dict(activation="relu", loss="cross_entropy", classes=CLASSES, eta_c=eta,
-                  batch_size=B, probes=(Xp, yp), probe_steps=probe_steps,
-                  device=args.device, progress=False, **_optimizer(args))
+                  batch_size=B, optimizer=_optimizer(args),
+                  record=nfd.Record(probes=(Xp, yp), probe_steps=probe_steps),
+                  device=args.device, progress=False)
     summary = {"sgd_steps": K, "batch_size": B, "train_images": K * B, "test_images": Q,
-               "particles": P, "peak_eta_c": args.peak, **_optimizer(args),
+               "particles": P, "peak_eta_c": args.peak, **_optimizer_fields(args),
                "warmup": K // 10, "depths": {}}
     fig, axes = plt.subplots(len(depths), 3, figsize=(15, 4.4 * len(depths)), squeeze=False)
     total = 0.0
@@ -313,12 +316,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {out / f'{name}.png'} ({total:.0f} s of runs)")
 
 
-def _optimizer(args: argparse.Namespace) -> dict:
-    """The optimizer's arguments of simulate and train_resnet."""
+def _optimizer_fields(args: argparse.Namespace) -> dict:
+    """The optimizer's name and options (the summary's keys)."""
     if args.optimizer == "sgd":
         return {"momentum": args.momentum}
     return {"optimizer": args.optimizer, "betas": tuple(args.betas), "eps": args.eps,
             **({"weight_decay": args.weight_decay} if args.optimizer == "adamw" else {})}
+
+
+def _optimizer(args: argparse.Namespace):
+    """The optimizer of simulate and train_resnet: nfd.SGD, nfd.Adam or nfd.AdamW."""
+    fields = _optimizer_fields(args)
+    return nfd.optimizer_from_dict({"name": fields.pop("optimizer", "sgd"), **fields})
 
 
 def _optimizer_text(args: argparse.Namespace) -> str:

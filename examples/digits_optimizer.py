@@ -130,18 +130,21 @@ def main(argv: list[str] | None = None) -> None:
     X, y, Xp, yp = _data(K, Q)
     eta = nfd.warmup_cosine(K, peak=args.peak, warmup=K // 10)
     probe_steps = np.unique(np.linspace(0, K, 21).round().astype(int))
-    common = dict(activation="relu", loss="logistic", eta_c=eta, momentum=args.momentum,
-                  weight_decay=args.weight_decay, probes=(Xp, yp), probe_steps=probe_steps,
+    common = dict(activation="relu", loss="logistic", eta_c=eta,
+                  optimizer=nfd.SGD(momentum=args.momentum, weight_decay=args.weight_decay),
                   device=args.device, progress=False)
+    probes = dict(probes=(Xp, yp), probe_steps=probe_steps)
     t0 = time.perf_counter()
-    limit = nfd.simulate(X, y, steps=args.depth, particles=P, eig_steps=[], **common)
+    limit = nfd.simulate(X, y, depth=args.depth, particles=P,
+                         record=nfd.Record(**probes, eig_steps=[]), **common)
     times = {"limit": time.perf_counter() - t0}
     engine = nfd.schema.netcdf_engine()
     limit.to_netcdf(out / "limit.nc", engine=engine)
     nets = {}
     for width, seeds in widths.items():
         t0 = time.perf_counter()
-        nets[width] = train_resnet(X, y, width=width, depth=args.depth, seeds=seeds, **common)
+        nets[width] = train_resnet(X, y, width=width, depth=args.depth, seeds=seeds,
+                                   record=nfd.Record(**probes), **common)
         times[f"width {width}"] = time.perf_counter() - t0
         nets[width].to_netcdf(out / f"networks_{width}.nc", engine=engine)
 
@@ -157,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{float(limit.probe_loss.values[-1].mean()):.4f}")
     if not args.quick:  # the limit's own finite-P error: a quarter of the particles
         t0 = time.perf_counter()
-        small = nfd.simulate(X, y, steps=args.depth, particles=P // 4, eig_steps=[], **common)
+        small = nfd.simulate(X, y, depth=args.depth, particles=P // 4,
+                             record=nfd.Record(**probes, eig_steps=[]), **common)
         times["limit P/4"] = time.perf_counter() - t0
         d2 = (lim_f - small.probe_f.values.ravel()) ** 2
         noise2 = lim_se ** 2 + small.probe_f_se.values.ravel() ** 2

@@ -140,10 +140,11 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--seeds must be at least 2: the interval comes from the spread over seeds")
     K, B = args.steps, args.batch
     X, y = load_digits(None, target="label", n_samples=K * B + 64, fit_samples=K * B)
-    kw = dict(steps=args.depth, activation="relu", loss="cross_entropy", classes=10,
-              eta_c=nfd.warmup_cosine(K, peak=args.eta_c, warmup=K // 10), momentum=0.9,
-              batch_size=B, probes=(X[K * B:], y[K * B:]), eig_steps=[],
-              probe_steps=np.unique(np.linspace(0, K, 11).round().astype(int)),
+    kw = dict(depth=args.depth, activation="relu", loss="cross_entropy", classes=10,
+              eta_c=nfd.warmup_cosine(K, peak=args.eta_c, warmup=K // 10),
+              optimizer=nfd.SGD(momentum=0.9), batch_size=B,
+              record=nfd.Record(probes=(X[K * B:], y[K * B:]), eig_steps=[],
+                                probe_steps=np.unique(np.linspace(0, K, 11).round().astype(int))),
               device=args.device, progress=False)
     ref = _references(X[:K * B], y[:K * B], args, kw)
     runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw)

@@ -57,10 +57,10 @@ def one_step(depths, width: int, seeds: int) -> dict:
     X, y = np.array([[2.0, 0.0, 0.0, 0.0]] * 2), np.ones(2)
     out = {"limit": {}}
     for L in depths:
-        ds = nfd.linear_limit(X, y, eta_c=ETA_ONE, steps=L, trainable=("W",))
+        ds = nfd.linear_limit(X, y, eta_c=ETA_ONE, depth=L, parametrization=nfd.Parametrization(trainable=("W",)))
         out["limit"][L] = (ds.time.values, ds.h2.values[1] - ds.h2.values[0])
     net = train_resnet(X, y, width=width, depth=64, activation="identity", eta_c=ETA_ONE,
-                       seeds=seeds, trainable=("W",), progress=False, dtype="float64")
+                       seeds=seeds, parametrization=nfd.Parametrization(trainable=("W",)), progress=False, dtype="float64")
     change = net.h2.values[:, 1] - net.h2.values[:, 0]  # (seed, time)
     out["network"] = (net.time.values, change.mean(0), change.std(0, ddof=1) / np.sqrt(seeds))
     return out
@@ -83,10 +83,10 @@ def widths_and_depths(widths, depths, seeds: int) -> dict:
     """Panels (b) and (c): networks over width at L = 64 and the limit over depth."""
     K = max(STEPS) + 1
     X, y = digits(K)
-    kw = dict(eta_c=ETA_DIGITS, trainable=("W",))
+    kw = dict(eta_c=ETA_DIGITS, parametrization=nfd.Parametrization(trainable=("W",)))
     out = {"limit": {}, "networks": {}}
     for L in sorted(set(depths) | {64}):
-        out["limit"][L] = rms(nfd.linear_limit(X, y, steps=L, **kw).h2.values, L)
+        out["limit"][L] = rms(nfd.linear_limit(X, y, depth=L, **kw).h2.values, L)
     for n in widths:
         ds = train_resnet(X, y, width=n, depth=64, activation="identity", seeds=seeds,
                           progress=False, **kw)

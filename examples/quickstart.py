@@ -54,16 +54,18 @@ def main(argv: list[str] | None = None) -> Path:
     X, y = nfd.synthetic_task("tanh", args.sgd_steps * B, d, seed=0)  # the training stream
     probes = nfd.synthetic_task("tanh", 32, d, seed=1, teacher_seed=0)  # same teacher
     common = dict(activation="relu", loss="mse", eta_c=args.eta_c, batch_size=B,
-                  probes=probes, progress=False)
+                  progress=False)
     limits = {}
     for backward in ("coupled", "decoupled"):
         t0 = time.perf_counter()
-        limits[backward] = nfd.simulate(X, y, steps=args.depth, particles=args.particles,
-                                        backward=backward, eig_steps=[], seed=0, **common)
+        limits[backward] = nfd.simulate(X, y, depth=args.depth, particles=args.particles,
+                                        backward=backward, seed=0,
+                                        record=nfd.Record(probes=probes, eig_steps=[]),
+                                        **common)
         print(f"limit {backward:>9}: {time.perf_counter() - t0:5.1f} s")
     t0 = time.perf_counter()
     networks = train_resnet(X, y, width=args.width, depth=args.depth, seeds=args.seeds,
-                            backward="coupled", **common)
+                            backward="coupled", record=nfd.Record(probes=probes), **common)
     print(f"networks (n = {args.width}, {args.seeds} seeds): "
           f"{time.perf_counter() - t0:5.1f} s")
     agreement = {backward: _agreement(networks, limit) for backward, limit in limits.items()}

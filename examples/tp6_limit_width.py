@@ -40,7 +40,7 @@ def stream() -> tuple[np.ndarray, np.ndarray]:
 
 def limit(X, y, activation: str, backward: str) -> tuple[np.ndarray, np.ndarray]:
     """The limit's f on the trained steps and its variance (0 for the oracle)."""
-    kw = dict(eta_c=ETA[activation], steps=L, backward=backward, block="post-nonlin-ms")
+    kw = dict(eta_c=ETA[activation], depth=L, parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
     if activation == "identity":
         f = nfd.linear_limit(X, y, **kw).f.values[1:, 0]
         return f, np.zeros_like(f)
@@ -63,7 +63,7 @@ def measure(X, y, activation: str, backward: str, rng) -> dict:
     for n in WIDTHS:
         f = validation.train_resnet(X, y, width=n, depth=L, eta_c=ETA[activation],
                                     activation=activation, seeds=SEEDS, backward=backward,
-                                    block="post-nonlin-ms", progress=False).f.values[:, 1:, 0]
+                                    parametrization=nfd.Parametrization(block="post-nonlin-ms"), progress=False).f.values[:, 1:, 0]
         boot = [bias(f[rng.integers(0, SEEDS, SEEDS)], ref, ref_var) for _ in range(400)]
         out[n] = (bias(f, ref, ref_var), *np.percentile(boot, [2.5, 97.5]))
     return out

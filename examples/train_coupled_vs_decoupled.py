@@ -71,16 +71,18 @@ def main(argv: list[str] | None = None) -> None:
     Xp, yp = nfd.synthetic_task(args.task, 64, args.dim, seed=1, teacher_seed=0)
     probe_steps = np.unique(np.linspace(0, K, 25).round().astype(int))
     common = dict(activation="relu", loss="mse", eta_c=args.eta_c, batch_size=B,
-                  probes=(Xp, yp), probe_steps=probe_steps, device=args.device)
+                  device=args.device)
+    probes = dict(probes=(Xp, yp), probe_steps=probe_steps)
     finite, limit = {}, {}
     for backward in MODES:
         t0 = time.perf_counter()
         finite[backward] = train_resnet(X, y, width=args.width, depth=args.depth,
-                                        seeds=args.seeds, backward=backward, **common)
+                                        seeds=args.seeds, backward=backward,
+                                        record=nfd.Record(**probes), **common)
         t1 = time.perf_counter()
-        limit[backward] = nfd.simulate(X, y, steps=args.depth, particles=args.particles,
-                                       backward=backward, eig_steps=[], progress=False,
-                                       **common)
+        limit[backward] = nfd.simulate(X, y, depth=args.depth, particles=args.particles,
+                                       backward=backward, progress=False,
+                                       record=nfd.Record(**probes, eig_steps=[]), **common)
         t2 = time.perf_counter()
         print(f"{backward:>9}: finite networks {t1 - t0:.1f} s, limit {t2 - t1:.1f} s")
         engine = nfd.schema.netcdf_engine()  # the scipy fallback cannot read these back

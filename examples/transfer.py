@@ -33,13 +33,13 @@ nets = sweep_grid(*train, kind="network", probes=probes, store="transfer_jobs",
                   fixed={"width": 64, "seeds": [0, 1, 2, 3], "probe_steps": [K]},
                   variables=["loss", "probe_loss"])
 limit = sweep_grid(*train, kind="simulate", probes=probes, store="transfer_jobs",
-                   grid={"steps": [16], "eta_c": etas},
+                   grid={"depth": [16], "eta_c": etas},
                    fixed={"particles": 2048, "backward": "coupled", "probe_steps": [K]},
                    variables=["loss", "probe_loss"])
 
 window = slice(K - K // 4, K)
 net_loss = nets["loss"].isel(step=window).mean(("step", "sample", "seed"))
-lim_loss = limit["loss"].isel(step=window).mean(("step", "sample")).sel(steps=16)
+lim_loss = limit["loss"].isel(step=window).mean(("step", "sample")).sel(depth=16)
 print("eta_c   " + "  ".join(f"{e:7.3f}" for e in etas))
 for L in (4, 16):
     row = net_loss.sel(depth=L).values

@@ -10,13 +10,23 @@ training, the forward–backward system of Definition 1 (:func:`simulate`).
 from ._compare import compare
 from ._data import TEACHERS, Teacher, sphere_stream, synthetic_task, teacher
 from ._init import ForwardSDE, backward_sde, exact_covariance, forward_sde, nngp_kernel, ntk_kernel
-from ._model import ACTIVATIONS, LOSSES, Activation, Loss, get_activation, get_loss
-from ._optim import BACKWARD_LIMITS, warmup_cosine
+from ._model import (ACTIVATIONS, LOSSES, Activation, Loss, Parametrization, get_activation,
+                     get_loss)
+from ._optim import (BACKWARD_LIMITS, AdamSpec as Adam, AdamW, SGDSpec as SGD,
+                     optimizer_from_attrs, optimizer_from_dict, warmup_cosine)
+from ._schema import Record
 from ._simulation import coarsen_innovations, linear_limit, memory_estimate, simulate
 from . import plot, schema  # public submodules: nfd.plot.plot_run, nfd.schema.annotate
 
 __all__ = [
     "simulate",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "Parametrization",
+    "Record",
+    "optimizer_from_dict",
+    "optimizer_from_attrs",
     "exact_covariance",
     "compare",
     "plot",

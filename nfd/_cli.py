@@ -26,19 +26,28 @@ from ._schema import check_choice, check_int, check_positive_float, netcdf_engin
 from ._data import TEACHERS, synthetic_task
 from ._plotting import pyplot
 from ._simulation import simulate
-from ._optim import BACKWARD_LIMITS
+from ._model import Parametrization
+from ._optim import BACKWARD_LIMITS, optimizer_from_dict
+from ._schema import Record
 
-__all__ = ["main", "load_config", "load_data", "EXAMPLE_CONFIG"]
+__all__ = ["main", "load_config", "dump_config", "load_data", "EXAMPLE_CONFIG"]
 
 SOURCES = ("synthetic", "npz")
 #: the integer [data] keys of source = "synthetic" and their smallest allowed values
 _SYNTHETIC_INTS = {"d": 1, "train": 1, "probes": 0, "seed": 0}
 _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
-_MODEL_KEYS = {"activation", "loss", "eta_c", "T", "steps", "particles", "batch_size",
-               "seed", "device", "dtype", "probe_steps", "eig_steps", "paths", "rel_jitter",
-               "backward", "error_replicas", "momentum", "weight_decay", "gamma0", "classes",
-               "block", "first_layer_lr", "record_collapse", "optimizer", "betas", "eps",
-               "hidden_lr", "branch_exponent", "trainable", "particle_init"}
+_MODEL_KEYS = {"activation", "loss", "eta_c", "depth", "particles", "batch_size", "seed",
+               "device", "dtype", "rel_jitter", "backward", "error_replicas", "classes",
+               "particle_init"}
+_RECORD_KEYS = {"probe_steps", "eig_steps", "paths", "collapse"}
+_TABLES = ("data", "model", "optimizer", "parametrization", "record")
+#: [model] keys of before issue 51 and the table that holds them now
+_MOVED = {**{k: ("optimizer", k) for k in ("optimizer", "momentum", "weight_decay", "betas",
+                                           "eps")},
+          **{k: ("parametrization", k) for k in ("T", "gamma0", "block", "first_layer_lr",
+                                                 "hidden_lr", "branch_exponent", "trainable")},
+          **{k: ("record", k) for k in ("probe_steps", "eig_steps", "paths")},
+          "record_collapse": ("record", "collapse"), "steps": ("model", "depth")}
 NPZ_ARRAYS = ("arrays X (m, d) and y (m,) or (m, C) (integer labels for "
               "loss = \"cross_entropy\"), optionally X_probe and y_probe")
 
@@ -59,9 +68,8 @@ noise = 0.0
 [model]
 activation = "relu"
 loss = "mse"           # mse | logistic (labels +-1) | cross_entropy (labels 0..C-1)
-eta_c = 0.2
-T = 1.0
-steps = 32             # Euler steps = depth L
+eta_c = 0.2            # or a list of one learning rate per SGD step (a schedule)
+depth = 32             # Euler steps = depth L
 particles = 8192
 batch_size = 1
 seed = 0
@@ -72,35 +80,47 @@ backward = "coupled"
 # Standard errors that include the particles' interaction, from independent replica
 # runs (about doubles the run time); 0 gives the per-particle errors.
 error_replicas = 2
-# The network's optimizer is torch.optim.SGD with lr = eta_c*gamma0^2*n, momentum and
-# weight_decay = weight_decay/(gamma0^2*n); eta_c may also be a list of one learning
-# rate per SGD step (a schedule). gamma0 -> 0 is the lazy (kernel) limit.
-momentum = 0.0
-weight_decay = 0.0
-gamma0 = 1.0
-# optimizer = "adam" (or "adamw", with weight_decay) trains with torch.optim.Adam under
-# depth-muP's groups: U, V at lr eta_c, every W at eta_c*sqrt(T/(L*n)); betas and eps in
-# the rescaled units of nfd.schema.Adam (no momentum, gamma0 = 1). The limit then keeps
-# dense particles x particles states per layer: see nfd.memory_estimate.
-optimizer = "sgd"
-# betas = [0.9, 0.999]
-# eps = 1e-8
-# hidden_lr = "depth-mup"   # or "block-only": W at eta_c*sqrt(T/n), the TP VI baseline
-# Depth parametrization: branch multiplier (T/L)^branch_exponent, 0.5 = depth-muP,
-# 1 = CompleteP (W's rate keeps each layer's update Theta(T/L)); trainable lists the
-# parameters that learn ("U", "W", "V"; must contain "W").
-# branch_exponent = 0.5
-# trainable = ["U", "W", "V"]
 # particle_init = "whitened" whitens the initial particles (u, v) jointly: about 1.4-1.6
 # times fewer particles for the same error (keep error_replicas for the errors).
 # particle_init = "iid"
-# Residual blocks: "one-layer" (eq. 1), "two-layer" (eq. 6), whose first layer learns
-# at eta_c*n ("depth-mup") or eta_c*n*sqrt(L) ("depth-aware", eq. 8); record_collapse
-# records the first layer's learned change and the residual update per block; or
-# "post-nonlin-ms", Tensor Programs VI's block (paper 001 section 6.3; alpha 0.5, no LayerNorm).
+
+# The network's optimizer (nfd.SGD, nfd.Adam, nfd.AdamW): name = "sgd" is
+# torch.optim.SGD with lr = eta_c*gamma0^2*n, momentum and weight_decay =
+# weight_decay/(gamma0^2*n). name = "adam" (betas, eps) or "adamw" (betas, eps,
+# weight_decay) trains with torch.optim.Adam / AdamW under depth-muP's groups: U, V at
+# lr eta_c, every W at eta_c*sqrt(T/(L*n)); betas and eps in the rescaled units of
+# nfd.schema.Adam (gamma0 = 1). The limit then keeps dense particles x particles states
+# per layer: see nfd.memory_estimate.
+[optimizer]
+name = "sgd"
+momentum = 0.0
+weight_decay = 0.0
+
+# How the network scales (nfd.Parametrization): T the time horizon; gamma0 -> 0 is the
+# lazy (kernel) limit; branch multiplier (T/L)^branch_exponent, 0.5 = depth-muP,
+# 1 = CompleteP (W's rate keeps each layer's update Theta(T/L)); trainable lists the
+# parameters that learn ("U", "W", "V"; must contain "W"). Residual blocks: "one-layer"
+# (eq. 1), "two-layer" (eq. 6), whose first layer learns at eta_c*n ("depth-mup") or
+# eta_c*n*sqrt(L) ("depth-aware", eq. 8), or "post-nonlin-ms", Tensor Programs VI's
+# block (paper 001 section 6.3; alpha 0.5, no LayerNorm; SGD, Adam and AdamW).
+# hidden_lr = "block-only" (Adam): W at eta_c*sqrt(T/n), the TP VI baseline.
+[parametrization]
+T = 1.0
+gamma0 = 1.0
 block = "one-layer"
+# branch_exponent = 0.5
+# trainable = ["U", "W", "V"]
 # first_layer_lr = "depth-mup"
-# record_collapse = false
+# hidden_lr = "depth-mup"
+
+# What to record beside the training numbers (nfd.Record, without the probes, which
+# come from [data]): probe_steps, eig_steps, paths; collapse = true records the
+# two-layer blocks' first-layer learned change and residual update per block.
+[record]
+# probe_steps = [0, 64, 128, 192, 256]
+# eig_steps = [0, 255]
+# paths = 0
+# collapse = false
 """
 
 
@@ -115,21 +135,42 @@ def _read_toml(path: Path) -> dict:
         raise ValueError(f"{path}: TOML syntax error: {exc}") from None
 
 
-def _check_keys(path: Path, cfg: dict) -> tuple[dict, dict]:
-    """The ``[data]`` and ``[model]`` tables, refusing unknown tables and keys."""
-    unknown = set(cfg) - {"data", "model"}
+def _check_keys(path: Path, cfg: dict) -> dict:
+    """The tables, refusing unknown tables and keys (a key that moved to another table
+    in issue 51 is named with its new place)."""
+    unknown = set(cfg) - set(_TABLES)
     if unknown:
-        raise ValueError(f"{path}: unknown table(s) {sorted(unknown)}; use [data] and [model]")
-    for table in ("data", "model"):
+        raise ValueError(f"{path}: unknown table(s) {sorted(unknown)}; use "
+                         + ", ".join(f"[{t}]" for t in _TABLES))
+    for table in _TABLES:
         if not isinstance(cfg.get(table, {}), dict):
             raise ValueError(f"{path}: {table} must be a table [{table}], not a value")
-    data, model = cfg.get("data", {}), cfg.get("model", {})
-    for table, keys, allowed in (("data", data, _DATA_KEYS), ("model", model, _MODEL_KEYS)):
-        bad = set(keys) - allowed
+    tables = {table: dict(cfg.get(table, {})) for table in _TABLES}
+    moved = sorted(set(tables["model"]) & set(_MOVED))
+    if moved:
+        where = ", ".join(f"[model] {k} is [{_MOVED[k][0]}] {_MOVED[k][1]}" for k in moved)
+        raise ValueError(f"{path}: {where} (nfd.simulate's optimizer, parametrization and "
+                         "record; `nfd example-config` shows them)")
+    for table, allowed in (("data", _DATA_KEYS), ("model", _MODEL_KEYS),
+                           ("record", _RECORD_KEYS)):
+        bad = set(tables[table]) - allowed
         if bad:
             raise ValueError(f"{path}: [{table}] unknown key(s) {sorted(bad)}; "
                              f"allowed: {sorted(allowed)}")
-    return data, model
+    return tables
+
+
+def _check_specs(path: Path, tables: dict) -> dict:
+    """The ``[optimizer]`` and ``[parametrization]`` tables as specifications, the
+    ``[record]`` table as :class:`nfd.Record` fields (checked by it)."""
+    try:
+        table = tables["optimizer"] or {"name": "sgd"}
+        optimizer = optimizer_from_dict(table)
+        param = Parametrization.from_dict(tables["parametrization"])
+        Record(**tables["record"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return {"optimizer": optimizer, "parametrization": param, "record": tables["record"]}
 
 
 def _check_data(data: dict) -> dict:
@@ -158,7 +199,8 @@ def _check_data(data: dict) -> dict:
 
 
 def load_config(path: str | Path) -> dict:
-    """Read and check a TOML run configuration (tables ``[data]`` and ``[model]``).
+    """Read and check a TOML run configuration (tables ``[data]``, ``[model]``,
+    ``[optimizer]``, ``[parametrization]`` and ``[record]``).
 
     Parameters
     ----------
@@ -168,20 +210,26 @@ def load_config(path: str | Path) -> dict:
     Returns
     -------
     dict
-        ``{"data": ..., "model": ...}``: the ``[data]`` table with its defaults filled
-        in and checked, the ``[model]`` table as given (keyword arguments of
-        :func:`nfd.simulate`, which checks their values).
+        ``data``: the ``[data]`` table with its defaults filled in and checked;
+        ``model``: the ``[model]`` table as given (keyword arguments of
+        :func:`nfd.simulate`, which checks their values); ``optimizer`` (an
+        :class:`nfd.SGD`, :class:`nfd.Adam` or :class:`nfd.AdamW` from the
+        ``[optimizer]`` table's ``name`` or ``type`` and fields; default
+        ``nfd.SGD()``); ``parametrization`` (:class:`nfd.Parametrization` of the
+        ``[parametrization]`` table); ``record`` (the ``[record]`` fields of
+        :class:`nfd.Record`). :func:`dump_config` writes it back.
 
     Raises
     ------
     ValueError
         One line naming the file and the key: a TOML syntax error (with its line),
-        an unknown table or key, a value of the wrong type or out of range, an
-        unknown source or teacher, a missing ``eta_c`` or a ``backward`` other than
-        ``"coupled"`` / ``"decoupled"``.
+        an unknown table or key (or one that moved table), a value of the wrong type
+        or out of range, an unknown source, teacher or optimizer, a missing
+        ``eta_c`` or a ``backward`` other than ``"coupled"`` / ``"decoupled"``.
     """
     path = Path(path)
-    data, model = _check_keys(path, _read_toml(path))
+    tables = _check_keys(path, _read_toml(path))
+    model = tables["model"]
     if "eta_c" not in model:
         raise ValueError(f"{path}: [model] eta_c is required (e.g. eta_c = 0.2)")
     if "backward" in model and model["backward"] not in BACKWARD_LIMITS:
@@ -189,10 +237,44 @@ def load_config(path: str | Path) -> dict:
                          "use \"coupled\" (ordinary backprop) or \"decoupled\" "
                          "(independent backward weights)")
     try:
-        data = _check_data(data)
+        data = _check_data(tables["data"])
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: {exc}") from None
-    return {"data": data, "model": model}
+    return {"data": data, "model": model, **_check_specs(path, tables)}
+
+
+def _toml_value(value) -> str:
+    """A TOML value: a string, a bool, a number or a list of them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def dump_config(config: dict) -> str:
+    """The TOML text of a configuration of :func:`load_config` (its inverse: loading
+    the text gives an equal configuration, the specifications included).
+
+    Parameters
+    ----------
+    config : dict
+        ``data``, ``model``, ``optimizer``, ``parametrization`` and ``record``, as
+        :func:`load_config` returns them.
+
+    Returns
+    -------
+    str
+    """
+    tables = {"data": config["data"], "model": config["model"],
+              "optimizer": config["optimizer"].to_dict(),
+              "parametrization": config["parametrization"].to_dict(),
+              "record": config.get("record", {})}
+    return "\n".join(f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n"
+                                               for k, v in table.items())
+                     for name, table in tables.items())
 
 
 def _load_npz(file: Path) -> tuple:
@@ -278,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         p_sim.error(str(exc))
     try:
-        ds = simulate(X, y, probes=probes, progress=not args.no_progress, **cfg["model"])
+        ds = simulate(X, y, optimizer=cfg["optimizer"], parametrization=cfg["parametrization"],
+                      record=Record(probes=probes, **cfg["record"]),
+                      progress=not args.no_progress, **cfg["model"])
     except (TypeError, ValueError) as exc:  # simulate's argument checks name the key
         p_sim.error(f"{args.config}: rejected by nfd.simulate: {_one_line(exc)}")
     except (MemoryError, FloatingPointError) as exc:  # too large, or a diverging run

@@ -3,29 +3,26 @@ with intervals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import xarray as xr
 
+from ._model import Parametrization
+from ._optim import optimizer_from_attrs
 from ._schema import EXTRA_VARIABLES, VARIABLES, annotate
 
 __all__ = ["compare"]
 
 #: ``attrs`` that must agree for two Datasets to describe the same training run.
 #: ``backward`` may differ on purpose (ordinary backprop against the decoupled limit).
-SAME_RUN = ("activation", "loss", "outputs", "optimizer", "betas", "eps", "hidden_lr",
-            "branch_exponent", "trainable", "eta_c",
-            "eta_c_schedule", "momentum", "weight_decay",
-            "gamma0", "T", "depth", "batch_size", "sgd_steps", "input_dim", "style", "block",
-            "first_layer_lr", "block_multiplier", "layernorm", "scaling", "regime",
-            "X_sha256", "X_probe_sha256")
-
-
-#: The optimizer and parametrization of a run written before these attrs existed
-#: (plain SGD at γ₀ = 1, Adam's hidden rate under depth-μP, branch exponent ½, every
-#: parameter trained): a missing attr of these is read as this, not skipped.
-_PLAIN_SGD = {"optimizer": "sgd", "eta_c_schedule": "constant", "momentum": 0.0,
-              "weight_decay": 0.0, "gamma0": 1.0, "hidden_lr": "depth-mup",
-              "branch_exponent": 0.5, "trainable": "U,W,V"}
+#: The optimizer and the parametrization are compared as the specifications the attrs
+#: hold (:func:`nfd.optimizer_from_attrs`, :meth:`nfd.Parametrization.from_attrs`; a run
+#: written before an attr existed reads as its default).
+SAME_RUN = ("activation", "loss", "outputs", "eta_c", "eta_c_schedule", "depth",
+            "batch_size", "sgd_steps", "input_dim", "X_sha256", "X_probe_sha256")
+#: A schedule missing from the attrs of an old run is the constant one.
+_PLAIN = {"eta_c_schedule": "constant"}
 
 
 def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Dataset:
@@ -132,13 +129,26 @@ def _check_pair(networks, limit, var: str) -> None:
     if "y" in networks and "y" in limit and not np.array_equal(networks.y, limit.y):
         raise ValueError("networks and limit were trained on different targets y: "
                          "pass the same training stream to both")
-    net_attrs = {**_PLAIN_SGD, **networks.attrs}
-    lim_attrs = {**_PLAIN_SGD, **limit.attrs}
-    bad = [k for k in SAME_RUN if k in net_attrs and k in lim_attrs
-           and not _same(net_attrs[k], lim_attrs[k])]
+    net_attrs = {**_PLAIN, **networks.attrs}
+    lim_attrs = {**_PLAIN, **limit.attrs}
+    bad = [f"{k}: {net_attrs[k]!r} vs {lim_attrs[k]!r}" for k in SAME_RUN
+           if k in net_attrs and k in lim_attrs and not _same(net_attrs[k], lim_attrs[k])]
+    for name, spec in (("optimizer", optimizer_from_attrs),
+                       ("parametrization", Parametrization.from_attrs)):
+        a, b = spec(net_attrs), spec(lim_attrs)
+        if a != b:
+            bad.append(f"{name}: {_differ(a, b)}")
     if bad:
-        detail = ", ".join(f"{k}: {net_attrs[k]!r} vs {lim_attrs[k]!r}" for k in bad)
-        raise ValueError(f"networks and limit are different runs ({detail})")
+        raise ValueError(f"networks and limit are different runs ({', '.join(bad)})")
+
+
+def _differ(a, b) -> str:
+    """The fields in which two specifications differ, ``field: a vs b``, or both
+    whole when they are of different classes."""
+    if type(a) is not type(b):
+        return f"{a!r} vs {b!r}"
+    return ", ".join(f"{f.name}={getattr(a, f.name)!r} vs {getattr(b, f.name)!r}"
+                     for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name))
 
 
 def _same(a, b) -> bool:

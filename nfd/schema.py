@@ -6,9 +6,10 @@ Every name is re-exported from nfd's private subpackages (``_schema``, ``_optim`
 ``_model``).
 """
 
-from ._model import PARAMETERS, Parametrization, check_parametrization, power
+from ._model import MS_BLOCK, PARAMETERS, Parametrization, check_parametrization, power
 from ._optim import (BLOCKS, FIRST_LAYER_RATES, HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD,
-                     Adam, adam_step_, check_optimizer, check_sgd, scale_step)
+                     Adam, adam_step_, check_optimizer, check_optimizer_spec, check_sgd,
+                     optimizer_keywords, scale_step)
 from ._schema import (
     COORDS,
     DEFAULT_DIVERGENCE,
@@ -22,6 +23,8 @@ from ._schema import (
     TARGET_VARIABLES,
     VARIABLES,
     DivergenceGuard,
+    REMOVED_KEYWORDS,
+    Record,
     Variable,
     annotate,
     available_memory,
@@ -35,6 +38,7 @@ from ._schema import (
     check_outputs,
     check_positive_float,
     check_probes,
+    check_record,
     check_steps,
     check_targets,
     data_attrs,
@@ -42,6 +46,7 @@ from ._schema import (
     ensure_fits,
     fingerprint,
     input_scale,
+    removed_keywords,
     netcdf_engine,
     package_version,
     resolve_device_dtype,
@@ -50,6 +55,7 @@ from ._schema import (
 
 __all__ = [
     "PARAMETERS",
+    "MS_BLOCK",
     "Parametrization",
     "check_parametrization",
     "power",
@@ -100,4 +106,10 @@ __all__ = [
     "check_optimizer",
     "adam_step_",
     "scale_step",
+    "check_optimizer_spec",
+    "optimizer_keywords",
+    "Record",
+    "check_record",
+    "removed_keywords",
+    "REMOVED_KEYWORDS",
 ]

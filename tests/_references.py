@@ -77,3 +77,32 @@ class DecoupledLinear(torch.autograd.Function):
     def backward(ctx, gy):
         Wt, z = ctx.saved_tensors
         return gy.mT @ z, None, gy @ Wt
+
+
+def spec_kwargs(**flat) -> dict:
+    """The keywords of ``nfd.simulate`` / ``validation.train_resnet`` for the flat
+    keywords that ``validation.ResNetEnsemble`` takes (``optimizer`` by name with its
+    options, the parametrization's fields, the record's): for tests that build the
+    same network both ways; a specification is built only where a flat keyword names
+    it. Raises what the specifications raise for bad fields."""
+    import dataclasses
+
+    import nfd
+
+    flat = dict(flat)
+    name = flat.pop("optimizer", "sgd")
+    table = {k: flat.pop(k) for k in ("momentum", "weight_decay", "betas", "eps") if k in flat}
+    fields = {f.name for f in dataclasses.fields(nfd.Parametrization)}
+    param = {k: flat.pop(k) for k in list(flat) if k in fields}
+    record = {k: flat.pop(k) for k in ("probes", "probe_steps", "eig_steps", "paths")
+              if k in flat}
+    if "record_collapse" in flat:
+        record["collapse"] = flat.pop("record_collapse")
+    out = dict(flat)
+    if table or name != "sgd":
+        out["optimizer"] = nfd.optimizer_from_dict({"name": name, **table})
+    if param:
+        out["parametrization"] = nfd.Parametrization(**param)
+    if record:
+        out["record"] = nfd.Record(**record)
+    return out

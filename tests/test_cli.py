@@ -20,7 +20,7 @@ from conftest import needs
 
 def _small(text):
     return (text.replace("train = 256", "train = 12").replace("probes = 64", "probes = 4")
-            .replace("particles = 8192", "particles = 256").replace("steps = 32", "steps = 4"))
+            .replace("particles = 8192", "particles = 256").replace("depth = 32", "depth = 4"))
 
 
 @needs('netCDF4', 'matplotlib')
@@ -34,7 +34,7 @@ def test_simulate_writes_dataset_and_plot(tmp_path, capsys, backward):
                  "--plot", str(tmp_path / "run.png"), "--no-progress"]) == 0
     with xr.open_dataset(tmp_path / "run.nc") as ds:
         assert ds.sizes["step"] == 12 and ds.sizes["probe"] == 4
-        assert ds.attrs["steps"] == 4 and "train = 12" in ds.attrs["config"]
+        assert ds.attrs["depth"] == 4 and "train = 12" in ds.attrs["config"]
         assert ds.attrs["backward"] == backward  # the key reaches simulate
         assert np.all(np.isfinite(ds.probe_loss.values))
     assert (tmp_path / "run.png").stat().st_size > 10_000
@@ -46,7 +46,7 @@ def test_backward_key_selects_the_limit(tmp_path):
     out = {}
     for backward in ("coupled", "decoupled"):
         cfg = tmp_path / f"{backward}.toml"
-        cfg.write_text('[data]\ntrain = 6\nd = 4\n[model]\neta_c = 0.5\nsteps = 4\n'
+        cfg.write_text('[data]\ntrain = 6\nd = 4\n[model]\neta_c = 0.5\ndepth = 4\n'
                        f'particles = 512\nbackward = "{backward}"\n')
         assert main(["simulate", str(cfg), "-o", str(tmp_path / f"{backward}.nc"),
                      "--no-progress"]) == 0
@@ -73,14 +73,14 @@ def test_npz_source(tmp_path):
     np.savez(tmp_path / "d.npz", X=rng.standard_normal((5, 3)), y=rng.standard_normal(5))
     cfg = tmp_path / "c.toml"
     cfg.write_text('[data]\nsource = "npz"\npath = "d.npz"\n[model]\neta_c = 0.1\n'
-                   'steps = 2\nparticles = 64\n')
+                   'depth = 2\nparticles = 64\n')
     assert main(["simulate", str(cfg), "-o", str(tmp_path / "o.nc"), "--no-progress"]) == 0
 
 
 @pytest.mark.parametrize("text, match", [
-    ("[model]\neta_c = 1\nsteps = 2\nwidth = 3\n", "unknown key"),
+    ("[model]\neta_c = 1\ndepth = 2\nwidth = 3\n", "unknown key"),
     ("[modle]\neta_c = 1\n", "unknown table"),
-    ("[model]\nsteps = 2\n", "eta_c"),
+    ("[model]\ndepth = 2\n", "eta_c"),
     ('[model]\neta_c = 1\nbackward = "ordinary"\n', 'backward.*"coupled".*"decoupled"'),
     ("[model]\neta_c = 1\nbackward = 1\n", "backward = 1 is not allowed"),
 ])
@@ -144,8 +144,8 @@ XY = {"X": RNG.standard_normal((5, 3)), "y": RNG.standard_normal(5)}
     ("[data]\ntrain = 4\n[model]\neta_c = -1\n", None, ["eta_c", "must be finite and", "-1"]),
     ('[data]\ntrain = 4\n[model]\neta_c = 0.1\nbackward = "x"\n', None,
      ["backward", "'x'", '"coupled"', '"decoupled"']),
-    ('[data]\ntrain = 4\n[model]\neta_c = 0.1\nsteps = "eight"\n', None,
-     ["steps", "integer"]),
+    ('[data]\ntrain = 4\n[model]\neta_c = 0.1\ndepth = "eight"\n', None,
+     ["depth", "integer"]),
 ])
 def test_config_mistake_is_one_line_naming_file_and_key(tmp_path, capsys, monkeypatch, text,
                                                         npz, expected):

@@ -6,6 +6,7 @@ import pytest
 import xarray as xr
 
 import nfd
+from _references import spec_kwargs
 from validation import train_resnet
 
 
@@ -95,9 +96,9 @@ def test_mismatched_runs_are_refused(edit, match):
 
 def test_real_network_and_limit_datasets_line_up():
     X, y = nfd_task()
-    kw = dict(eta_c=0.2, activation="tanh", T=1.0, probes=(X[:3], y[:3]))
+    kw = dict(eta_c=0.2, activation="tanh", parametrization=nfd.Parametrization(T=1.0), record=nfd.Record(probes=(X[:3], y[:3])))
     nets = train_resnet(X, y, width=32, depth=4, seeds=3, progress=False, **kw)
-    lim = nfd.simulate(X, y, steps=4, particles=256, progress=False, **kw)
+    lim = nfd.simulate(X, y, depth=4, particles=256, progress=False, **kw)
     for var in ("f", "loss", "h2", "probe_f"):
         out = nfd.compare(nets, lim, var=var)
         assert bool(np.isfinite(out.error).all()), var
@@ -124,12 +125,13 @@ def test_another_network_or_other_data_is_refused(variant, match):
     # or two-layer network, or the same labels on other inputs, is another run
     X, y = nfd_task()
     Xp, yp = X[:3], y[:3]
-    lim = nfd.simulate(X, y, eta_c=0.02, steps=3, particles=64, probes=(Xp, yp),
+    lim = nfd.simulate(X, y, eta_c=0.02, depth=3, record=nfd.Record(probes=(Xp, yp)), particles=64,
                        progress=False)
     scale = variant.pop("scale", 1.0)
     if variant.pop("other_probes", False):
         Xp = Xp[::-1].copy()
     nets = train_resnet(scale * X, y, eta_c=0.02, width=16, depth=3, seeds=2,
-                        probes=(Xp, yp), progress=False, **variant)
+                        record=nfd.Record(probes=(Xp, yp)), progress=False,
+                        **spec_kwargs(**variant))
     with pytest.raises(ValueError, match=match):
         nfd.compare(nets, lim, var="probe_f")

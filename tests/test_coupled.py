@@ -55,7 +55,7 @@ def _oracle_t(backward, dtype, B, fields, particles=4096, S=10, device="cpu"):
     (B = 2), η_c = 0.3, d = 16 ≥ K·B, probes at steps 0, K/2, K."""
     K = 8 if B == 1 else 6
     X, y = _X[:K * B], _Y[:K * B]
-    kw = dict(eta_c=0.3, steps=4, batch_size=B, probes=(_XP, _YP), probe_steps=[0, K // 2, K])
+    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(probes=(_XP, _YP), probe_steps=[0, K // 2, K]), batch_size=B)
     other = ({"coupled", "decoupled"} - {backward}).pop()
     exact = nfd.linear_limit(X, y, backward=backward, **kw)
     wrong = nfd.linear_limit(X, y, backward=other, **kw)
@@ -106,9 +106,8 @@ def test_probe_at_a_training_input_has_the_law_of_its_training_output(backward):
     Y = 2 * np.tanh(X[:, 0] + X[:, 1])
     dev = []
     for seed in range(S):
-        ds = nfd.simulate(X, Y, activation="relu", eta_c=0.15, T=2.0, steps=8, particles=4096,
-                          seed=seed, backward=backward, probes=(X, Y),
-                          probe_steps=list(range(K)), eig_steps=[], progress=False,
+        ds = nfd.simulate(X, Y, activation="relu", eta_c=0.15, depth=8, parametrization=nfd.Parametrization(T=2.0), record=nfd.Record(probes=(X, Y), probe_steps=list(range(K)), eig_steps=[]), particles=4096,
+                          seed=seed, backward=backward, progress=False,
                           error_replicas=0)
         pf, f = ds.probe_f.values, ds.f.values[:, 0]
         dev.append([pf[k, k] - f[k] for k in range(1, K)])
@@ -150,9 +149,8 @@ def test_one_step_closed_forms_for_particles(backward):
     rho = np.concatenate([[_XG[0] @ _XG[1]], _XGP @ _XG[0]]) / 3
     dev = {0: [], 1: []}
     for s in range(S):
-        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", steps=L,
-                          particles=8192, backward=backward, seed=s, dtype="float64",
-                          probes=(_XGP, np.zeros(2)), probe_steps=[1], progress=False,
+        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", depth=L, record=nfd.Record(probes=(_XGP, np.zeros(2)), probe_steps=[1]),
+                          particles=8192, backward=backward, seed=s, dtype="float64", progress=False,
                           error_replicas=0)
         got = np.concatenate([[float(ds.f[1, 0])], ds.probe_f.sel(probe_step=1).values])
         forms = one_step_forms(eta * float(ds.dloss[0, 0]), rho, L)
@@ -195,7 +193,7 @@ def test_coupled_networks_match_simulate_step_by_step_at_two_widths(S, device):
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
     # on every device (float64: the statistic is set by the seed spread, not rounding)
-    kw = dict(eta_c=eta, activation="tanh", steps=L, particles=16384, dtype="float64",
+    kw = dict(eta_c=eta, activation="tanh", depth=L, particles=16384, dtype="float64",
               progress=False, error_replicas=0, device=device)
     ref = np.stack([nfd.simulate(X, y, backward="coupled", seed=s, **kw).f.values[1:, 0]
                     for s in range(R)])
@@ -233,8 +231,7 @@ def test_coupled_float32_matches_float64_within_monte_carlo_error():
     # two-sample t (Satterthwaite degrees of freedom) of every entry below the
     # two-sided Bonferroni quantile at α = 10⁻³ over the m = 11 entries.
     K, B, S = 8, 1, 8
-    kw = dict(eta_c=0.3, activation="tanh", steps=4, particles=4096, batch_size=B,
-              probes=(_XP, _YP), probe_steps=[K], progress=False, error_replicas=0)
+    kw = dict(eta_c=0.3, activation="tanh", depth=4, record=nfd.Record(probes=(_XP, _YP), probe_steps=[K]), particles=4096, batch_size=B, progress=False, error_replicas=0)
     X, y = _X[:K * B], _Y[:K * B]
     runs = {dt: np.stack([flat(nfd.simulate(X, y, seed=s, dtype=dt, **kw), ("f", "probe_f"))
                           for s in range(S)]) for dt in ("float32", "float64")}
@@ -250,8 +247,7 @@ def test_coupled_float32_matches_float64_within_monte_carlo_error():
 def test_coupled_is_default_reproducible_and_seeded(device):
     # bit-identity between runs on the same device only
     X, y = _X[:6], _Y[:6]
-    kw = dict(eta_c=0.3, activation="tanh", steps=3, particles=512, batch_size=2,
-              probes=(_XP, _YP), paths=2, progress=False, device=device)
+    kw = dict(eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(probes=(_XP, _YP), paths=2), particles=512, batch_size=2, progress=False, device=device)
     default = nfd.simulate(X, y, seed=3, **kw)
     assert default.attrs["backward"] == "coupled"
     again = nfd.simulate(X, y, seed=3, backward="coupled", **kw)
@@ -270,16 +266,16 @@ def test_coupled_is_default_reproducible_and_seeded(device):
     # seed moves f at step 0 by 0.1.
     np.testing.assert_allclose(dec.f.values[0], default.f.values[0], rtol=0, atol=1e-5)
     assert not np.array_equal(dec.f.values[1:], default.f.values[1:])
-    assert nfd.linear_limit(X, y, eta_c=0.3, steps=3, batch_size=2).attrs["backward"] == "coupled"
+    assert nfd.linear_limit(X, y, eta_c=0.3, depth=3, batch_size=2).attrs["backward"] == "coupled"
 
 
 def test_diverging_coupled_run_names_the_step(device):
     X = sphere(np.random.default_rng(1), 12, 4)
     with pytest.raises(FloatingPointError, match=r"SGD step \d+"):
-        nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, activation="tanh", steps=4,
+        nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, activation="tanh", depth=4,
                      particles=256, backward="coupled", progress=False, device=device)
     with pytest.raises(FloatingPointError, match=r"SGD step \d+"):
-        nfd.linear_limit(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, steps=4, backward="coupled")
+        nfd.linear_limit(X, 50 * np.tanh(X[:, 0]), eta_c=5.0, depth=4, backward="coupled")
 
 
 @pytest.mark.parametrize("fn", [nfd.simulate, nfd.linear_limit])
@@ -287,7 +283,7 @@ def test_diverging_coupled_run_names_the_step(device):
 def test_bad_backward_names_the_argument(fn, bad):
     kw = dict(progress=False) if fn is nfd.simulate else {}
     with pytest.raises(ValueError, match="backward"):
-        fn(np.ones((4, 3)), np.zeros(4), eta_c=0.1, steps=2, backward=bad, **kw)
+        fn(np.ones((4, 3)), np.zeros(4), eta_c=0.1, depth=2, backward=bad, **kw)
 
 
 @pytest.mark.parametrize("backward", ["decoupled", "coupled"])
@@ -301,7 +297,7 @@ def test_float32_probes_with_a_rank_deficient_history_match_linear_limit(backwar
     rng = np.random.default_rng(1)
     X = sphere(rng, 8, 4)
     y = np.tanh(X[:, 0] + X[:, 1])
-    kw = dict(eta_c=0.1, steps=4, probes=(X[:3] + 0.3, np.zeros(3)), probe_steps=range(4, 9))
+    kw = dict(eta_c=0.1, depth=4, record=nfd.Record(probes=(X[:3] + 0.3, np.zeros(3)), probe_steps=range(4, 9)))
     exact = nfd.linear_limit(X, y, backward=backward, **kw).probe_f.values.ravel()
     S = 8
     runs = np.stack([nfd.simulate(X, y, activation="identity", backward=backward,
@@ -322,8 +318,8 @@ def test_float32_coupled_run_on_an_ill_conditioned_stream_trains_like_float64():
     rng = np.random.default_rng(0)
     X = sphere(rng, 384, 8)
     y = np.tanh(X[:, 0])
-    kw = dict(eta_c=0.3, steps=4, particles=8192, backward="coupled", seed=0,
-              progress=False, eig_steps=[], error_replicas=0)
+    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(eig_steps=[]), particles=8192, backward="coupled", seed=0,
+              progress=False, error_replicas=0)
     late = {dt: nfd.simulate(X, y, dtype=dt, **kw).loss.values[-50:, 0]
             for dt in ("float32", "float64")}
     se = np.sqrt(sum(v.var(ddof=1) for v in late.values()) / 50)

@@ -21,6 +21,7 @@ References, each independent of the code under test:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -31,7 +32,8 @@ from scipy.stats import f as f_dist
 import nfd
 import validation
 from validation import ResNetEnsemble, sphere_stream, train_resnet
-from _references import ALPHA, DecoupledLinear, assert_rounding_close, flat, t_bound, t_stats
+from _references import (ALPHA, DecoupledLinear, assert_rounding_close, flat, spec_kwargs,
+                         t_bound, t_stats)
 from conftest import sphere
 
 F64 = torch.float64
@@ -170,14 +172,14 @@ def test_defaults_are_depth_mup_with_everything_trained():
     # the new arguments at their defaults are the networks and limits of before (the
     # bit-identity of every training number against the commit before them was
     # checked by a snapshot of 90 arrays; here: the explicit defaults equal omitting them)
-    kw = dict(eta_c=0.3, steps=3, particles=256, progress=False, error_replicas=0)
+    kw = dict(eta_c=0.3, depth=3, particles=256, progress=False, error_replicas=0)
     a = nfd.simulate(X, Y, **kw)
-    b = nfd.simulate(X, Y, branch_exponent=0.5, trainable=["V", "W", "U"], **kw)
+    b = nfd.simulate(X, Y, parametrization=nfd.Parametrization(branch_exponent=0.5, trainable=["V", "W", "U"]), **kw)
     np.testing.assert_array_equal(a.f.values, b.f.values)
     assert a.attrs["branch_exponent"] == 0.5 and a.attrs["trainable"] == "U,W,V"
     n1 = train_resnet(X, Y, width=16, depth=3, eta_c=0.1, seeds=2, progress=False)
     n2 = train_resnet(X, Y, width=16, depth=3, eta_c=0.1, seeds=2, progress=False,
-                      branch_exponent=0.5, trainable=("U", "W", "V"))
+                      parametrization=nfd.Parametrization(branch_exponent=0.5, trainable=("U", "W", "V")))
     np.testing.assert_array_equal(n1.f.values, n2.f.values)
 
 
@@ -205,14 +207,14 @@ def test_particles_match_linear_limit(backward, dtype, B_, alpha, trainable, wro
     # parameter trained (``wrong`` replaces the arguments it names) is rejected.
     K_ = 8 if B_ == 1 else 6
     X, y = _X[:K_ * B_], _Y[:K_ * B_]
-    kw = dict(eta_c=0.3, steps=4, batch_size=B_, probes=(_XP, np.zeros(3)),
-              probe_steps=[0, K_ // 2, K_], backward=backward)
+    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(probes=(_XP, np.zeros(3)), probe_steps=[0, K_ // 2, K_]), batch_size=B_, backward=backward)
     if B_ == 2:
-        kw.update(momentum=0.5, weight_decay=0.3)
-    this = dict(branch_exponent=alpha, trainable=trainable)
-    other = dict(this, **wrong)
-    if other == this:
-        other["trainable"] = ("U", "W", "V")
+        kw.update(optimizer=nfd.SGD(momentum=0.5, weight_decay=0.3))
+    param = nfd.Parametrization(branch_exponent=alpha, trainable=trainable)
+    wrong = dataclasses.replace(param, **wrong)
+    if wrong == param:
+        wrong = dataclasses.replace(param, trainable=("U", "W", "V"))
+    this, other = dict(parametrization=param), dict(parametrization=wrong)
     exact = nfd.linear_limit(X, y, **this, **kw)
     off = nfd.linear_limit(X, y, **other, **kw)
     S = 10
@@ -231,8 +233,8 @@ def test_frozen_readout_and_input_keep_initial_values_in_linear_limit():
     # equals the all-trained oracle's; with learning, freezing v changes the readout
     # term only: at step 0 both agree exactly (nothing has moved yet)
     X, y = _X[:6], _Y[:6]
-    a = nfd.linear_limit(X, y, eta_c=0.4, steps=3, trainable=("W",))
-    b = nfd.linear_limit(X, y, eta_c=0.4, steps=3)
+    a = nfd.linear_limit(X, y, eta_c=0.4, depth=3, parametrization=nfd.Parametrization(trainable=("W",)))
+    b = nfd.linear_limit(X, y, eta_c=0.4, depth=3)
     assert a.f.values[0, 0] == b.f.values[0, 0]
     assert np.abs(a.f.values[1:] - b.f.values[1:]).max() > 1e-3
     assert a.attrs["trainable"] == "W"
@@ -251,9 +253,9 @@ def test_networks_at_two_widths_match_the_alpha_one_limit(device):
     rng = np.random.default_rng(0)
     X = sphere(rng, K_, d)
     y = np.sign(X[:, 0])
-    kw = dict(eta_c=eta, activation="tanh", steps=L_, particles=16384, dtype="float64",
+    kw = dict(eta_c=eta, activation="tanh", depth=L_, particles=16384, dtype="float64",
               progress=False, error_replicas=0, device=device)
-    ref = np.stack([nfd.simulate(X, y, branch_exponent=1.0, seed=s, **kw).f.values[1:, 0]
+    ref = np.stack([nfd.simulate(X, y, parametrization=nfd.Parametrization(branch_exponent=1.0), seed=s, **kw).f.values[1:, 0]
                     for s in range(R)])
     half = nfd.simulate(X, y, seed=0, **kw).f.values[1:, 0]
     m = K_ - 1
@@ -267,7 +269,7 @@ def test_networks_at_two_widths_match_the_alpha_one_limit(device):
     stats, wrong = {}, {}
     for width in (256, 1024):
         f = validation.train_resnet(X, y, width=width, depth=L_, activation="tanh", eta_c=eta,
-                                    seeds=S, branch_exponent=1.0, device=device,
+                                    seeds=S, parametrization=nfd.Parametrization(branch_exponent=1.0), device=device,
                                     progress=False).f.values[:, 1:, 0]
         stats[width], wrong[width] = hotelling(f, ref.mean(0)), hotelling(f, half)
     assert max(stats.values()) < crit, (stats, crit)
@@ -291,54 +293,55 @@ BAD = [
 @pytest.mark.parametrize("kwargs, exc, match", BAD)
 def test_bad_parametrization_raises_clear_errors(kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        nfd.simulate(X, Y, eta_c=0.1, steps=2, particles=64, progress=False, **kwargs)
+        nfd.simulate(X, Y, eta_c=0.1, depth=2, particles=64, progress=False,
+                     **spec_kwargs(**kwargs))
     with pytest.raises(exc, match=match):
-        nfd.linear_limit(X, Y, eta_c=0.1, steps=2, **kwargs)
+        nfd.linear_limit(X, Y, eta_c=0.1, depth=2, **spec_kwargs(**kwargs))
     with pytest.raises(exc, match=match):
-        train_resnet(X, Y, width=8, depth=2, eta_c=0.1, progress=False, **kwargs)
+        train_resnet(X, Y, width=8, depth=2, eta_c=0.1, progress=False,
+                     **spec_kwargs(**kwargs))
 
 
 @pytest.mark.parametrize("arch", [dict(style="post"), dict(scaling="mup")])
 def test_branch_exponent_needs_the_depth_mup_preactivation_network(arch):
     with pytest.raises(ValueError, match="branch_exponent=0.75 with"):
         train_resnet(X, Y, width=8, depth=2, eta_c=0.1, progress=False,
-                     branch_exponent=0.75, **arch)
+                     parametrization=nfd.Parametrization(branch_exponent=0.75, **arch))
 
 
 # ------------------------------------------------------------ plumbing
 def test_memory_estimate_checks_and_ignores_the_parametrization():
-    kw = dict(n_train=16, input_dim=4, steps=8, particles=512)
-    assert (nfd.memory_estimate(**kw, branch_exponent=1.0, trainable=("W",))
+    kw = dict(n_train=16, input_dim=4, depth=8, particles=512)
+    assert (nfd.memory_estimate(**kw, parametrization=nfd.Parametrization(branch_exponent=1.0, trainable=("W",)))
             == nfd.memory_estimate(**kw))
     with pytest.raises(ValueError, match="must contain 'W'"):
-        nfd.memory_estimate(**kw, trainable=("U",))
+        nfd.memory_estimate(**kw, parametrization=nfd.Parametrization(trainable=("U",)))
 
 
 def test_compare_refuses_another_parametrization():
     kw = dict(eta_c=0.2, progress=False)
-    nets = train_resnet(X, Y, width=16, depth=2, seeds=2, branch_exponent=1.0, **kw)
-    lim = nfd.simulate(X, Y, steps=2, particles=256, error_replicas=0, **kw)
+    nets = train_resnet(X, Y, width=16, depth=2, seeds=2, parametrization=nfd.Parametrization(branch_exponent=1.0), **kw)
+    lim = nfd.simulate(X, Y, depth=2, particles=256, error_replicas=0, **kw)
     with pytest.raises(ValueError, match="branch_exponent"):
         nfd.compare(nets, lim)
-    ok = nfd.simulate(X, Y, steps=2, particles=256, error_replicas=0, branch_exponent=1.0,
+    ok = nfd.simulate(X, Y, depth=2, parametrization=nfd.Parametrization(branch_exponent=1.0), particles=256, error_replicas=0,
                       **kw)
     assert np.isfinite(nfd.compare(nets, ok).error.values).all()
 
 
 def test_sweep_grid_and_cli_take_the_parametrization(tmp_path):
     grid = validation.sweep_grid(X, Y, grid=dict(branch_exponent=[0.5, 1.0]),
-                                 fixed=dict(eta_c=0.2, steps=3, particles=256,
+                                 fixed=dict(eta_c=0.2, depth=3, particles=256,
                                             error_replicas=0, trainable=("W",)))
     for a in (0.5, 1.0):
-        one = nfd.simulate(X, Y, eta_c=0.2, steps=3, particles=256, error_replicas=0,
-                           trainable=("W",), branch_exponent=a, progress=False)
+        one = nfd.simulate(X, Y, eta_c=0.2, depth=3, parametrization=nfd.Parametrization(trainable=("W",), branch_exponent=a), particles=256, error_replicas=0, progress=False)
         np.testing.assert_array_equal(grid.f.sel(branch_exponent=a).values, one.f.values)
     from nfd._cli import load_config
     cfg = tmp_path / "run.toml"
-    cfg.write_text('[data]\ntrain = 6\nd = 4\n[model]\neta_c = 0.5\nsteps = 4\n'
-                   'branch_exponent = 1.0\ntrainable = ["W", "V"]\n')
-    model = load_config(cfg)["model"]
-    assert model["branch_exponent"] == 1.0 and list(model["trainable"]) == ["W", "V"]
+    cfg.write_text('[data]\ntrain = 6\nd = 4\n[model]\neta_c = 0.5\ndepth = 4\n'
+                   '[parametrization]\nbranch_exponent = 1.0\ntrainable = ["W", "V"]\n')
+    param = load_config(cfg)["parametrization"]
+    assert param == nfd.Parametrization.complete_p(trainable=("W", "V"))
 
 
 # ------------------------------------------------------------ paper 000, eq. 7
@@ -379,7 +382,7 @@ def test_one_step_kernel_change_converges_to_its_closed_form(backward):
     X, y, eta = np.array([[2.0, 0.0, 0.0, 0.0]] * 2), np.ones(2), 0.5
     err = {}
     for L in (256, 1024):
-        ds = nfd.linear_limit(X, y, eta_c=eta, steps=L, trainable=("W",), backward=backward)
+        ds = nfd.linear_limit(X, y, eta_c=eta, depth=L, parametrization=nfd.Parametrization(trainable=("W",)), backward=backward)
         tau, h2 = ds.time.values, ds.h2.values
         np.testing.assert_allclose(h2[0], (1 + 1 / L) ** np.arange(L + 1), rtol=1e-12)
         change = h2[1] - h2[0]
@@ -395,14 +398,14 @@ def test_two_layer_blocks_with_a_frozen_readout_match_linear_limit(backward):
     # frozen, f, h2, g2 of 8 seeds at P = 4096 (identity, L = 4, K = 8, η_c = 0.3)
     # against linear_limit (module rule); the all-trained oracle is rejected
     X, y = _X[:8], _Y[:8]
-    kw = dict(eta_c=0.3, steps=4, backward=backward, block="two-layer", trainable=("U", "W"))
+    kw = dict(eta_c=0.3, depth=4, parametrization=nfd.Parametrization(block="two-layer", trainable=("U", "W")), backward=backward)
     fields = ("f", "h2", "g2")
     runs = np.stack([flat(nfd.simulate(X, y, activation="identity", particles=4096, seed=s,
                                        dtype="float64", progress=False, error_replicas=0,
                                        **kw), fields) for s in range(8)])
     t = t_stats(runs - flat(nfd.linear_limit(X, y, **kw), fields))
     assert np.abs(t).max() < t_bound(8, t.size), float(np.abs(t).max())
-    trained = flat(nfd.linear_limit(X, y, **dict(kw, trainable=("U", "W", "V"))), ("f",))
+    trained = flat(nfd.linear_limit(X, y, **dict(kw, parametrization=nfd.Parametrization(trainable=("U", "W", "V")))), ("f",))
     t_off = t_stats(runs[:, :trained.size] - trained)
     assert np.abs(t_off).max() > t_bound(8, trained.size)
 
@@ -410,13 +413,11 @@ def test_two_layer_blocks_with_a_frozen_readout_match_linear_limit(backward):
 def test_learning_rate_attrs_name_the_trained_rates():
     # found in review: the networks' Adam string was depth-muP's at every alpha
     kw = dict(progress=False)
-    sgd = nfd.simulate(X, Y, eta_c=0.1, steps=2, particles=64, error_replicas=0,
-                       branch_exponent=1.0, trainable=("W",), **kw)
+    sgd = nfd.simulate(X, Y, eta_c=0.1, depth=2, parametrization=nfd.Parametrization(branch_exponent=1.0, trainable=("W",)), particles=64, error_replicas=0, **kw)
     assert sgd.attrs["learning_rate"] == "W: eta_c*n*(T/L)^-1"
-    adam = train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer="adam", batch_size=2,
-                        branch_exponent=0.75, hidden_lr="block-only", **kw)
+    adam = train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer=nfd.Adam(), parametrization=nfd.Parametrization(branch_exponent=0.75, hidden_lr="block-only"), batch_size=2, **kw)
     assert adam.attrs["learning_rate"] == "eta_c*T^0.25/sqrt(n)"
-    assert train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer="adam", batch_size=2,
+    assert train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer=nfd.Adam(), batch_size=2,
                         **kw).attrs["learning_rate"] == "eta_c*sqrt(T/(L*n))"
 
 

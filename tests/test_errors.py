@@ -98,7 +98,7 @@ def test_replicas_change_only_the_errors(backward):
     """Every estimate is bit-identical with and without replicas; the errors are the
     per-particle ones times the recorded inflation."""
     X, y, probes = _task()
-    kw = dict(eta_c=0.3, steps=3, particles=300, probes=probes, backward=backward,
+    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes), particles=300, backward=backward,
               progress=False, seed=5)
     plain = nfd.simulate(X, y, error_replicas=0, **kw)
     ds = nfd.simulate(X, y, **kw)
@@ -128,8 +128,8 @@ def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
         return real(cfgs, scale, progress, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", record)
-    ds = nfd.simulate(X, y, eta_c=0.1, steps=2, particles=4000, batch_size=12,
-                      backward=backward, eig_steps=[], progress=False)
+    ds = nfd.simulate(X, y, eta_c=0.1, depth=2, record=nfd.Record(eig_steps=[]), particles=4000, batch_size=12,
+                      backward=backward, progress=False)
     assert sizes == [expected, expected]
     assert ds.attrs["error_replica_particles"] == expected
 
@@ -147,7 +147,7 @@ def test_a_large_inflation_warns(monkeypatch, rho, warns):
         return tuple(np.full_like(r, rho) for r in real(ds, runs))
 
     monkeypatch.setattr(_errors, "_inflations", forced)
-    kw = dict(eta_c=0.3, steps=3, particles=64, probes=probes, progress=False)
+    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes), particles=64, progress=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ds = nfd.simulate(X, y, **kw)
@@ -160,9 +160,9 @@ def test_a_large_inflation_warns(monkeypatch, rho, warns):
 def test_error_replicas_is_checked():
     X, y, _ = _task()
     with pytest.raises(TypeError, match="error_replicas"):
-        nfd.simulate(X, y, eta_c=0.1, steps=2, particles=8, error_replicas=1.5)
+        nfd.simulate(X, y, eta_c=0.1, depth=2, particles=8, error_replicas=1.5)
     with pytest.raises(ValueError, match="error_replicas"):
-        nfd.simulate(X, y, eta_c=0.1, steps=2, particles=8, error_replicas=-1)
+        nfd.simulate(X, y, eta_c=0.1, depth=2, particles=8, error_replicas=-1)
 
 
 def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
@@ -181,7 +181,7 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
     monkeypatch.setattr(_simulate, "_integrate", replicas_diverge)
     monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: False)
     with pytest.warns(RuntimeWarning, match="replica 0 .* diverged.*Lower eta_c"):
-        ds = nfd.simulate(X, y, eta_c=0.3, steps=3, particles=64, probes=probes,
+        ds = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes), particles=64,
                           progress=False)
     assert np.isnan(ds.f_se).all() and np.isnan(ds.probe_f_se).all()
     assert np.isfinite(ds.f).all() and ds.f_se_inflation.isnull().all()
@@ -214,9 +214,9 @@ def _calibration(activation, K, steps, particles, seeds, Q=8, B=1, particle_init
     probes = nfd.synthetic_task("tanh", Q, 16, seed=1, teacher_seed=0)
     out = {}
     for backward in ("coupled", "decoupled"):
-        runs = [nfd.simulate(X, y, eta_c=0.3, activation=activation, steps=steps,
-                             particles=particles, probes=probes, backward=backward,
-                             batch_size=B, seed=s, eig_steps=[], progress=False,
+        runs = [nfd.simulate(X, y, eta_c=0.3, activation=activation, depth=steps, record=nfd.Record(probes=probes, eig_steps=[]),
+                             particles=particles, backward=backward,
+                             batch_size=B, seed=s, progress=False,
                              particle_init=particle_init)
                 for s in range(seeds)]
         for var in ("f", "probe_f"):  # (seed, step or probe step, sample or probe)

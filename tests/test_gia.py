@@ -48,7 +48,7 @@ def test_coupled_and_decoupled_limits_differ_after_one_step(L):
     assert gap.mean() > 5 * se
     # each limit reproduces its own network's form, exactly in the oracle
     for bw, which in (("decoupled", 0), ("coupled", 1)):
-        ex = nfd.linear_limit(X, Y, eta_c=ETA, steps=L, backward=bw)
+        ex = nfd.linear_limit(X, Y, eta_c=ETA, depth=L, backward=bw)
         forms = _forms(ETA * float(ex.dloss[0, 0]), L)
         assert abs(float(ex.f[1, 0]) - forms[which]) < 1e-12 * abs(forms[which])
         assert abs(float(ex.f[1, 0]) - forms[1 - which]) > 0.1

@@ -28,16 +28,18 @@ def _same(a, b):
 
 @needs("netCDF4")
 def test_simulate_grid_equals_individual_calls_and_marks_divergence(tmp_path):
-    grid = {"eta_c": [0.1, 0.3, 50.0], "steps": [2, 4], "backward": ["coupled", "decoupled"]}
-    fixed = {"particles": 128, "seed": 3, "probe_steps": [0, 12]}
-    ds = sweep_grid(X, Y, grid=grid, fixed=fixed, probes=PROBES, store=tmp_path)
-    assert list(ds["diverged"].dims) == ["eta_c", "steps", "backward"]
+    grid = {"eta_c": [0.1, 0.3, 50.0], "depth": [2, 4], "backward": ["coupled", "decoupled"]}
+    fixed = {"particles": 128, "seed": 3}
+    ds = sweep_grid(X, Y, grid=grid, fixed=dict(fixed, record=nfd.Record(probe_steps=[0, 12])),
+                    probes=PROBES, store=tmp_path)
+    assert list(ds["diverged"].dims) == ["eta_c", "depth", "backward"]
     for eta in (0.1, 0.3):
         for L in (2, 4):
             for b in ("coupled", "decoupled"):
-                one = nfd.simulate(X, Y, eta_c=eta, steps=L, backward=b, probes=PROBES,
-                                   progress=False, **fixed)
-                cell = ds.sel(eta_c=eta, steps=L, backward=b)
+                one = nfd.simulate(X, Y, eta_c=eta, depth=L, backward=b, progress=False,
+                                   record=nfd.Record(probes=PROBES, probe_steps=[0, 12]),
+                                   **fixed)
+                cell = ds.sel(eta_c=eta, depth=L, backward=b)
                 assert not bool(cell["diverged"])
                 _same(cell, one)
                 # layer times of the other depth are NaN, not invented
@@ -53,28 +55,31 @@ def test_simulate_grid_equals_individual_calls_and_marks_divergence(tmp_path):
     assert all("diverging" in str(m) for m in bad["divergence"].values.ravel())
     assert (ds["divergence"].sel(eta_c=[0.1, 0.3]).values == "").all()
     assert ds.attrs["divergence"] == one.attrs["divergence"]
-    assert ds.attrs["grid_dims"] == ["eta_c", "steps", "backward"]
+    assert ds.attrs["grid_dims"] == ["eta_c", "depth", "backward"]
     assert "eta_c" not in ds.attrs and ds.attrs["particles"] == 128
 
 
 @needs("netCDF4")
 def test_network_grid_equals_individual_calls(tmp_path):
-    fixed = {"width": 16, "seeds": [0, 1], "eta_c": 0.2, "probe_steps": [12]}
+    fixed = {"width": 16, "seeds": [0, 1], "eta_c": 0.2}
     keep = ["loss", "probe_loss", "h2"]
     ds = sweep_grid(X, Y, kind="network", grid={"depth": [2, 3], "T": [0.5, 2.0]},
-                    fixed=fixed, probes=PROBES, variables=keep, store=tmp_path)
+                    fixed=dict(fixed, record=nfd.Record(probe_steps=[12])), probes=PROBES,
+                    variables=keep, store=tmp_path)
     assert set(ds.data_vars) == {*keep, "diverged", "divergence"}
     assert (ds["divergence"].values == "").all()
     for L in (2, 3):
         for T in (0.5, 2.0):
-            one = train_resnet(X, Y, depth=L, T=T, probes=PROBES, progress=False, **fixed)
+            one = train_resnet(X, Y, depth=L, parametrization=nfd.Parametrization(T=T),
+                               record=nfd.Record(probes=PROBES, probe_steps=[12]),
+                               progress=False, **fixed)
             _same(ds.sel(depth=L, T=T), one[keep])
 
 
 @needs("netCDF4")
 def test_grid_resumes_from_store_and_recomputes_for_other_data(tmp_path, calls):
     fixed = {"particles": 64}
-    grid = {"eta_c": [0.1, 50.0], "steps": [2]}
+    grid = {"eta_c": [0.1, 50.0], "depth": [2]}
     first = sweep_grid(X, Y, grid=grid, fixed=fixed, store=tmp_path, study="g")
     stored = sorted(p.name for p in (tmp_path / "g").glob("*.nc"))
     assert len(stored) == 2  # the diverged point is stored too: a rerun does not repeat it
@@ -82,7 +87,7 @@ def test_grid_resumes_from_store_and_recomputes_for_other_data(tmp_path, calls):
     again = sweep_grid(X, Y, grid=grid, fixed=fixed, store=tmp_path, study="g")
     assert calls == []
     _same(again, first)
-    grown = sweep_grid(X, Y, grid={"eta_c": [0.1, 0.2, 50.0], "steps": [2]}, fixed=fixed,
+    grown = sweep_grid(X, Y, grid={"eta_c": [0.1, 0.2, 50.0], "depth": [2]}, fixed=fixed,
                        store=tmp_path, study="g")
     assert calls == [0.2]
     _same(grown.sel(eta_c=[0.1, 50.0]), first)
@@ -91,7 +96,7 @@ def test_grid_resumes_from_store_and_recomputes_for_other_data(tmp_path, calls):
 
 
 def test_grid_all_diverged_is_flags_only():
-    ds = sweep_grid(X, Y, grid={"eta_c": [40.0, 50.0]}, fixed={"particles": 64, "steps": 2})
+    ds = sweep_grid(X, Y, grid={"eta_c": [40.0, 50.0]}, fixed={"particles": 64, "depth": 2})
     assert list(ds.data_vars) == ["diverged", "divergence"] and ds["diverged"].values.all()
     assert all("diverging" in str(m) for m in ds["divergence"].values)
 

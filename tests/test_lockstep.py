@@ -29,11 +29,11 @@ CASES = {
     "decoupled": dict(backward="decoupled"),
     "batches, float64": dict(batch_size=3, dtype=torch.float64),
     "optimizer options, alpha": dict(eta_c=nfd.warmup_cosine(12, peak=0.3, warmup=2),
-                                     momentum=0.8, weight_decay=0.1, gamma0=0.7,
-                                     branch_exponent=0.75),
-    "three classes": dict(classes=3, loss="cross_entropy", y=LABELS, probes=None),
-    "adamw": dict(optimizer="adamw", eta_c=0.05, weight_decay=0.1, particles=96),
-    "frozen readout, decoupled": dict(trainable=("U", "W"), backward="decoupled"),
+                                     optimizer=nfd.SGD(momentum=0.8, weight_decay=0.1), parametrization=nfd.Parametrization(gamma0=0.7, branch_exponent=0.75)),
+    "three classes": dict(classes=3, loss="cross_entropy", y=LABELS,
+                          record=nfd.Record(eig_steps=[0, 2])),
+    "adamw": dict(optimizer=nfd.AdamW(weight_decay=0.1), eta_c=0.05, particles=96),
+    "frozen readout, decoupled": dict(parametrization=nfd.Parametrization(trainable=("U", "W")), backward="decoupled"),
     "replicas smaller than the run": dict(particles=1100, backward="decoupled"),
     # a batch's products come out of an unsplit history product column-major: every
     # run must see them row-major (Pass.products), split or not (found in review)
@@ -41,8 +41,7 @@ CASES = {
     "decoupled batches, float64": dict(batch_size=2, backward="decoupled",
                                        dtype=torch.float64),
     "decoupled float64 with probes": dict(backward="decoupled", dtype=torch.float64),
-    "a batch of 12, float64": dict(batch_size=12, dtype=torch.float64, probes=None,
-                                   eig_steps=[0]),
+    "a batch of 12, float64": dict(batch_size=12, dtype=torch.float64, record=nfd.Record(probes=None, eig_steps=[0])),
     "the run's products split, the replicas' not": dict(
         particles=4096, batch_size=2, backward="decoupled", dtype=torch.float64),
 }
@@ -50,8 +49,8 @@ CASES = {
 
 def _run(**kw):
     X, y = X_TASK
-    args = dict(y=y, eta_c=0.3, steps=3, particles=160, probes=PROBES, progress=False,
-                seed=3, eig_steps=[0, 2])
+    args = dict(y=y, eta_c=0.3, depth=3, record=nfd.Record(probes=PROBES, eig_steps=[0, 2]), particles=160, progress=False,
+                seed=3)
     args.update(kw)
     return nfd.simulate(X, args.pop("y"), **args)
 
@@ -111,7 +110,7 @@ def test_a_run_and_its_replicas_hold_their_numbers_alone(monkeypatch, case):
 
 def test_two_layer_blocks_run_their_replicas_after_the_run(monkeypatch):
     sizes = _sizes(monkeypatch)
-    ds = _run(block="two-layer")
+    ds = _run(parametrization=nfd.Parametrization(block="two-layer"))
     assert sizes == [1, 1, 1] and np.isfinite(ds.f_se_inflation).all()
 
 

@@ -4,7 +4,7 @@ import pytest
 
 import nfd
 
-SIZE = dict(n_train=128, input_dim=8, steps=64, particles=16384)
+SIZE = dict(n_train=128, input_dim=8, depth=64, particles=16384)
 
 
 @pytest.mark.parametrize("bad", ["ordinary", "Coupled", None, 1])
@@ -25,7 +25,7 @@ def test_coupled_adds_only_a_small_workspace():
     extra = coupled["workspace"] - decoupled["workspace"]
     assert 0 < extra <= 3 * SIZE["n_train"] * 8
     # and each driver's truncated inverse factor for the Stein derivative: L·N² float64
-    stein = 2 * SIZE["steps"] * SIZE["n_train"] ** 2 * 8
+    stein = 2 * SIZE["depth"] * SIZE["n_train"] ** 2 * 8
     assert coupled["drivers"] - decoupled["drivers"] == stein
     assert coupled["total"] - decoupled["total"] == extra + stein
     assert coupled["total"] == sum(v for k, v in coupled.items() if k != "total")
@@ -33,24 +33,30 @@ def test_coupled_adds_only_a_small_workspace():
 
 @pytest.mark.parametrize("name, bad, exc", [
     ("particles", -1, ValueError), ("particles", 1, ValueError), ("n_train", 0, ValueError),
-    ("input_dim", 0, ValueError), ("steps", 0, ValueError), ("batch_size", 0, ValueError),
+    ("input_dim", 0, ValueError), ("depth", 0, ValueError), ("batch_size", 0, ValueError),
     ("probes", -1, ValueError), ("paths", -2, ValueError), ("particles", 2.5, TypeError),
     ("momentum", 1.5, ValueError), ("gamma0", 0.0, ValueError),
-    ("steps", True, TypeError), ("dtype", "int8", ValueError),
+    ("depth", True, TypeError), ("dtype", "int8", ValueError),
 ])
 def test_every_argument_is_validated(name, bad, exc):
-    # a negative count used to return negative byte counts
+    # a negative count used to return negative byte counts (momentum and gamma0: the
+    # specifications check their fields)
     with pytest.raises(exc, match=name if name != "dtype" else "dtype"):
-        nfd.memory_estimate(**(SIZE | {name: bad}))
+        if name == "momentum":
+            nfd.memory_estimate(**SIZE, optimizer=nfd.SGD(momentum=bad))
+        elif name == "gamma0":
+            nfd.memory_estimate(**SIZE, parametrization=nfd.Parametrization(gamma0=bad))
+        else:
+            nfd.memory_estimate(**(SIZE | {name: bad}))
 
 
 def test_estimate_is_positive_and_grows_with_each_size():
     base = nfd.memory_estimate(**SIZE)
     assert all(v > 0 for k, v in base.items() if k not in ("paths", "optimizer"))
     assert base["optimizer"] == 0  # plain SGD keeps no optimizer state
-    mom = nfd.memory_estimate(**(SIZE | {"momentum": 0.9}))
+    mom = nfd.memory_estimate(**(SIZE | {"optimizer": nfd.SGD(momentum=0.9)}))
     assert 0 < mom["optimizer"] < 1e-3 * mom["total"]
-    for name in ("n_train", "steps", "particles"):
+    for name in ("n_train", "depth", "particles"):
         assert nfd.memory_estimate(**(SIZE | {name: 2 * SIZE[name]}))["total"] > base["total"]
 
 

@@ -35,6 +35,8 @@ from validation import (
     synthetic_task,
     train_resnet,
 )
+import nfd
+from _references import spec_kwargs
 
 F64 = torch.float64
 FALSE_ALARM = 1e-3  # family-wise, per test
@@ -207,8 +209,9 @@ def test_batched_ensemble_equals_seed_by_seed():
     Xp, yp = synthetic_task("sign", 3, 5, seed=5, teacher_seed=4)
     for kw in (dict(block="one-layer", backward="decoupled", eig_steps=[0, 2]),
                dict(block="two-layer", first_layer_lr="depth-aware")):
-        common = dict(width=24, depth=3, activation="relu", loss="logistic", eta_c=0.7,
-                      batch_size=2, probes=(Xp, yp), dtype="float64", device="cpu", **kw)
+        common = spec_kwargs(width=24, depth=3, activation="relu", loss="logistic",
+                             eta_c=0.7, batch_size=2, probes=(Xp, yp), dtype="float64",
+                             device="cpu", **kw)
         ds = train_resnet(X, y, seeds=[0, 7, 3], **common)
         for s in (0, 7, 3):
             one = train_resnet(X, y, seeds=[s], **common)
@@ -232,7 +235,7 @@ def test_probes_at_step_k_use_parameters_after_k_updates():
     K, B = 4, 3
     X, y = synthetic_task("relu2", K * B, 5, seed=1)
     ds = train_resnet(X, y, width=32, depth=3, seeds=2, batch_size=B, eta_c=1.0,
-                      probes=(X, y), style="post", activation="tanh", dtype="float64",
+                      parametrization=nfd.Parametrization(style="post"), record=nfd.Record(probes=(X, y)), activation="tanh", dtype="float64",
                       device="cpu")
     assert list(ds.probe_step.values) == list(range(K + 1))  # default: every step if K ≤ 32
     for k in range(K):
@@ -247,7 +250,7 @@ def test_probes_at_step_k_use_parameters_after_k_updates():
 def test_dataset_schema_and_netcdf_roundtrip(tmp_path):
     X, y = synthetic_task("linear", 6, 4, seed=2)
     ds = train_resnet(X, y, width=16, depth=2, seeds=[1, 4], batch_size=2, eta_c=0.2,
-                      probes=(X[:2], y[:2]), eig_steps=[1], block="two-layer",
+                      parametrization=nfd.Parametrization(block="two-layer"), record=nfd.Record(probes=(X[:2], y[:2]), eig_steps=[1]),
                       device="cpu")
     dims = {
         "f": ("seed", "step", "sample"), "loss": ("seed", "step", "sample"),
@@ -361,7 +364,7 @@ def test_coordinates_stay_order_one_across_widths_and_depths():
         # probability 2.6e-12; over the S·B·n ≤ 8192 coordinates checked, 2e-8
         out = ResNetEnsemble(8, width=128, depth=L, seeds=S, device="cpu").propagate(X)
         assert out["h"][:, -1].abs().max() < 7 * math.sqrt(C[-1, 0, 0])
-    bad = train_resnet(X[:1], [0.0], width=64, depth=32, seeds=2, eta_c=0.0, scaling="mup",
+    bad = train_resnet(X[:1], [0.0], width=64, depth=32, seeds=2, eta_c=0.0, parametrization=nfd.Parametrization(scaling="mup"),
                        activation="relu", device="cpu", progress=False)
     # the limit grows as (1 + T/2)^L = 4e5: even 1e3 is far outside Θ(1)
     assert bad.h2.isel(step=0, time=-1).min() > 1e3
@@ -394,7 +397,7 @@ def test_eigenvalue_records():
     B, L = 2, 3
     X, y = synthetic_task("tanh", 4 * B, 5, seed=6)
     ds = train_resnet(X, y, width=32, depth=L, seeds=[2, 3], batch_size=B, eta_c=0.5,
-                      eig_steps=[0, 1, 3], activation="tanh", dtype="float64", device="cpu")
+                      record=nfd.Record(eig_steps=[0, 1, 3]), activation="tanh", dtype="float64", device="cpu")
     sig, the = ds.sigma_min_eig.values, ds.theta_min_eig.values
     assert np.isnan(sig[..., L]).all() and np.isfinite(sig[..., :L]).all()
     assert np.isfinite(the).all()
@@ -437,8 +440,7 @@ def test_collapse_observables_definition_and_depth_scaling():
     for flr in ("depth-mup", "depth-aware"):
         r = {}
         for L in (4, 64):
-            ds = train_resnet(X, y, width=64, depth=L, block="two-layer", seeds=S,
-                              first_layer_lr=flr, batch_size=4, eta_c=0.5,
+            ds = train_resnet(X, y, width=64, depth=L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=flr), seeds=S, batch_size=4, eta_c=0.5,
                               activation="tanh", device="cpu", progress=False)
             assert (ds.internal_update.isel(step=0) == 0).all()  # nothing learnt yet
             later = ds.isel(step=slice(1, None))
@@ -515,8 +517,8 @@ X4, Y4 = synthetic_task("linear", 4, 3, seed=0)
 def test_bad_arguments_raise_clear_errors(kwargs, exc, match):
     args = dict(width=8, depth=2, eta_c=0.1, device="cpu")
     args.update(kwargs)
-    with pytest.raises(exc, match=match):
-        train_resnet(X4, Y4, **args)
+    with pytest.raises(exc, match=match):  # the specifications' checks or the run's
+        train_resnet(X4, Y4, **spec_kwargs(**args))
 
 
 def test_bad_data_raise_clear_errors():

@@ -29,6 +29,7 @@ of the branch's report): ε unscaled by 3e-5 at the default ε and 1e-2 at ε = 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ import torch
 
 import nfd
 from validation import ResNetEnsemble, network_memory_estimate, sphere_stream, train_resnet
-from _references import DecoupledLinear
+from _references import spec_kwargs, DecoupledLinear
 
 F64 = torch.float64
 RTOL = ATOL = 1e-12
@@ -213,9 +214,10 @@ def test_tied_decoupled_network_equals_the_coupled_one():
 def test_train_resnet_trains_with_adam_and_records_it():
     X, Y = _stream(2)
     opts = dict(optimizer="adamw", betas=(0.8, 0.95), eps=1e-2, weight_decay=0.4)
-    ds = train_resnet(X, Y, width=N, depth=L, T=T, seeds=[0, 5], batch_size=2,
-                      eta_c=SCHEDULE, activation="tanh", backward="decoupled", device="cpu",
-                      dtype="float64", progress=False, **opts)
+    ds = train_resnet(X, Y, width=N, depth=L, parametrization=nfd.Parametrization(T=T),
+                      seeds=[0, 5], batch_size=2, eta_c=SCHEDULE, activation="tanh",
+                      backward="decoupled", device="cpu", dtype="float64", progress=False,
+                      optimizer=nfd.AdamW(betas=(0.8, 0.95), eps=1e-2, weight_decay=0.4))
     net = ResNetEnsemble(D, width=N, depth=L, T=T, seeds=[0, 5], activation="tanh",
                          backward="decoupled", device="cpu", dtype=F64, **opts)
     ref = Reference(net, "adamw", (0.8, 0.95), 1e-2, 0.4)
@@ -241,7 +243,7 @@ def test_sgd_default_is_unchanged():
     X, Y = _stream(2)
     kw = dict(width=N, depth=L, seeds=[0, 3], batch_size=2, eta_c=0.3, activation="tanh",
               backward="decoupled", device="cpu", progress=False)
-    a, b = train_resnet(X, Y, **kw), train_resnet(X, Y, optimizer="sgd", **kw)
+    a, b = train_resnet(X, Y, **kw), train_resnet(X, Y, optimizer=nfd.SGD(), **kw)
     for v in ("f", "loss", "h2", "g2"):
         assert a[v].values.tobytes() == b[v].values.tobytes(), v
     assert a.attrs["optimizer"] == "sgd" and "betas" not in a.attrs
@@ -283,8 +285,11 @@ ONLY = "is not available with optimizer='adam'"
 def test_bad_adam_arguments_raise_clear_errors(kwargs, exc, match):
     X, Y = _stream(1)
     args = dict(width=8, depth=2, eta_c=0.1, device="cpu")
-    with pytest.raises(exc, match=match):
-        train_resnet(X, Y, progress=False, **args, **kwargs)
+    with pytest.raises((TypeError, ValueError)) as err:  # the specifications, or the run
+        train_resnet(X, Y, progress=False, **args, **spec_kwargs(**kwargs))
+    # a mismatch of optimizer and option cannot be written (the class has no such field)
+    assert re.search(match, str(err.value)) or re.search(
+        "not options of nfd|name must be one of", str(err.value))
     with pytest.raises(exc, match=match):  # the constructor checks them alike
         ResNetEnsemble(D, **args, **kwargs)
 

@@ -28,7 +28,7 @@ import torch
 import nfd
 from nfd.schema import check_sgd
 from validation import ResNetEnsemble, sphere_stream, train_resnet
-from _references import (ROUNDING_ATOL, ROUNDING_RTOL, DecoupledLinear,
+from _references import (spec_kwargs, ROUNDING_ATOL, ROUNDING_RTOL, DecoupledLinear,
                          assert_rounding_close)
 
 F64 = torch.float64
@@ -214,7 +214,8 @@ def test_train_resnet_records_follow_torch_sgd():
     for backward in ("coupled", "decoupled"):
         ds = train_resnet(X, Y, width=N, depth=L, seeds=[0, 7], batch_size=B, eta_c=SCHEDULE,
                           activation="tanh", backward=backward, device="cpu", dtype="float64",
-                          progress=False, **opts)
+                          progress=False, optimizer=nfd.SGD(momentum=0.7, weight_decay=0.3),
+                          parametrization=nfd.Parametrization(gamma0=0.6))
         net = ResNetEnsemble(D, width=N, depth=L, seeds=[0, 7], activation="tanh",
                              backward=backward, device="cpu", dtype=F64, **opts)
         ref = Reference(net, SCHEDULE[0], **opts)
@@ -233,14 +234,14 @@ def test_train_resnet_records_follow_torch_sgd():
 def test_small_gamma0_is_not_taken_for_divergence():
     # f = O(1/(γ₀√n)) at initialization: the guard bounds γ₀f, not f
     kw = dict(width=N, depth=L, batch_size=B, eta_c=0.01, device="cpu", progress=False,
-              probes=(X[:3], Y[:3]))
-    ds = train_resnet(X, Y, gamma0=1e-3, **kw)
+              record=nfd.Record(probes=(X[:3], Y[:3])))
+    ds = train_resnet(X, Y, parametrization=nfd.Parametrization(gamma0=1e-3), **kw)
     assert np.abs(ds.f.values).max() > 100 * np.abs(train_resnet(X, Y, **kw).f.values).max()
     with pytest.raises(FloatingPointError, match="diverging"):  # real divergence stops
-        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), gamma0=1e-3)
+        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), parametrization=nfd.Parametrization(gamma0=1e-3))
     with pytest.raises(FloatingPointError, match=r"or the momentum \(with momentum=0\.9 "
                        r"the steps add up to 10 times eta_c\)"):
-        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), gamma0=1e-3, momentum=0.9)
+        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), optimizer=nfd.SGD(momentum=0.9), parametrization=nfd.Parametrization(gamma0=1e-3))
 
 
 # ------------------------------------------------ the defaults: bit for bit
@@ -282,7 +283,7 @@ def test_train_resnet_defaults_equal_a_constant_schedule_of_neutral_options():
     kw = dict(width=N, depth=L, seeds=[0, 3], batch_size=B, activation="tanh",
               backward="decoupled", device="cpu", progress=False)
     a = train_resnet(X, Y, eta_c=0.3, **kw)
-    b = train_resnet(X, Y, eta_c=[0.3] * K, momentum=0, weight_decay=0.0, gamma0=1, **kw)
+    b = train_resnet(X, Y, eta_c=[0.3] * K, optimizer=nfd.SGD(momentum=0, weight_decay=0.0), parametrization=nfd.Parametrization(gamma0=1), **kw)
     c = train_resnet(X, Y, eta_c=lambda k: 0.3, **kw)
     for v in ("f", "loss", "h2", "g2"):
         assert a[v].values.tobytes() == b[v].values.tobytes() == c[v].values.tobytes(), v
@@ -310,7 +311,7 @@ def test_bad_optimizer_arguments_raise_clear_errors(kwargs, exc, match):
     args = dict(width=8, depth=2, eta_c=0.1, batch_size=B, device="cpu", progress=False)
     args.update(kwargs)
     with pytest.raises(exc, match=match):
-        train_resnet(X, Y, **args)
+        train_resnet(X, Y, **spec_kwargs(**args))  # the specification checks, or the run
     if not isinstance(args["eta_c"], float):
         return
     with pytest.raises(exc, match=match):  # the constructor checks them alike

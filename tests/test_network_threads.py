@@ -28,11 +28,12 @@ def counts(threads, monkeypatch):
 # run their updates on the team.
 CASES = [dict(width=255, seeds=1, batch_size=5),
          dict(width=2049, seeds=1, batch_size=3),
-         dict(width=255, seeds=2, batch_size=5, dtype="float64", optimizer="adam"),
-         dict(width=255, seeds=3, batch_size=2, momentum=0.9, weight_decay=0.1,
+         dict(width=255, seeds=2, batch_size=5, dtype="float64", optimizer=nfd.Adam()),
+         dict(width=255, seeds=3, batch_size=2, optimizer=nfd.SGD(momentum=0.9, weight_decay=0.1),
               backward="decoupled"),
          # Tensor Programs VI's block: layer norm and mean subtraction in the passes
-         dict(width=255, seeds=1, batch_size=5, block="post-nonlin-ms", layernorm=True)]
+         dict(width=255, seeds=1, batch_size=5,
+              parametrization=nfd.Parametrization(block="post-nonlin-ms", layernorm=True))]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{v}" for v in c.values()))
@@ -42,7 +43,7 @@ def test_train_resnet_is_bit_identical_on_1_2_and_3_threads(counts, case):
     runs = []
     for n in (1, 2, 3):
         counts(n)
-        runs.append(train_resnet(X, y, depth=3, eta_c=0.2, probes=probes, eig_steps=[0, 2],
+        runs.append(train_resnet(X, y, depth=3, eta_c=0.2, record=nfd.Record(probes=probes, eig_steps=[0, 2]),
                                  progress=False, device="cpu", **case))
     assert not _equal(runs[0], runs[1]) and not _equal(runs[0], runs[2])
 
@@ -66,7 +67,7 @@ def test_train_resnet_team_follows_the_load_and_keeps_every_number(tmp_path, mon
     seen = alternating_team(Machine(tmp_path / "stat"), monkeypatch)
     X, y = nfd.synthetic_task("tanh", 8 * 5, 16, seed=0)
     kw = dict(width=255, depth=3, seeds=1, batch_size=5, eta_c=0.2, device="cpu",
-              progress=False, probes=nfd.synthetic_task("tanh", 3, 16, seed=1, teacher_seed=0))
+              progress=False, record=nfd.Record(probes=nfd.synthetic_task("tanh", 3, 16, seed=1, teacher_seed=0)))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)

@@ -341,8 +341,11 @@ def test_train_resnet_runs_the_block_step_by_step(optimizer):
     kw = dict(width=N, depth=L, T=1.6, activation="abs", layernorm=True, block_multiplier=0.8,
               branch_exponent=0.3, lr_exponent=0.9, optimizer=optimizer,
               weight_decay=0.1 if optimizer == "adamw" else 0.0)
-    ds = train_resnet(X, Y, block="post-nonlin-ms", eta_c=SCHEDULE, seeds=[0, 3], batch_size=B,
-                      eig_steps=[1], dtype=F64, device="cpu", progress=False, **kw)
+    opt = nfd.AdamW(weight_decay=0.1) if optimizer == "adamw" else nfd.SGD()
+    param = nfd.Parametrization.tp6(0.3, 0.9, T=1.6, layernorm=True, block_multiplier=0.8)
+    ds = train_resnet(X, Y, width=N, depth=L, activation="abs", optimizer=opt,
+                      parametrization=param, record=nfd.Record(eig_steps=[1]), eta_c=SCHEDULE,
+                      seeds=[0, 3], batch_size=B, dtype=F64, device="cpu", progress=False)
     net = ResNetEnsemble(D, block="post-nonlin-ms", seeds=[0, 3], dtype=F64, device="cpu", **kw)
     for k in range(K):
         f = net.sgd_step(X[k * B:(k + 1) * B], Y[k * B:(k + 1) * B], eta_c=SCHEDULE[k])
@@ -357,9 +360,9 @@ def test_train_resnet_runs_the_block_step_by_step(optimizer):
 
 def test_train_resnet_refuses_the_block_options_on_other_blocks():
     with pytest.raises(ValueError, match="layernorm is an option of block="):
-        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, layernorm=True, progress=False)
+        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, parametrization=nfd.Parametrization(layernorm=True), progress=False)
     with pytest.raises(ValueError, match="post-nonlinearity block"):
-        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, block="post-nonlin-ms", style="pre",
+        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, parametrization=nfd.Parametrization(block="post-nonlin-ms", style="pre"),
                      progress=False)
 
 

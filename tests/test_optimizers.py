@@ -33,10 +33,10 @@ _SCHEDULE = [0.3 * min(1.0, (k + 1) / 2) * (0.6 + 0.4 * np.cos(np.pi * k / _K))
              for k in range(_K)]
 _OPTIONS = {
     "schedule": dict(eta_c=_SCHEDULE),
-    "momentum": dict(momentum=0.8),
-    "weight_decay": dict(weight_decay=0.5),
-    "gamma0": dict(gamma0=0.5),
-    "all": dict(eta_c=lambda k: _SCHEDULE[k], momentum=0.8, weight_decay=0.5, gamma0=0.7),
+    "momentum": dict(optimizer=nfd.SGD(momentum=0.8)),
+    "weight_decay": dict(optimizer=nfd.SGD(weight_decay=0.5)),
+    "gamma0": dict(parametrization=nfd.Parametrization(gamma0=0.5)),
+    "all": dict(eta_c=lambda k: _SCHEDULE[k], optimizer=nfd.SGD(momentum=0.8, weight_decay=0.5), parametrization=nfd.Parametrization(gamma0=0.7)),
 }
 _FIELDS = ("f", "probe_f", "h2", "g2")
 
@@ -75,17 +75,17 @@ def test_coefficients_are_torch_sgd(momentum, weight_decay):
 def test_defaults_and_constant_schedules_are_todays_runs_bit_for_bit():
     # The options at their defaults, and a schedule of K equal values or a constant
     # callable, take today's code path: every training number identical.
-    kw = dict(steps=3, particles=256, batch_size=_B, probes=(_XP, _YP), progress=False,
+    kw = dict(depth=3, record=nfd.Record(probes=(_XP, _YP)), particles=256, batch_size=_B, progress=False,
               seed=4, error_replicas=1)
     base = nfd.simulate(_X, _Y, eta_c=0.3, **kw)
-    for opts in (dict(eta_c=0.3, momentum=0.0, weight_decay=0.0, gamma0=1.0),
+    for opts in (dict(eta_c=0.3, optimizer=nfd.SGD(momentum=0.0, weight_decay=0.0), parametrization=nfd.Parametrization(gamma0=1.0)),
                  dict(eta_c=[0.3] * _K), dict(eta_c=lambda k: 0.3)):
         other = nfd.simulate(_X, _Y, **opts, **kw)
         for name in ("f", "f_se", "probe_f", "probe_f_se", "h2", "g2"):
             assert np.array_equal(base[name].values, other[name].values, equal_nan=True), name
-    lin = nfd.linear_limit(_X, _Y, eta_c=0.3, steps=3, batch_size=_B)
+    lin = nfd.linear_limit(_X, _Y, eta_c=0.3, depth=3, batch_size=_B)
     assert np.array_equal(lin.f.values, nfd.linear_limit(
-        _X, _Y, eta_c=[0.3] * _K, momentum=0.0, steps=3, batch_size=_B).f.values)
+        _X, _Y, eta_c=[0.3] * _K, depth=3, optimizer=nfd.SGD(momentum=0.0), batch_size=_B).f.values)
     assert base.attrs["eta_c_schedule"] == "constant" and base.attrs["momentum"] == 0.0
 
 
@@ -107,12 +107,10 @@ def test_options_match_linear_limit(option, backward, dtype):
     # by the same rule (γ₀ alone moves f by only 0.05: its run is judged on f/γ₀'s
     # own scale by the same rule, and rejected through h2 and probe_f).
     S = 10
-    kw = dict(eta_c=0.3, steps=_L, batch_size=_B, probes=(_XP, _YP),
-              probe_steps=[0, 1, _K // 2, _K])
+    kw = dict(eta_c=0.3, depth=_L, record=nfd.Record(probes=(_XP, _YP), probe_steps=[0, 1, _K // 2, _K]), batch_size=_B)
     kw.update(_OPTIONS[option])
     exact = nfd.linear_limit(_X, _Y, backward=backward, **kw)
-    plain = nfd.linear_limit(_X, _Y, backward=backward, eta_c=0.3, steps=_L, batch_size=_B,
-                             probes=(_XP, _YP), probe_steps=kw["probe_steps"])
+    plain = nfd.linear_limit(_X, _Y, backward=backward, eta_c=0.3, depth=_L, record=kw["record"], batch_size=_B)
     runs = np.stack([flat(nfd.simulate(
         _X, _Y, activation="identity", backward=backward, particles=4096, seed=s,
         dtype=dtype, progress=False, error_replicas=0, **kw), _FIELDS) for s in range(S)])
@@ -171,7 +169,7 @@ def test_small_gamma0_is_kernel_gradient_descent_at_rate_gamma0_squared(backward
     wrong = _kernel_descent(kernels[({"coupled", "decoupled"} - {backward}).pop()], _Y, _B, sgd)
     errors, misses = [], []
     for g0 in eps:
-        f = nfd.linear_limit(_X, _Y, eta_c=0.3, momentum=0.8, gamma0=g0, steps=_L,
+        f = nfd.linear_limit(_X, _Y, eta_c=0.3, depth=_L, optimizer=nfd.SGD(momentum=0.8), parametrization=nfd.Parametrization(gamma0=g0),
                              batch_size=_B, backward=backward).f.values
         errors.append(np.abs(f - ref).max())
         misses.append(np.abs(f - wrong).max())
@@ -185,7 +183,7 @@ def test_small_gamma0_is_not_taken_for_divergence():
     # f = E[g_L h_L]/γ₀ carries the particles' O(1/√P) noise at initialization times
     # 1/γ₀; the divergence guard bounds γ₀f (its step-0 scale), not f. At γ₀ = 1e-3 and
     # P = 64, |f| reaches ~300 and the run must finish; its f_se carries the 1/γ₀ too.
-    ds = nfd.simulate(_X, _Y, eta_c=0.1, gamma0=1e-3, steps=2, particles=64, batch_size=_B,
+    ds = nfd.simulate(_X, _Y, eta_c=0.1, depth=2, parametrization=nfd.Parametrization(gamma0=1e-3), particles=64, batch_size=_B,
                       progress=False, error_replicas=0)
     assert np.all(np.isfinite(ds.f)) and float(np.abs(ds.f).max()) > 30
     assert float((np.abs(ds.f) / ds.f_se).max()) < 10
@@ -194,10 +192,10 @@ def test_small_gamma0_is_not_taken_for_divergence():
 def test_divergence_with_momentum_names_the_momentum():
     # momentum β multiplies the step by up to 1/(1 − β): the message says so, and a run
     # without momentum does not mention it
-    kw = dict(steps=4, particles=256, batch_size=_B, progress=False, error_replicas=0)
+    kw = dict(depth=4, particles=256, batch_size=_B, progress=False, error_replicas=0)
     with pytest.raises(FloatingPointError, match=r"lower eta_c or T, or the momentum "
                        r"\(with momentum=0\.9 the steps add up to 10 times eta_c\)"):
-        nfd.simulate(_X, 30 * _Y, eta_c=3.0, momentum=0.9, **kw)
+        nfd.simulate(_X, 30 * _Y, eta_c=3.0, optimizer=nfd.SGD(momentum=0.9), **kw)
     with pytest.raises(FloatingPointError) as err:
         nfd.simulate(_X, 30 * _Y, eta_c=30.0, **kw)
     assert "momentum" not in str(err.value)
@@ -215,19 +213,21 @@ def test_divergence_with_momentum_names_the_momentum():
     (dict(eta_c=lambda k: "big"), TypeError, "eta_c(0) must return a real number"),
     (dict(eta_c="0.1"), TypeError, "eta_c must be a real number, a sequence"),
     (dict(eta_c=[True] * 6), TypeError, "eta_c must hold real numbers"),
-    (dict(eta_c=0.1, momentum=1.0), ValueError, "momentum must be in [0, 1)"),
-    (dict(eta_c=0.1, momentum=-0.1), ValueError, "momentum"),
-    (dict(eta_c=0.1, weight_decay=-1e-3), ValueError, "weight_decay"),
-    (dict(eta_c=0.1, weight_decay=float("inf")), ValueError, "weight_decay"),
-    (dict(eta_c=0.1, gamma0=0.0), ValueError, "gamma0"),
-    (dict(eta_c=0.1, gamma0=-1.0), ValueError, "gamma0"),
-    (dict(eta_c=0.1, momentum=None), TypeError, "momentum"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=1.0)), ValueError, "momentum must be in [0, 1)"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=-0.1)), ValueError, "momentum"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(weight_decay=-1e-3)), ValueError, "weight_decay"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(weight_decay=float("inf"))), ValueError, "weight_decay"),
+    (lambda: dict(eta_c=0.1, parametrization=nfd.Parametrization(gamma0=0.0)), ValueError, "gamma0"),
+    (lambda: dict(eta_c=0.1, parametrization=nfd.Parametrization(gamma0=-1.0)), ValueError, "gamma0"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=None)), TypeError, "momentum"),
 ])
 @pytest.mark.parametrize("limit", ["simulate", "linear_limit"])
 def test_bad_optimizer_arguments_name_the_argument(kw, kind, words, limit):
+    # the specifications check their own fields when built (lambda: ...), the rate
+    # when the run starts
     fn = getattr(nfd, limit)
     with pytest.raises(kind, match=re.escape(words)):
-        fn(_X, _Y, batch_size=_B, steps=2, **kw)
+        fn(_X, _Y, batch_size=_B, depth=2, **(kw() if callable(kw) else kw))
 
 
 # ---------------------------------------------------------------------------
@@ -247,12 +247,12 @@ def test_warmup_cosine_schedule():
 def test_sweep_grid_over_momentum_gamma0_and_the_schedule_peak():
     # Every point equals the direct simulate call with eta_c = peak · shape.
     shape = nfd.warmup_cosine(_K, warmup=2)
-    kw = dict(steps=2, particles=128, error_replicas=0, batch_size=_B, seed=1)
+    kw = dict(depth=2, particles=128, error_replicas=0, batch_size=_B, seed=1)
     ds = validation.sweep_grid(_X, _Y, grid={"eta_c": [0.1, 0.3], "momentum": [0.0, 0.9],
                                              "gamma0": [0.5]},
                                fixed=dict(kw, weight_decay=0.1), schedule=shape)
     assert ds.f.dims[:3] == ("eta_c", "momentum", "gamma0")
-    one = nfd.simulate(_X, _Y, eta_c=0.3 * shape, momentum=0.9, gamma0=0.5, weight_decay=0.1,
+    one = nfd.simulate(_X, _Y, eta_c=0.3 * shape, optimizer=nfd.SGD(momentum=0.9, weight_decay=0.1), parametrization=nfd.Parametrization(gamma0=0.5),
                        progress=False, **kw)
     np.testing.assert_array_equal(ds.f.sel(eta_c=0.3, momentum=0.9, gamma0=0.5), one.f)
     with pytest.raises(ValueError, match="schedule needs the peak"):
@@ -262,11 +262,12 @@ def test_sweep_grid_over_momentum_gamma0_and_the_schedule_peak():
 def test_cli_config_takes_the_optimizer(tmp_path):
     from nfd._cli import load_config
     cfg = tmp_path / "run.toml"
-    cfg.write_text("[model]\neta_c = [0.1, 0.2, 0.2, 0.1]\nmomentum = 0.9\n"
-                   "weight_decay = 1e-3\ngamma0 = 0.5\n")
-    model = load_config(cfg)["model"]
-    assert model["momentum"] == 0.9 and model["gamma0"] == 0.5
-    assert model["eta_c"] == [0.1, 0.2, 0.2, 0.1]
+    cfg.write_text("[model]\neta_c = [0.1, 0.2, 0.2, 0.1]\n[optimizer]\nname = \"sgd\"\n"
+                   "momentum = 0.9\nweight_decay = 1e-3\n[parametrization]\ngamma0 = 0.5\n")
+    config = load_config(cfg)
+    assert config["optimizer"] == nfd.SGD(momentum=0.9, weight_decay=1e-3)
+    assert config["parametrization"] == nfd.Parametrization(gamma0=0.5)
+    assert config["model"]["eta_c"] == [0.1, 0.2, 0.2, 0.1]
 
 
 # ---------------------------------------------------------------------------
@@ -291,13 +292,12 @@ def test_networks_with_every_option_match_their_limit_at_two_widths(backward):
     rng = np.random.default_rng(0)
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
-    opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.2, warmup=2, final=0.05), momentum=0.7,
-                weight_decay=0.3)
-    kw = dict(activation="tanh", steps=L, particles=16384, dtype="float64", progress=False,
+    opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.2, warmup=2, final=0.05), optimizer=nfd.SGD(momentum=0.7, weight_decay=0.3))
+    kw = dict(activation="tanh", depth=L, particles=16384, dtype="float64", progress=False,
               error_replicas=0, backward=backward)
     limits = [nfd.simulate(X, y, seed=s, **opts, **kw) for s in range(R)]
     ref = np.stack([ds.f.values[1:, 0] for ds in limits])
-    no_decay = nfd.simulate(X, y, seed=0, **dict(opts, weight_decay=0.0), **kw).f.values[1:, 0]
+    no_decay = nfd.simulate(X, y, seed=0, **dict(opts, optimizer=nfd.SGD(weight_decay=0.0)), **kw).f.values[1:, 0]
     plain = nfd.simulate(X, y, seed=0, eta_c=0.2, **kw).f.values[1:, 0]
     m = K - 1
     crit = f_dist.isf(ALPHA / 2, m, S - m) * m * (S - 1) / (S - m)
@@ -341,7 +341,7 @@ def test_small_gamma0_particles_follow_kernel_descent_with_ntk_kernel(activation
     ref = _kernel_descent(parts.ntk.values, _Y, _B, sgd).ravel()
     wrong = _kernel_descent((parts.ntk - parts.hidden).values, _Y, _B, sgd).ravel()
     runs = np.stack([nfd.simulate(
-        _X, _Y, eta_c=0.3, momentum=0.5, gamma0=g0, activation=activation, steps=_L,
+        _X, _Y, eta_c=0.3, depth=_L, optimizer=nfd.SGD(momentum=0.5), parametrization=nfd.Parametrization(gamma0=g0), activation=activation,
         batch_size=_B, particles=16384, seed=s, dtype="float64", progress=False,
         error_replicas=0).f.values.ravel() for s in range(S)])
     bound = t_bound(S, ref.size)
@@ -367,8 +367,8 @@ def test_probe_at_the_next_training_input_has_the_law_of_f_under_weight_decay(ba
     k = K - 1
     diffs, ratios = [], []
     for s in range(S):
-        ds = nfd.simulate(X, y, eta_c=0.2, weight_decay=0.5, activation="relu", steps=4, T=4.0,
-                          particles=8192, probes=(X[k:k + 1], y[k:k + 1]), probe_steps=[k],
+        ds = nfd.simulate(X, y, eta_c=0.2, depth=4, optimizer=nfd.SGD(weight_decay=0.5), parametrization=nfd.Parametrization(T=4.0), record=nfd.Record(probes=(X[k:k + 1], y[k:k + 1]), probe_steps=[k]), activation="relu",
+                          particles=8192,
                           seed=s, dtype="float64", progress=False, error_replicas=0,
                           backward=backward)
         diffs.append(float(ds.f[k, 0] - ds.probe_f[0, 0]))
@@ -381,11 +381,11 @@ def test_probe_at_the_next_training_input_has_the_law_of_f_under_weight_decay(ba
 def test_tensor_and_array_learning_rates_and_extreme_gamma0():
     # 0-d arrays and tensors are numbers; a tensor with a gradient is read without
     # it; γ₀ whose square overflows or underflows is refused by name.
-    kw = dict(steps=2, particles=64, batch_size=_B, progress=False, error_replicas=0)
+    kw = dict(depth=2, particles=64, batch_size=_B, progress=False, error_replicas=0)
     base = nfd.simulate(_X, _Y, eta_c=0.25, **kw).f.values
     for eta in (np.array(0.25), torch.tensor(0.25, dtype=torch.float64),
                 torch.full((_K,), 0.25, dtype=torch.float64, requires_grad=True)):
         assert np.array_equal(nfd.simulate(_X, _Y, eta_c=eta, **kw).f.values, base)
     for g0 in (1e200, 1e-200):
         with pytest.raises(ValueError, match="gamma0 must be between"):
-            nfd.simulate(_X, _Y, eta_c=0.1, gamma0=g0, **kw)
+            nfd.simulate(_X, _Y, eta_c=0.1, parametrization=nfd.Parametrization(gamma0=g0), **kw)

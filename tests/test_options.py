@@ -30,8 +30,8 @@ def _stream(B):
 
 
 def _run(X, y, **kw):
-    args = dict(eta_c=0.3, activation="tanh", steps=3, particles=128, seed=11,
-                device="cpu", progress=False, eig_steps=[]) | kw
+    args = dict(eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(eig_steps=[]), particles=128, seed=11,
+                device="cpu", progress=False) | kw
     return nfd.simulate(X, y, **args)
 
 
@@ -48,14 +48,16 @@ def test_options_leave_training_bit_identical(backward, B, device):
     X, y, probes = _stream(B)
     base = _run(X, y, backward=backward, batch_size=B, device=device)
     K = len(base.step)
-    options = {
+    records = {
         "probes": dict(probes=probes),
         "probes at every step": dict(probes=probes, probe_steps=list(range(K + 1))),
         "paths": dict(paths=3),
         "eig_steps": dict(eig_steps=list(range(K))),
-        "progress": dict(progress=True),
     }
-    options["all"] = {k: v for opt in options.values() for k, v in opt.items()}
+    options = {label: dict(record=nfd.Record(**kw)) for label, kw in records.items()}
+    options["progress"] = dict(progress=True)
+    options["all"] = dict(progress=True, record=nfd.Record(
+        **{k: v for kw in records.values() for k, v in kw.items()}))
     for label, kw in options.items():
         _assert_training_identical(
             base, _run(X, y, backward=backward, batch_size=B, device=device, **kw), label)
@@ -77,8 +79,8 @@ def test_each_role_has_its_own_stream():
 
 def test_same_config_twice_is_bit_identical(device):
     X, y, probes = _stream(2)
-    a = _run(X, y, batch_size=2, probes=probes, paths=2, eig_steps=[0, 5], device=device)
-    b = _run(X, y, batch_size=2, probes=probes, paths=2, eig_steps=[0, 5], device=device)
+    a = _run(X, y, batch_size=2, record=nfd.Record(probes=probes, paths=2, eig_steps=[0, 5]), device=device)
+    b = _run(X, y, batch_size=2, record=nfd.Record(probes=probes, paths=2, eig_steps=[0, 5]), device=device)
     for name in a.data_vars:
         assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
 
@@ -96,7 +98,7 @@ def test_thread_count_changes_nothing(dtype):
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            runs.append(_run(X, y, batch_size=2, dtype=dtype, particles=512, probes=probes))
+            runs.append(_run(X, y, batch_size=2, dtype=dtype, particles=512, record=nfd.Record(probes=probes)))
     finally:
         torch.set_num_threads(before)
     a, b = runs
@@ -108,6 +110,6 @@ def test_the_progress_bar_counts_every_sgd_step(capsys):
     # issue 50.8: the bar stopped at K/(K+1), the last pass (probes only) being
     # counted but never reached; it counts the K SGD steps and ends at K/K
     X, y = nfd.synthetic_task("tanh", 5, 4, seed=0)
-    nfd.simulate(X, y, eta_c=0.2, steps=2, particles=64, progress=True, error_replicas=0)
+    nfd.simulate(X, y, eta_c=0.2, depth=2, particles=64, progress=True, error_replicas=0)
     err = capsys.readouterr().err
     assert "5/5" in err and "/6" not in err, err[-300:]

@@ -47,7 +47,7 @@ def test_whitened_particles_have_exact_moments(dtype, C):
 
 def test_default_is_iid_and_whitening_changes_the_run():
     X, y = nfd.synthetic_task("tanh", 8, 4, seed=0)
-    kw = dict(eta_c=0.3, steps=4, particles=256, progress=False, error_replicas=0)
+    kw = dict(eta_c=0.3, depth=4, particles=256, progress=False, error_replicas=0)
     iid = nfd.simulate(X, y, **kw)
     assert iid.attrs["particle_init"] == "iid"
     white = nfd.simulate(X, y, particle_init="whitened", **kw)
@@ -70,7 +70,7 @@ def test_whitened_particles_match_linear_limit(backward, B):
     # against linear_limit (module rule); the oracle at η_c = 0.33 is rejected
     K = 8 if B == 1 else 6
     X, y = _X[:K * B], _Y[:K * B]
-    kw = dict(steps=4, batch_size=B, probes=(_XP, np.zeros(3)), probe_steps=[0, K // 2, K],
+    kw = dict(depth=4, record=nfd.Record(probes=(_XP, np.zeros(3)), probe_steps=[0, K // 2, K]), batch_size=B,
               backward=backward)
     S = 10
     runs = np.stack([flat(nfd.simulate(X, y, eta_c=0.3, activation="identity", particles=2048,
@@ -96,5 +96,5 @@ def test_bad_particle_init_raises_clear_errors(kwargs, match, monkeypatch):
     import nfd._simulation._simulate as sim
     monkeypatch.setattr(sim, "replica_particles", lambda *a: 5)  # replicas of 5 particles
     with pytest.raises(ValueError, match=match):
-        nfd.simulate(X, y, **{"eta_c": 0.1, "steps": 2, "particles": 64, "progress": False,
+        nfd.simulate(X, y, **{"eta_c": 0.1, "depth": 2, "particles": 64, "progress": False,
                               "error_replicas": 0, **kwargs})

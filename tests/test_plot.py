@@ -22,11 +22,12 @@ def runs():
 
     X, y = nfd.synthetic_task("tanh", K * B, D, seed=0)
     probes = nfd.synthetic_task("tanh", 6, D, seed=1, teacher_seed=0)
-    common = dict(activation="relu", eta_c=0.3, batch_size=B, probes=probes,
-                  probe_steps=[0, 4, 8, 12], progress=False)
-    lim = nfd.simulate(X, y, steps=L, particles=512, backward="decoupled", eig_steps=[],
-                       seed=0, **common)
-    net = train_resnet(X, y, width=64, depth=L, seeds=3, backward="decoupled", **common)
+    common = dict(activation="relu", eta_c=0.3, batch_size=B, progress=False)
+    record = dict(probes=probes, probe_steps=[0, 4, 8, 12])
+    lim = nfd.simulate(X, y, depth=L, record=nfd.Record(**record, eig_steps=[]), particles=512,
+                       backward="decoupled", seed=0, **common)
+    net = train_resnet(X, y, width=64, depth=L, seeds=3, backward="decoupled",
+                       record=nfd.Record(**record), **common)
     return lim, net
 
 

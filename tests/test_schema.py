@@ -20,9 +20,8 @@ def pair():
     X = rng.standard_normal((8, 3))
     X *= np.sqrt(3) / np.linalg.norm(X, axis=1, keepdims=True)
     y = np.tanh(X[:, 0])
-    kw = dict(eta_c=0.1, activation="tanh", batch_size=2, probes=(X[:2], y[:2]),
-              eig_steps=[1, 3], progress=False)
-    lim = nfd.simulate(X, y, steps=3, particles=64, **kw)
+    kw = dict(eta_c=0.1, activation="tanh", batch_size=2, record=nfd.Record(probes=(X[:2], y[:2]), eig_steps=[1, 3]), progress=False)
+    lim = nfd.simulate(X, y, depth=3, particles=64, **kw)
     net = train_resnet(X, y, width=16, depth=3, seeds=2, **kw)
     return net, lim
 

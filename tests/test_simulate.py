@@ -25,7 +25,7 @@ import torch
 import xarray as xr
 
 import nfd
-from _references import linear_second_moments
+from _references import spec_kwargs, linear_second_moments
 from nfd._init._exact import exact_covariance
 
 from conftest import sphere
@@ -34,10 +34,9 @@ from conftest import sphere
 def _linear_runs(X, y, *, L, B=1, seeds=8, dtype=None, probes=None, eta_c=0.5, T=1.0):
     # divergence=None: the closed forms hold after one step; at η_c = 1 the linear
     # network's second step grows E[h²] 10⁴-fold, which the default guard stops.
-    return [nfd.simulate(X, y, eta_c=eta_c, activation="identity", steps=L, T=T,
+    return [nfd.simulate(X, y, eta_c=eta_c, activation="identity", depth=L, parametrization=nfd.Parametrization(T=T), record=nfd.Record(probes=probes),
                          backward="decoupled",
-                         particles=8192, batch_size=B, seed=s, dtype=dtype,
-                         probes=probes, progress=False, divergence=None)
+                         particles=8192, batch_size=B, seed=s, dtype=dtype, progress=False, divergence=None)
             for s in range(seeds)]
 
 
@@ -104,8 +103,7 @@ def test_no_learning_reduces_to_the_at_init_sdes():
     rng = np.random.default_rng(0)
     X = sphere(rng, 3, 4)
     L, P = 6, 20_000
-    ds = nfd.simulate(X, np.zeros(3), eta_c=0.0, activation="tanh", steps=L, particles=P,
-                      paths=P, eig_steps=[2], seed=1, progress=False, dtype="float64")
+    ds = nfd.simulate(X, np.zeros(3), eta_c=0.0, activation="tanh", depth=L, record=nfd.Record(paths=P, eig_steps=[2]), particles=P, seed=1, progress=False, dtype="float64")
     _, C, Th = exact_covariance(X, "tanh", 1.0, steps=L)
     H = ds.h_path.values[:, :, 0, :]  # (P, step, time)
     G = ds.g_path.values[:, :, 0, :]
@@ -125,8 +123,7 @@ def test_no_learning_reduces_to_the_at_init_sdes():
 def test_reproducible_and_netcdf_roundtrip(tmp_path):
     rng = np.random.default_rng(2)
     X, Xp = sphere(rng, 6, 5), sphere(rng, 3, 5)
-    kw = dict(eta_c=1.0, activation="relu", steps=4, particles=512, batch_size=2,
-              probes=(Xp, np.ones(3)), paths=2, progress=False)
+    kw = dict(eta_c=1.0, activation="relu", depth=4, record=nfd.Record(probes=(Xp, np.ones(3)), paths=2), particles=512, batch_size=2, progress=False)
     a = nfd.simulate(X, np.tanh(X[:, 0]), seed=3, **kw)
     b = nfd.simulate(X, np.tanh(X[:, 0]), seed=3, **kw)
     assert a.identical(b)
@@ -142,13 +139,13 @@ def test_logistic_and_callable_losses():
     rng = np.random.default_rng(3)
     X = sphere(rng, 8, 4)
     y = np.sign(X[:, 0])
-    ds = nfd.simulate(X, y, eta_c=1.0, loss="logistic", steps=4, particles=2048, progress=False)
+    ds = nfd.simulate(X, y, eta_c=1.0, loss="logistic", depth=4, particles=2048, progress=False)
     assert np.allclose(ds.dloss.values, -y.reshape(-1, 1) / (1 + np.exp(y.reshape(-1, 1) * ds.f.values)), rtol=1e-5)
-    cb = nfd.simulate(X, y, eta_c=0.3, loss=lambda f, t: f - t, steps=4, particles=2048, progress=False)
-    mse = nfd.simulate(X, y, eta_c=0.3, loss="mse", steps=4, particles=2048, progress=False)
+    cb = nfd.simulate(X, y, eta_c=0.3, loss=lambda f, t: f - t, depth=4, particles=2048, progress=False)
+    mse = nfd.simulate(X, y, eta_c=0.3, loss="mse", depth=4, particles=2048, progress=False)
     assert np.allclose(cb.f.values, mse.f.values) and np.all(np.isnan(cb.loss.values))
     with pytest.raises(ValueError, match="±1"):
-        nfd.simulate(X, y * 0.5, eta_c=1.0, loss="logistic", steps=2, particles=16, progress=False)
+        nfd.simulate(X, y * 0.5, eta_c=1.0, loss="logistic", depth=2, particles=16, progress=False)
 
 
 def test_nonfinite_stops_with_step_and_layer(device):
@@ -158,12 +155,12 @@ def test_nonfinite_stops_with_step_and_layer(device):
     X = np.array([[1.0, 0.0]] * 3) * np.sqrt(2)
     with pytest.raises(FloatingPointError,
                        match=r"SGD step 1: non-finite features E\[h\^2\] at layer 1 \(forward"):
-        nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, steps=3,
+        nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, depth=3,
                      particles=256, progress=False, divergence=None, device=device)
     # with the default bound the same run stops earlier, at the first layer that grew
     with pytest.raises(FloatingPointError, match=r"SGD step 1: diverging features E\[h\^2\] "
                        r"at layer 0 \(forward pass\): .* times its step-0 scale"):
-        nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, steps=3,
+        nfd.simulate(X, np.array([1e4, 0, 0]), eta_c=1.0, activation=fragile, depth=3,
                      particles=256, progress=False, device=device)
 
 
@@ -174,18 +171,18 @@ def test_diverging_batches_and_probes_stop_with_floating_point_error(kwargs):
     rng = np.random.default_rng(0)
     X = sphere(rng, 60, 8)
     if kwargs.pop("probes", False):
-        kwargs["probes"] = (X[:5], np.tanh(X[:5, 0]))
+        kwargs["record"] = nfd.Record(probes=(X[:5], np.tanh(X[:5, 0])))
     with pytest.raises(FloatingPointError, match=r"step \d+: .*layer \d+ \((forward|backward)"):
-        nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=3.0, steps=8, particles=512,
+        nfd.simulate(X, 50 * np.tanh(X[:, 0]), eta_c=3.0, depth=8, particles=512,
                      progress=False, **kwargs)
 
 
 def test_memory_error_before_allocation():
     X = np.ones((100, 2))
-    est = nfd.memory_estimate(n_train=100, input_dim=2, steps=1000, particles=10**8)
+    est = nfd.memory_estimate(n_train=100, input_dim=2, depth=1000, particles=10**8)
     assert est["total"] > 10**14
     with pytest.raises(MemoryError, match="GiB.*lower particles"):
-        nfd.simulate(X, np.zeros(100), eta_c=1.0, steps=1000, particles=10**8, progress=False)
+        nfd.simulate(X, np.zeros(100), eta_c=1.0, depth=1000, particles=10**8, progress=False)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +191,7 @@ def test_memory_error_before_allocation():
         (dict(y=np.zeros(3)), ValueError, "y"),
         (dict(eta_c=-1.0), ValueError, "eta_c"),
         (dict(batch_size=3), ValueError, "batch_size"),
-        (dict(steps=0), ValueError, "steps"),
+        (dict(depth=0), ValueError, "depth"),
         (dict(particles=1), ValueError, "particles"),
         (dict(backward="gia"), ValueError, "backward"),
         (dict(loss="hinge"), ValueError, "loss"),
@@ -208,10 +205,10 @@ def test_memory_error_before_allocation():
     ],
 )
 def test_bad_arguments(kwargs, exc, match):
-    args = dict(X=np.ones((4, 3)), y=np.zeros(4), eta_c=0.1, steps=2, particles=16,
+    args = dict(X=np.ones((4, 3)), y=np.zeros(4), eta_c=0.1, depth=2, particles=16,
                 progress=False) | kwargs
-    with pytest.raises(exc, match=match):
-        nfd.simulate(args.pop("X"), args.pop("y"), **args)
+    with pytest.raises(exc, match=match):  # the record's check or the run's
+        nfd.simulate(args.pop("X"), args.pop("y"), **spec_kwargs(**args))
 
 
 # the first case (7 s) runs with the slow tests: the fast suite had reached 3 minutes
@@ -229,8 +226,8 @@ def test_float32_ill_conditioned_history_stays_finite(d, K, L, P):
     # both runs) lies within 2 standard errors of float64's, the s.e. being the
     # sample-to-sample spread of float64's last 40 losses over √40.
     X, y = synthetic_task("tanh", K, d, seed=0)
-    runs = {dt: nfd.simulate(X, y, eta_c=0.2, steps=L, particles=P, progress=False,
-                             dtype=dt, eig_steps=[], backward="decoupled",
+    runs = {dt: nfd.simulate(X, y, eta_c=0.2, depth=L, record=nfd.Record(eig_steps=[]), particles=P, progress=False,
+                             dtype=dt, backward="decoupled",
                              error_replicas=0)  # the estimates alone are compared
             for dt in ("float32", "float64")}
     assert np.all(np.isfinite(runs["float32"].f.values))
@@ -251,7 +248,7 @@ def test_bad_innovations_name_the_argument():
              ((xi, torch.randn(2, 4, 8)), "shape")]
     for innovations, match in cases:
         with pytest.raises((ValueError, TypeError), match=match):
-            nfd.simulate(X, y, eta_c=0.1, steps=2, particles=16, progress=False,
+            nfd.simulate(X, y, eta_c=0.1, depth=2, particles=16, progress=False,
                          innovations=innovations)
     with pytest.raises(TypeError, match="steps"):
         nfd.coarsen_innovations(torch.randn(4, 2, 3), True)
@@ -264,7 +261,7 @@ def test_numpy_ufunc_activations_are_wrapped_or_refused():
     # np.tanh used to fail deep inside a run ("Can't call numpy() on Tensor that
     # requires grad"); it is now the built-in tanh, in simulate and nngp_kernel alike.
     X, y = np.eye(3)[:2] * np.sqrt(3), np.array([1.0, -1.0])
-    kw = dict(eta_c=0.2, steps=2, particles=64, progress=False, device="cpu")
+    kw = dict(eta_c=0.2, depth=2, particles=64, progress=False, device="cpu")
     a = nfd.simulate(X, y, activation=np.tanh, **kw)
     b = nfd.simulate(X, y, activation="tanh", **kw)
     assert a.attrs["activation"] == "tanh" and np.array_equal(a.f.values, b.f.values)
@@ -298,8 +295,7 @@ def test_probe_pass_is_checked_for_divergence():
     with pytest.raises(FloatingPointError,
                        match=r"^probe evaluation at step 3: diverging features E\[h\^2\] "
                              r"at layer \d+ \(forward pass\)"):
-        nfd.simulate(X, 3 * y, eta_c=1.0, steps=4, particles=256, probes=(X[:8], y[:8]),
-                     probe_steps=range(65), progress=False)
+        nfd.simulate(X, 3 * y, eta_c=1.0, depth=4, record=nfd.Record(probes=(X[:8], y[:8]), probe_steps=range(65)), particles=256, progress=False)
 
 
 def test_digits_divergence_names_the_step_layer_and_input_scale():
@@ -309,7 +305,7 @@ def test_digits_divergence_names_the_step_layer_and_input_scale():
     digits = datasets.load_digits()
     keep = np.isin(digits.target, (3, 8))
     X, y = digits.data[keep], np.where(digits.target[keep] == 3, 1.0, -1.0)
-    kw = dict(eta_c=0.5, loss="logistic", steps=16, particles=256, progress=False, device="cpu")
+    kw = dict(eta_c=0.5, loss="logistic", depth=16, particles=256, progress=False, device="cpu")
     with pytest.warns(UserWarning, match="far from the sphere"):
         with pytest.raises(FloatingPointError, match=r"SGD step \d+: diverging (output f\^2|"
                            r".* at layer \d+ \((forward|backward) pass\)).*rescale the inputs: "
@@ -332,8 +328,8 @@ def test_floored_components_are_recorded_and_warned_only_when_they_matter():
     rng = np.random.default_rng(2)
     X = sphere(rng, 2, 4)[[0, 1] * 6]
     y = np.tanh(X[:, 0])
-    kw = dict(eta_c=0.2, activation="tanh", steps=3, particles=256, progress=False,
-              device="cpu", eig_steps=[])
+    kw = dict(eta_c=0.2, activation="tanh", depth=3, record=nfd.Record(eig_steps=[]), particles=256, progress=False,
+              device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nfd.simulate(X, y, **kw)

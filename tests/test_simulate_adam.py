@@ -44,8 +44,8 @@ _YP = np.tanh(_XP[:, 0])
 
 
 def _run(**kw):
-    base = dict(activation="tanh", steps=4, particles=512, dtype=torch.float64,
-                error_replicas=0, progress=False, probes=(_XP, _YP), seed=3)
+    base = dict(activation="tanh", depth=4, record=nfd.Record(probes=(_XP, _YP)), particles=512, dtype=torch.float64,
+                error_replicas=0, progress=False, seed=3)
     base.update(kw)
     X, y = base.pop("X", _X), base.pop("y", _Y)
     return nfd.simulate(X, y, **base)
@@ -64,7 +64,7 @@ def test_large_eps_is_sgd(backward):
     moved = float(np.abs(sgd.probe_f[-1] - sgd.probe_f[0]).max())
     gaps = []
     for eps in (1e2, 1e3, 1e4):
-        adam = _run(eta_c=eta * eps, optimizer="adam", betas=(0.0, 0.9), eps=eps,
+        adam = _run(eta_c=eta * eps, optimizer=nfd.Adam(betas=(0.0, 0.9), eps=eps),
                     backward=backward)
         gap = max(float(np.abs(adam.f - sgd.f).max()),
                   float(np.abs(adam.probe_f - sgd.probe_f).max()))
@@ -79,9 +79,8 @@ def test_large_eps_adamw_is_sgd_with_weight_decay():
     # AdamW decays by 1 − η_c λ per step: at η_c = ε·η that is SGD's decay at
     # weight_decay ε·λ
     eta, lam, eps = 0.2, 0.3, 1e4
-    sgd = _run(eta_c=eta, weight_decay=lam)
-    adam = _run(eta_c=eta * eps, optimizer="adamw", betas=(0.0, 0.9), eps=eps,
-                weight_decay=lam / eps)
+    sgd = _run(eta_c=eta, optimizer=nfd.SGD(weight_decay=lam))
+    adam = _run(eta_c=eta * eps, optimizer=nfd.AdamW(betas=(0.0, 0.9), eps=eps, weight_decay=lam / eps))
     moved = float(np.abs(sgd.probe_f[-1] - sgd.probe_f[0]).max())
     # the same rule as above: gap·ε below 3 times the outputs' change
     assert float(np.abs(adam.probe_f - sgd.probe_f).max()) * eps / moved < 3
@@ -175,10 +174,8 @@ def test_first_step_closed_form(backward, hidden_lr, alpha):
     XP = sphere(rng, 3, _D)
     L, T, eta = 4, 1.0, 0.5
     S = 12
-    runs = [_run(X=X, y=y, probes=(XP, np.zeros(3)), probe_steps=[0, 1], eta_c=eta,
-                 activation="identity", steps=L, particles=2048, optimizer="adam",
-                 betas=(0.9, 0.999), eps=0.0, backward=backward, seed=s,
-                 hidden_lr=hidden_lr, branch_exponent=alpha)
+    runs = [_run(X=X, y=y, depth=L, optimizer=nfd.Adam(betas=(0.9, 0.999), eps=0.0), parametrization=nfd.Parametrization(hidden_lr=hidden_lr, branch_exponent=alpha), record=nfd.Record(probes=(XP, np.zeros(3)), probe_steps=[0, 1]), eta_c=eta,
+                 activation="identity", particles=2048, backward=backward, seed=s)
             for s in range(S)]
     got = np.array([np.r_[r.f[1, 0] - 0.0, r.probe_f[1] - r.probe_f[0]] for r in runs])
     inputs = np.vstack([X[1:], XP])
@@ -204,14 +201,14 @@ def test_first_step_closed_form(backward, hidden_lr, alpha):
 # 3. sign descent at batch 1: the factored reference against the dense states
 # ---------------------------------------------------------------------------
 
-def _paired(path, **kw):
+def _paired(path, *, backward, eta_c=0.05, optimizer=nfd.Adam(betas=(0.0, 0.0), eps=0.0),
+            parametrization=nfd.Parametrization()):
     cfg = check_simulate(
-        _X, _Y, eta_c=kw.pop("eta_c", 0.05), activation="tanh", loss="mse", T=1.0,
-        steps=4, particles=256, batch_size=1, probes=(_XP, _YP), probe_steps=None,
-        eig_steps=[], paths=0, backward=kw.pop("backward"), seed=1, device="cpu",
-        dtype=torch.float64, rel_jitter=None, divergence=None, innovations=None,
-        error_replicas=0, optimizer=kw.pop("optimizer", "adam"), betas=(0.0, 0.0),
-        eps=0.0, **kw)
+        _X, _Y, eta_c=eta_c, depth=4, optimizer=optimizer, parametrization=parametrization,
+        activation="tanh", loss="mse", classes=None, batch_size=1, particles=256,
+        backward=backward, seed=1, device="cpu", dtype=torch.float64, rel_jitter=None,
+        innovations=None, error_replicas=0, particle_init="iid",
+        record=nfd.Record(probes=(_XP, _YP), eig_steps=[]), divergence=None)
     return _integrate([dataclasses.replace(cfg, adam_path=path)], 1.0, progress=False)[0][0]
 
 
@@ -224,8 +221,10 @@ def test_sign_descent_factored_equals_dense(backward, optimizer, weight_decay, h
                                             block):
     # also for Tensor Programs VI's block (tests/test_tp6_limit.py), whose layers hand
     # the states h/√τ and ā instead of φ and g (measured: 1e-15 apart)
-    kw = dict(backward=backward, optimizer=optimizer, weight_decay=weight_decay,
-              eta_c=[0.05, 0.1, 0.02, 0.08, 0.05, 0.03], hidden_lr=hidden_lr, block=block)
+    opt = (nfd.Adam(betas=(0.0, 0.0), eps=0.0) if optimizer == "adam"
+           else nfd.AdamW(betas=(0.0, 0.0), eps=0.0, weight_decay=weight_decay))
+    kw = dict(backward=backward, optimizer=opt, eta_c=[0.05, 0.1, 0.02, 0.08, 0.05, 0.03],
+              parametrization=nfd.Parametrization(hidden_lr=hidden_lr, block=block))
     dense, sign = _paired("dense", **kw), _paired("sign", **kw)
     for name in ("f", "probe_f", "h2", "g2"):
         np.testing.assert_allclose(dense[name], sign[name], rtol=0, atol=1e-9, err_msg=name)
@@ -235,11 +234,11 @@ def test_sign_descent_factored_equals_dense(backward, optimizer, weight_decay, h
 
 def test_sign_path_refuses_other_settings():
     cfg = check_simulate(
-        _X, _Y, eta_c=0.05, activation="tanh", loss="mse", T=1.0, steps=2,
-        particles=64, batch_size=2, probes=None, probe_steps=None, eig_steps=[], paths=0,
-        backward="decoupled", seed=1, device="cpu", dtype=torch.float64, rel_jitter=None,
-        divergence=None, innovations=None, error_replicas=0, optimizer="adam",
-        betas=(0.0, 0.0), eps=0.0)
+        _X, _Y, eta_c=0.05, depth=2, optimizer=nfd.Adam(betas=(0.0, 0.0), eps=0.0),
+        parametrization=nfd.Parametrization(), activation="tanh", loss="mse", classes=None,
+        batch_size=2, particles=64, backward="decoupled", seed=1, device="cpu",
+        dtype=torch.float64, rel_jitter=None, innovations=None, error_replicas=0,
+        particle_init="iid", record=nfd.Record(eig_steps=[]), divergence=None)
     with pytest.raises(ValueError, match="batch_size=1"):
         _integrate([dataclasses.replace(cfg, adam_path="sign")], 1.0, progress=False)
 
@@ -293,10 +292,9 @@ def test_adam_networks_match_their_limit_at_two_widths(optimizer, backward, acti
     # per width; measured T² 3.7–7.2 against 49.6). Power: the limit of the other optimizer (Adam without decay, or
     # AdamW with λ = 2, which shrinks the weights by 0.56 over the run) must be
     # rejected at n = 1024 (measured T² 197–3510; at λ = 0.5 it was not: 44.6).
-    decay = {"weight_decay": 2.0}
-    opts = dict(optimizer=optimizer, **(decay if optimizer == "adamw" else {}))
-    other = dict(optimizer="adamw" if optimizer == "adam" else "adam",
-                 **(decay if optimizer == "adam" else {"weight_decay": 0.0}))
+    adam, adamw = nfd.Adam(betas=(0.9, 0.99)), nfd.AdamW(betas=(0.9, 0.99), weight_decay=2.0)
+    opts = dict(optimizer=adamw if optimizer == "adamw" else adam)
+    other = dict(optimizer=adam if optimizer == "adamw" else adamw)
     _networks_against_limit(opts, other, backward, activation)
 
 
@@ -325,15 +323,15 @@ def test_block_only_minus_depth_mup_networks_match_the_limit():
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
     XP = sphere(rng, 4, d)
-    common = dict(X=X, y=y, betas=(0.9, 0.99), optimizer="adam", activation="tanh",
-                  eta_c=0.05, steps=L, probes=(XP, np.zeros(4)), dtype=torch.float64)
+    common = dict(X=X, y=y, optimizer=nfd.Adam(betas=(0.9, 0.99)), activation="tanh",
+                  eta_c=0.05, depth=L, record=nfd.Record(probes=(XP, np.zeros(4))),
+                  dtype=torch.float64)
     rules = ("depth-mup", "block-only")
     lim = _rule_difference({r: _stack(lambda s, r=r: _run(particles=1024, seed=s,
-                                                          hidden_lr=r, **common), R)
+                                                          parametrization=nfd.Parametrization(hidden_lr=r), **common), R)
                             for r in rules})
     nets = _rule_difference({r: validation.train_resnet(
-        X, y, width=512, depth=L, seeds=S, progress=False, dtype="float64", eig_steps=[],
-        probes=(XP, np.zeros(4)), hidden_lr=r, betas=(0.9, 0.99), optimizer="adam",
+        X, y, width=512, depth=L, seeds=S, progress=False, dtype="float64", optimizer=nfd.Adam(betas=(0.9, 0.99)), parametrization=nfd.Parametrization(hidden_lr=r), record=nfd.Record(eig_steps=[], probes=(XP, np.zeros(4))),
         activation="tanh", eta_c=0.05) for r in rules})
     se = np.hypot(nets.std(0, ddof=1) / math.sqrt(S), lim.std(0, ddof=1) / math.sqrt(R))
     bound = t_bound(min(R, S), nets.shape[1])
@@ -355,11 +353,10 @@ def _networks_against_limit(opts: dict, other: dict, backward: str, activation: 
     rng = np.random.default_rng(0)
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
-    common = dict(eta_c=nfd.warmup_cosine(K, peak=0.05, warmup=2, final=0.01),
-                  betas=(0.9, 0.99))
+    common = dict(eta_c=nfd.warmup_cosine(K, peak=0.05, warmup=2, final=0.01))
     opts = dict(common, **opts)
-    kw = dict(activation=activation, steps=L, particles=4096, dtype="float64",
-              progress=False, error_replicas=0, backward=backward, eig_steps=[])
+    kw = dict(activation=activation, depth=L, record=nfd.Record(eig_steps=[]), particles=4096, dtype="float64",
+              progress=False, error_replicas=0, backward=backward)
     ref = np.stack([nfd.simulate(X, y, seed=s, **opts, **kw).f.values[1:, 0]
                     for s in range(R)])
     m = K - 1
@@ -380,29 +377,38 @@ def _networks_against_limit(opts: dict, other: dict, backward: str, activation: 
 # 5. arguments, memory, options
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(optimizer="adam", momentum=0.9), "momentum"),
-    (dict(optimizer="adam", gamma0=0.5), "gamma0"),
-    (dict(optimizer="adam", weight_decay=0.1), "adamw"),
-    (dict(optimizer="adam", betas=(0.9, 1.0)), r"betas\[1\]"),
-    (dict(optimizer="adam", betas=(-0.1, 0.9)), r"betas\[0\]"),
-    (dict(optimizer="adam", betas=0.9), "betas must be a pair"),
-    (dict(optimizer="adam", eps=-1e-8), "eps"),
-    (dict(optimizer="adamw", block="two-layer"), "one-layer and .post-nonlin-ms. blocks only"),
-    (dict(optimizer="sgd", betas=(0.9, 0.99)), "betas is an argument"),
-    (dict(optimizer="sgd", eps=1e-8), "eps is an argument"),
-    (dict(optimizer="rmsprop"), "optimizer must be one of"),
-    (dict(optimizer="sgd", hidden_lr="block-only"), "hidden_lr='block-only' is an Adam"),
-    (dict(optimizer="adam", hidden_lr="depth-aware"), "hidden_lr must be one of"),
+@pytest.mark.parametrize("build, match", [
+    # a mismatch of optimizer and option cannot be written: the classes have no field
+    (lambda: dict(optimizer=nfd.Adam(momentum=0.9)), "momentum"),
+    (lambda: dict(optimizer=nfd.Adam(weight_decay=0.1)), "weight_decay"),
+    (lambda: dict(optimizer=nfd.SGD(betas=(0.9, 0.99))), "betas"),
+    (lambda: dict(optimizer=nfd.SGD(eps=1e-8)), "eps"),
+    # the fields check themselves, and the run what only it can
+    (lambda: dict(optimizer=nfd.Adam(betas=(0.9, 1.0))), r"betas\[1\]"),
+    (lambda: dict(optimizer=nfd.Adam(betas=(-0.1, 0.9))), r"betas\[0\]"),
+    (lambda: dict(optimizer=nfd.Adam(betas=0.9)), "betas must be a pair"),
+    (lambda: dict(optimizer=nfd.Adam(eps=-1e-8)), "eps"),
+    (lambda: dict(optimizer=nfd.Adam(), parametrization=nfd.Parametrization(gamma0=0.5)),
+     "gamma0"),
+    (lambda: dict(optimizer=nfd.AdamW(),
+                  parametrization=nfd.Parametrization(block="two-layer")),
+     "one-layer and .post-nonlin-ms. blocks only"),
+    (lambda: dict(optimizer="rmsprop"), "optimizer must be nfd.SGD"),
+    (lambda: dict(optimizer="adam"), r"optimizer='adam' was removed: pass optimizer=nfd\.Adam"),
+    (lambda: dict(parametrization=nfd.Parametrization(hidden_lr="block-only")),
+     "hidden_lr='block-only' is an Adam"),
+    (lambda: dict(optimizer=nfd.Adam(),
+                  parametrization=nfd.Parametrization(hidden_lr="depth-aware")),
+     "hidden_lr must be one of"),
 ])
-def test_bad_adam_arguments_name_themselves(kw, match):
+def test_bad_adam_arguments_name_themselves(build, match):
     with pytest.raises((ValueError, TypeError), match=match):
-        _run(eta_c=0.05, particles=64, **kw)
+        _run(eta_c=0.05, particles=64, **build())
 
 
 def test_linear_limit_refuses_adam():
     with pytest.raises(ValueError, match="no closed oracle"):
-        nfd.linear_limit(_X, _Y, eta_c=0.05, steps=2, optimizer="adam")
+        nfd.linear_limit(_X, _Y, eta_c=0.05, depth=2, optimizer=nfd.Adam())
 
 
 def test_memory_estimate_counts_the_dense_states():
@@ -411,30 +417,30 @@ def test_memory_estimate_counts_the_dense_states():
     from nfd._simulation._adam import adam_state
     L, P = 3, 96
     cfg = check_simulate(
-        _X, _Y, eta_c=0.05, activation="tanh", loss="mse", T=1.0, steps=L, particles=P,
-        batch_size=2, probes=None, probe_steps=None, eig_steps=[], paths=0,
-        backward="coupled", seed=1, device="cpu", dtype=torch.float32, rel_jitter=None,
-        divergence=None, innovations=None, error_replicas=0, optimizer="adamw")
+        _X, _Y, eta_c=0.05, depth=L, optimizer=nfd.AdamW(),
+        parametrization=nfd.Parametrization(), activation="tanh", loss="mse", classes=None,
+        batch_size=2, particles=P, backward="coupled", seed=1, device="cpu",
+        dtype=torch.float32, rel_jitter=None, innovations=None, error_replicas=0,
+        particle_init="iid", record=nfd.Record(eig_steps=[]), divergence=None)
     state = adam_state(cfg)
     held = sum(t.nbytes for group in (state.hidden, state.U, state.V) for t in group)
     held += state.work.nbytes
-    est = nfd.memory_estimate(n_train=6, input_dim=_D, steps=L, particles=P, batch_size=2,
-                              optimizer="adamw")
+    est = nfd.memory_estimate(n_train=6, input_dim=_D, depth=L, optimizer=nfd.AdamW(), particles=P, batch_size=2)
     assert est["adam_states"] == held
-    assert "adam_states" not in nfd.memory_estimate(n_train=6, input_dim=_D, steps=L,
+    assert "adam_states" not in nfd.memory_estimate(n_train=6, input_dim=_D, depth=L,
                                                     particles=P)
 
 
 def test_a_run_that_cannot_fit_is_refused_before_it_allocates():
     # 3·L·P² float32 numbers at P = 10⁶, L = 4: 48 TB
     with pytest.raises(MemoryError):
-        _run(eta_c=0.05, optimizer="adam", particles=1_000_000, dtype=torch.float32)
+        _run(eta_c=0.05, optimizer=nfd.Adam(), particles=1_000_000, dtype=torch.float32)
 
 
 def test_sgd_runs_are_unchanged_by_the_optimizer_argument():
     # optimizer="sgd" given explicitly is the default: every number bit for bit
     a = _run(eta_c=0.1)
-    b = _run(eta_c=0.1, optimizer="sgd")
+    b = _run(eta_c=0.1, optimizer=nfd.SGD())
     for name in ("f", "probe_f", "h2", "g2"):
         np.testing.assert_array_equal(a[name], b[name])
 
@@ -443,9 +449,9 @@ def test_sgd_runs_are_unchanged_by_the_optimizer_argument():
 def test_adam_options_do_not_change_training_numbers(backward):
     # probes, paths and eigenvalue recording leave every training number of an Adam
     # run bit-identical (DEVELOPERS.md: options never change results)
-    kw = dict(eta_c=0.05, optimizer="adam", backward=backward)
-    plain = _run(probes=None, eig_steps=[], **kw)
-    extra = _run(paths=3, eig_steps=[0, 3], **kw)
+    kw = dict(eta_c=0.05, optimizer=nfd.Adam(), backward=backward)
+    plain = _run(record=nfd.Record(probes=None, eig_steps=[]), **kw)
+    extra = _run(record=nfd.Record(paths=3, eig_steps=[0, 3]), **kw)
     for name in ("f", "h2", "g2", "loss"):
         np.testing.assert_array_equal(plain[name], extra[name])
 
@@ -455,9 +461,9 @@ def test_adam_vector_outputs_and_replicas_run():
     rng = np.random.default_rng(2)
     X = sphere(rng, 8, _D)
     y = rng.integers(0, 3, 8)
-    ds = nfd.simulate(X, y, eta_c=0.05, loss="cross_entropy", activation="relu", steps=3,
-                      particles=256, batch_size=2, optimizer="adamw", weight_decay=0.1,
-                      progress=False, probes=(X[:2], y[:2]))
+    ds = nfd.simulate(X, y, eta_c=0.05, loss="cross_entropy", activation="relu", depth=3, optimizer=nfd.AdamW(weight_decay=0.1), record=nfd.Record(probes=(X[:2], y[:2])),
+                      particles=256, batch_size=2,
+                      progress=False)
     assert ds.f.dims == ("step", "sample", "output")
     assert np.isfinite(ds.f_se).all() and np.isfinite(ds.probe_f).all()
     assert ds.attrs["optimizer"] == "adamw" and ds.attrs["error_replicas"] == 2
@@ -480,10 +486,9 @@ def test_adam_network_error_decays_with_width(backward):
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
     opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.05, warmup=2, final=0.01),
-                optimizer="adamw", betas=(0.9, 0.99), weight_decay=2.0, activation="tanh",
+                optimizer=nfd.AdamW(betas=(0.9, 0.99), weight_decay=2.0), activation="tanh",
                 backward=backward, progress=False, dtype="float64")
-    ref = np.stack([nfd.simulate(X, y, steps=L, particles=4096, seed=s, error_replicas=0,
-                                 eig_steps=[], **opts).f.values[1:, 0] for s in range(R)])
+    ref = np.stack([nfd.simulate(X, y, depth=L, record=nfd.Record(eig_steps=[]), particles=4096, seed=s, error_replicas=0, **opts).f.values[1:, 0] for s in range(R)])
     ref_mean, ref_var = ref.mean(0), float((ref.var(0, ddof=1) / R).mean())
     err = np.stack([((validation.train_resnet(X, y, width=int(n), depth=L, seeds=S, **opts)
                       .f.values[:, 1:, 0] - ref_mean) ** 2).mean(1) for n in widths])
@@ -495,23 +500,22 @@ def test_adam_network_error_decays_with_width(backward):
 
 def test_compare_refuses_networks_of_another_optimizer():
     # an Adam ensemble against an SGD limit (or other betas) is not the same run
-    nets = validation.train_resnet(_X, _Y, width=16, depth=2, eta_c=0.05, optimizer="adam",
+    nets = validation.train_resnet(_X, _Y, width=16, depth=2, eta_c=0.05, optimizer=nfd.Adam(),
                                    seeds=2, progress=False, activation="tanh")
-    lim = _run(eta_c=0.05, steps=2, particles=64, probes=None)
+    lim = _run(eta_c=0.05, depth=2, record=nfd.Record(probes=None), particles=64)
     with pytest.raises(ValueError, match="optimizer"):
         nfd.compare(nets, lim)
-    lim = _run(eta_c=0.05, steps=2, particles=64, probes=None, optimizer="adam",
-               betas=(0.8, 0.999))
+    lim = _run(eta_c=0.05, depth=2, optimizer=nfd.Adam(betas=(0.8, 0.999)), record=nfd.Record(probes=None), particles=64)
     with pytest.raises(ValueError, match="betas"):
         nfd.compare(nets, lim)
-    same = _run(eta_c=0.05, steps=2, particles=64, probes=None, optimizer="adam")
+    same = _run(eta_c=0.05, depth=2, optimizer=nfd.Adam(), record=nfd.Record(probes=None), particles=64)
     assert "error" in nfd.compare(nets, same)
 
 
 def test_adam_error_replicas_hold_the_main_runs_particles():
     # Adam's inflation depends on P (nfd._simulation._errors.replica_particles), so its
     # replicas are as large as the run; SGD's keep P/8 (at least 512)
-    adam = _run(eta_c=0.05, optimizer="adam", particles=1024, error_replicas=1)
+    adam = _run(eta_c=0.05, optimizer=nfd.Adam(), particles=1024, error_replicas=1)
     sgd = _run(eta_c=0.05, particles=1024, error_replicas=1)
     assert adam.attrs["error_replica_particles"] == 1024
     assert sgd.attrs["error_replica_particles"] == 512
@@ -524,14 +528,14 @@ def test_an_unresolved_first_sign_warns():
     y = np.sign(_Y)
     y0 = y.copy()
     y0[0] = 0.0
-    kw = dict(eta_c=0.05, steps=2, particles=256, probes=None, error_replicas=0)
+    kw = dict(eta_c=0.05, depth=2, particles=256, record=nfd.Record(), error_replicas=0)
     with pytest.warns(RuntimeWarning, match="sign of the output error") as record:
-        _run(y=y0, optimizer="adam", **kw)
+        _run(y=y0, optimizer=nfd.Adam(), **kw)
     assert record[0].filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _run(y=y, optimizer="adam", **kw)
-        _run(y=y0, optimizer="adam", batch_size=2, **kw)
+        _run(y=y, optimizer=nfd.Adam(), **kw)
+        _run(y=y0, optimizer=nfd.Adam(), batch_size=2, **kw)
         _run(y=y0, **kw)
 
 
@@ -539,8 +543,7 @@ def test_a_diverging_adam_run_names_step_layer_and_quantity():
     y = np.sign(_X[:, 0])
     # (the output f has no layer; features and gradients name theirs)
     with pytest.raises(FloatingPointError, match=r"Adam step \d+: diverging (output|.* layer)"):
-        _run(y=y, eta_c=20.0, optimizer="adam", activation="relu", particles=256,
-             probes=None, eig_steps=[])
+        _run(y=y, eta_c=20.0, optimizer=nfd.Adam(), record=nfd.Record(probes=None, eig_steps=[]), activation="relu", particles=256)
     with pytest.raises(FloatingPointError, match=r"step \d+: diverging"):
-        validation.train_resnet(_X, y, width=64, depth=4, eta_c=20.0, optimizer="adamw",
+        validation.train_resnet(_X, y, width=64, depth=4, eta_c=20.0, optimizer=nfd.AdamW(),
                                 activation="relu", seeds=2, progress=False)

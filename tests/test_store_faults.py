@@ -30,7 +30,7 @@ from conftest import needs
 
 X, Y = nfd.synthetic_task("tanh", 12, 6, seed=0)
 GRID = {"eta_c": [0.1, 0.2, 0.3]}
-FIXED = {"steps": 2, "particles": 64}
+FIXED = {"depth": 2, "particles": 64}
 pytestmark = needs("netCDF4")
 
 # a sweep of 12 points in a subprocess: argv = store root, log of computed points, output
@@ -49,7 +49,7 @@ def counting(*args, **kw):
 nfd.simulate = counting
 X, Y = nfd.synthetic_task("tanh", 12, 6, seed=0)
 grid = {"eta_c": [round(0.02 * i, 2) for i in range(1, 13)]}
-sweep_grid(X, Y, grid=grid, fixed={"steps": 2, "particles": 64}, store=root,
+sweep_grid(X, Y, grid=grid, fixed={"depth": 2, "particles": 64}, store=root,
            study="g").to_netcdf(out)
 """
 GRID12 = {"eta_c": [round(0.02 * i, 2) for i in range(1, 13)]}

@@ -79,7 +79,7 @@ def test_training_numbers_do_not_depend_on_the_thread_count(backward):
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            ds = nfd.simulate(X, y, steps=4, particles=1024, eta_c=0.3, backward=backward,
+            ds = nfd.simulate(X, y, depth=4, particles=1024, eta_c=0.3, backward=backward,
                               seed=3, progress=False)
             out.append(ds.f.values)
     finally:

@@ -372,15 +372,15 @@ def test_sync_count_per_sgd_step_on_cuda(kind):
         if kind == "at-init":
             return lambda: nfd.forward_sde(X[:1], steps=4 * K, particles=256, device="cuda")
         first, *options = kind.split()
-        opt = ({"optimizer": "adam"} if options == ["adam"]
-               else {"momentum": 0.5} if options else {})
+        opt = ({"optimizer": nfd.Adam()} if options == ["adam"]
+               else {"optimizer": nfd.SGD(momentum=0.5)} if options else {})
         if first == "network":
             return lambda: validation.train_resnet(
                 X[:K], y[:K], width=64, depth=4, eta_c=0.02 if opt else 0.2, seeds=2,
                 device="cuda", progress=False, **opt)
         return lambda: nfd.simulate(X[:K], y[:K], eta_c=0.02 if "optimizer" in opt else 0.2,
-                                    steps=4, particles=256, backward=first, device="cuda",
-                                    progress=False, error_replicas=0, eig_steps=[], **opt)
+                                    depth=4, record=nfd.Record(eig_steps=[]), particles=256, backward=first, device="cuda",
+                                    progress=False, error_replicas=0, **opt)
 
     short, long = _count_syncs(run(4)), _count_syncs(run(8))
     per_step = 0 if kind == "at-init" else SYNCS_PER_STEP

@@ -58,8 +58,7 @@ def test_simulate_is_bit_identical_on_1_2_and_3_threads(threads, backward, case,
     runs = []
     for n in (1, 2, 3):
         threads(n)
-        runs.append(nfd.simulate(X, y, eta_c=0.3, steps=3, backward=backward, probes=probes,
-                                 eig_steps=[0, 11], paths=2, seed=0, progress=False,
+        runs.append(nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes, eig_steps=[0, 11], paths=2), backward=backward, seed=0, progress=False,
                                  error_replicas=0, **case))
     assert not _equal(runs[0], runs[1]) and not _equal(runs[0], runs[2])
 
@@ -281,8 +280,8 @@ def test_a_team_that_changes_size_mid_run_keeps_every_number(machine, monkeypatc
     seen = alternating_team(machine, monkeypatch)
     X, y = nfd.synthetic_task("tanh", 8, 16, seed=0)
     probes = nfd.synthetic_task("tanh", 3, 16, seed=1, teacher_seed=0)
-    kw = dict(eta_c=0.3, steps=3, particles=40_001, probes=probes, seed=0, progress=False,
-              error_replicas=0, probe_steps=list(range(9)))
+    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes, probe_steps=list(range(9))), particles=40_001, seed=0, progress=False,
+              error_replicas=0)
     torch.set_num_threads(2)
     adapted = nfd.simulate(X, y, **kw)
     assert set(seen) == {1, 2} and torch.get_num_threads() == 2
@@ -306,7 +305,7 @@ def test_linear_limit_does_not_depend_on_the_blas_thread_count():
     runs = []
     for n in (1, 2):
         with threadpool_limits(n, user_api="blas"):
-            runs.append(nfd.linear_limit(X, y, eta_c=0.1, batch_size=2, probes=probes, steps=8))
+            runs.append(nfd.linear_limit(X, y, eta_c=0.1, batch_size=2, depth=8, record=nfd.Record(probes=probes)))
     assert not _equal(*runs)
 
 
@@ -369,9 +368,9 @@ def _concurrent_runs(kwargs: list[dict]) -> list:
         return list(pool.map(lambda kw: nfd.simulate(X, y, **kw), kwargs))
 
 
-RUNS = [dict(eta_c=0.3, steps=3, particles=4097, batch_size=2, seed=0, progress=False,
+RUNS = [dict(eta_c=0.3, depth=3, particles=4097, batch_size=2, seed=0, progress=False,
              backward="coupled"),
-        dict(eta_c=0.2, steps=4, particles=4096, batch_size=1, seed=1, progress=False,
+        dict(eta_c=0.2, depth=4, particles=4096, batch_size=1, seed=1, progress=False,
              backward="decoupled")]
 
 

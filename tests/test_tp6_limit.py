@@ -14,6 +14,8 @@ exact, so the seed spread is the whole error. Power: the other backward mode's o
 and the runs of a limit that drops MS, must each be rejected by the same rule.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,7 @@ from scipy.stats import f as f_dist
 import nfd
 import validation
 from nfd._simulation import _msblock
-from _references import ALPHA, t_bound, t_stats
+from _references import ALPHA, spec_kwargs, t_bound, t_stats
 from conftest import sphere
 
 _L, _K, _B, _D, _P, _S = 4, 6, 2, 4, 4096, 10
@@ -31,7 +33,8 @@ _X = sphere(_RNG, _K * _B, _D)
 _Y = np.tanh(_X[:, 0] + _X[:, 1])
 _XP = sphere(_RNG, 3, _D)
 _YP = np.tanh(_XP[:, 0] + _XP[:, 1])
-_KW = dict(eta_c=0.3, steps=_L, batch_size=_B, probes=(_XP, _YP),
+# flat options of the runs below (tests/_references.spec_kwargs makes the specifications)
+_KW = dict(eta_c=0.3, depth=_L, batch_size=_B, probes=(_XP, _YP),
            probe_steps=[0, 1, _K // 2, _K], block="post-nonlin-ms")
 _FIELDS = ("f", "probe_f", "h2", "g2")
 _OTHER = {"coupled": "decoupled", "decoupled": "coupled"}
@@ -48,6 +51,7 @@ def _particles(backward, dtype="float64", seeds=_S, device="cpu", activation="id
                **kw):
     opts = {**_KW, **kw}
     y = opts.pop("y", _Y)
+    opts = spec_kwargs(**opts)
     return np.stack([_flat(nfd.simulate(
         _X, y, activation=activation, backward=backward, particles=_P, seed=s,
         dtype=dtype, device=device, progress=False, error_replicas=0, **opts))
@@ -56,7 +60,8 @@ def _particles(backward, dtype="float64", seeds=_S, device="cpu", activation="id
 
 def _exact(backward, **kw):
     opts = {**_KW, **kw}
-    return nfd.linear_limit(_X, opts.pop("y", _Y), backward=backward, **opts)
+    y = opts.pop("y", _Y)
+    return nfd.linear_limit(_X, y, backward=backward, **spec_kwargs(**opts))
 
 
 def _max_t(runs, exact) -> float:
@@ -126,11 +131,10 @@ def test_ms_with_u_and_v_frozen_matches_linear_limit(backward):
 def test_ms_options_never_change_a_training_number(device):
     # probes, paths and eig_steps only read the state: f, loss, h2, g2 and the pivots
     # stay bit-identical (two runs on the same device); the attrs name the network.
-    kw = dict(activation="relu", eta_c=0.3, steps=3, particles=256, batch_size=2,
-              block="post-nonlin-ms", progress=False, error_replicas=0, seed=4,
+    kw = dict(activation="relu", eta_c=0.3, depth=3, parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=256, batch_size=2, progress=False, error_replicas=0, seed=4,
               device=device)
     base = nfd.simulate(_X, _Y, **kw)
-    other = nfd.simulate(_X, _Y, probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5], **kw)
+    other = nfd.simulate(_X, _Y, record=nfd.Record(probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5]), **kw)
     for name in ("f", "loss", "h2", "g2", "sigma_pivot", "theta_pivot"):
         assert np.array_equal(base[name].values, other[name].values, equal_nan=True), name
     assert other.attrs["block"] == "post-nonlin-ms" and other.attrs["style"] == "post"
@@ -144,8 +148,8 @@ def test_ms_options_never_change_a_training_number(device):
 
 def test_ms_error_replicas_calibrate():
     # The replicas run after the run (as two-layer blocks); they report finite errors.
-    ds = nfd.simulate(_X, _Y, activation="relu", eta_c=0.3, steps=3, particles=512,
-                      batch_size=2, block="post-nonlin-ms", progress=False, seed=1)
+    ds = nfd.simulate(_X, _Y, activation="relu", eta_c=0.3, depth=3, parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=512,
+                      batch_size=2, progress=False, seed=1)
     assert np.isfinite(ds.f_se.values).all()
     assert np.isfinite(ds.f_se_inflation.values).all()
 
@@ -154,19 +158,20 @@ def test_ms_error_replicas_calibrate():
     (dict(first_layer_lr="depth-aware"), ValueError, "first_layer_lr"),
     (dict(record_collapse=True), ValueError, "record_collapse"),
     (dict(branch_exponent=1.0), ValueError, "branch_exponent"),
+    (dict(layernorm=True), ValueError, "layernorm"),
     (dict(innovations=(torch.zeros(3, 12, 64), torch.ones(3, 12, 64))), ValueError,
      "innovations"),
 ])
 def test_ms_bad_arguments_name_the_argument(kw, kind, words):
-    with pytest.raises(kind, match=words):
-        nfd.simulate(_X, _Y, eta_c=0.1, steps=3, particles=64, progress=False,
-                     block="post-nonlin-ms", **kw)
+    with pytest.raises(kind, match=words):  # the specification's check or the run's
+        nfd.simulate(_X, _Y, eta_c=0.1, depth=3, particles=64, progress=False,
+                     **spec_kwargs(block="post-nonlin-ms", **kw))
 
 
 def test_ms_memory_estimate_counts_its_buffers():
     # two drivers and three whole-row histories: between the one- and two-layer blocks
-    kw = dict(n_train=64, input_dim=8, steps=8, particles=1024)
-    one, two, ms = (nfd.memory_estimate(block=b, **kw)["total"]
+    kw = dict(n_train=64, input_dim=8, depth=8, particles=1024)
+    one, two, ms = (nfd.memory_estimate(parametrization=nfd.Parametrization(block=b), **kw)["total"]
                     for b in ("one-layer", "two-layer", "post-nonlin-ms"))
     assert one < ms < two
 
@@ -185,7 +190,7 @@ _WIDTHS = (32, 128, 512)
 def _networks(width, backward, activation, eta_c):
     return validation.train_resnet(_NET_X, _NET_Y, width=width, depth=_L, eta_c=eta_c,
                                    activation=activation, seeds=_NET_S, backward=backward,
-                                   block="post-nonlin-ms", progress=False)
+                                   parametrization=nfd.Parametrization(block="post-nonlin-ms"), progress=False)
 
 
 def _gap(nets, lim) -> tuple[float, float]:
@@ -218,8 +223,7 @@ def test_ms_relu_networks_approach_the_particle_limit_with_width(backward, monke
     # with q = 1.08 (coupled) and 0.98 (decoupled) between 32 and 128. Power: a limit
     # without MS (its mean subtraction dropped) has T² 1.3e5 and 1.1e5 at n = 512.
     bound = _hotelling_bound()
-    kw = dict(eta_c=0.3, activation="relu", steps=_L, particles=2**18, backward=backward,
-              block="post-nonlin-ms", seed=11, progress=False)
+    kw = dict(eta_c=0.3, activation="relu", depth=_L, parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=2**18, backward=backward, seed=11, progress=False)
     lim = nfd.simulate(_NET_X, _NET_Y, **kw)
     gaps = [_gap(_networks(n, backward, "relu", 0.3), lim) for n in _WIDTHS]
     assert gaps[0][0] > bound and gaps[-1][0] < bound, gaps
@@ -237,8 +241,7 @@ def test_ms_identity_networks_approach_the_oracle_at_rate_one_over_n(backward):
     # [0.8, 1.2] (a limit that is wrong by δ would level the bias off at δ, q → 0).
     # Measured bias 0.091, 0.022, 0.0050 (coupled), 0.065, 0.016, 0.0041 (decoupled):
     # q = 1.04 and 1.00.
-    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.1, steps=_L, backward=backward,
-                           block="post-nonlin-ms")
+    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.1, depth=_L, parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
     bias = [_gap(_networks(n, backward, "identity", 0.1), lim)[1] for n in _WIDTHS]
     assert bias[0] > bias[1] > bias[2] > 0, bias
     q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
@@ -248,16 +251,16 @@ def test_ms_identity_networks_approach_the_oracle_at_rate_one_over_n(backward):
 def test_compare_pairs_the_networks_with_this_limit_only():
     # nfd.compare takes the block's networks against its limit and refuses the
     # one-layer limit and networks with another block multiplier (attrs of both).
-    kw = dict(eta_c=0.1, batch_size=_B, block="post-nonlin-ms")
+    kw = dict(eta_c=0.1, batch_size=_B, parametrization=nfd.Parametrization(block="post-nonlin-ms"))
     act = dict(activation="identity", progress=False)
     nets = validation.train_resnet(_X, _Y, width=32, depth=3, seeds=2, **act, **kw)
-    lim = nfd.simulate(_X, _Y, steps=3, particles=256, error_replicas=0, **act, **kw)
+    lim = nfd.simulate(_X, _Y, depth=3, particles=256, error_replicas=0, **act, **kw)
     assert nfd.compare(nets, lim).sizes["step"] == _K
-    assert nfd.compare(nets, nfd.linear_limit(_X, _Y, steps=3, **kw)).sizes["step"] == _K
-    other = nfd.simulate(_X, _Y, steps=3, particles=256, error_replicas=0, **act,
-                         **dict(kw, block="one-layer"))
-    scaled = validation.train_resnet(_X, _Y, width=32, depth=3, seeds=2,
-                                     block_multiplier=2.0, **act, **kw)
+    assert nfd.compare(nets, nfd.linear_limit(_X, _Y, depth=3, **kw)).sizes["step"] == _K
+    other = nfd.simulate(_X, _Y, depth=3, particles=256, error_replicas=0, **act,
+                         **dict(kw, parametrization=nfd.Parametrization(block="one-layer")))
+    scaled = validation.train_resnet(_X, _Y, width=32, depth=3, seeds=2, **act, **dict(
+        kw, parametrization=nfd.Parametrization(block="post-nonlin-ms", block_multiplier=2.0)))
     for a, b in ((nets, other), (scaled, lim)):
         with pytest.raises(ValueError, match="block|style"):
             nfd.compare(a, b)
@@ -268,9 +271,8 @@ def test_compare_pairs_the_networks_with_this_limit_only():
 # ---------------------------------------------------------------------------
 
 def _adam_pair(**kw):
-    base = dict(activation="relu", steps=4, particles=512, dtype="float64",
-                error_replicas=0, progress=False, probes=(_XP, _YP), seed=3,
-                block="post-nonlin-ms", batch_size=_B)
+    base = dict(activation="relu", depth=4, parametrization=nfd.Parametrization(block="post-nonlin-ms"), record=nfd.Record(probes=(_XP, _YP)), particles=512, dtype="float64",
+                error_replicas=0, progress=False, seed=3, batch_size=_B)
     return nfd.simulate(_X, _Y, **{**base, **kw})
 
 
@@ -287,7 +289,7 @@ def test_ms_adam_at_large_eps_is_the_oracle_tested_sgd(backward):
     moved = float(np.abs(sgd.probe_f[-1] - sgd.probe_f[0]).max())
     gaps = []
     for eps in (1e2, 1e3, 1e4):
-        adam = _adam_pair(eta_c=eta * eps, optimizer="adam", betas=(0.0, 0.9), eps=eps,
+        adam = _adam_pair(eta_c=eta * eps, optimizer=nfd.Adam(betas=(0.0, 0.9), eps=eps),
                           backward=backward)
         gaps.append(max(float(np.abs(adam.f - sgd.f).max()),
                         float(np.abs(adam.probe_f - sgd.probe_f).max())))
@@ -299,10 +301,12 @@ def test_ms_adam_at_large_eps_is_the_oracle_tested_sgd(backward):
 def test_ms_adam_block_only_is_depth_mup_at_sqrt_L_times_the_hidden_rate():
     # With U and v frozen, "block-only" (W at lr η_c·√(T/n)) is depth-μP (η_c·√(T/(Ln)))
     # at √L·η_c: L = 4, the same run at 2·η_c, to rounding.
-    kw = dict(optimizer="adamw", weight_decay=0.0, betas=(0.9, 0.99), eps=1e-8,
-              trainable=("W",), backward="coupled")
-    block = _adam_pair(eta_c=0.05, hidden_lr="block-only", **kw)
-    mup = _adam_pair(eta_c=0.1, **kw)
+    kw = dict(optimizer=nfd.AdamW(weight_decay=0.0, betas=(0.9, 0.99), eps=1e-8),
+              backward="coupled")
+    param = nfd.Parametrization(block="post-nonlin-ms", trainable=("W",))
+    block = _adam_pair(eta_c=0.05, parametrization=dataclasses.replace(
+        param, hidden_lr="block-only"), **kw)
+    mup = _adam_pair(eta_c=0.1, parametrization=param, **kw)
     for name in ("f", "probe_f", "h2", "g2"):
         np.testing.assert_allclose(block[name], mup[name], rtol=1e-12, atol=1e-12)
 
@@ -327,13 +331,14 @@ def test_ms_adam_relu_networks_match_the_limit_at_three_widths(optimizer, backwa
     bound = float(f_dist.isf(ALPHA / 2, m, S - m) * m * (S - 1) / (S - m))
     X, y = _NET_X[:K], _NET_Y[:K]
     opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.1, warmup=2, final=0.01),
-                optimizer=optimizer, betas=(0.9, 0.99), activation="relu",
-                backward=backward, progress=False, block="post-nonlin-ms",
-                **({"weight_decay": 2.0} if optimizer == "adamw" else {}))
+                optimizer=(nfd.AdamW(betas=(0.9, 0.99), weight_decay=2.0) if optimizer == "adamw"
+                           else nfd.Adam(betas=(0.9, 0.99))),
+                parametrization=nfd.Parametrization(block="post-nonlin-ms"), activation="relu",
+                backward=backward, progress=False)
 
     def limit():
-        runs = np.stack([nfd.simulate(X, y, steps=_L, particles=2048, seed=s,
-                                      error_replicas=0, eig_steps=[], dtype="float64",
+        runs = np.stack([nfd.simulate(X, y, depth=_L, record=nfd.Record(eig_steps=[]), particles=2048, seed=s,
+                                      error_replicas=0, dtype="float64",
                                       particle_init="whitened", **opts).f.values[1:, 0]
                          for s in range(R)])
         return runs.mean(0), runs.var(0, ddof=1) / R

@@ -25,8 +25,8 @@ def test_a_vector_X_is_refused_naming_X_and_saying_how_to_reshape_it():
     # ("y must have shape (1,) to match X, got (16,)")
     x, y = X16[:, 0], Y16
     calls = [lambda: train_resnet(x, y, eta_c=0.1, **NET),
-             lambda: nfd.simulate(x, y, eta_c=0.1, steps=2, particles=8, progress=False),
-             lambda: nfd.linear_limit(x, y, eta_c=0.1, steps=2)]
+             lambda: nfd.simulate(x, y, eta_c=0.1, depth=2, particles=8, progress=False),
+             lambda: nfd.linear_limit(x, y, eta_c=0.1, depth=2)]
     for call in calls:
         with pytest.raises(ValueError, match=r"^X must be two-dimensional \(samples, "
                            r"features\), got a vector of shape \(16,\): pass "
@@ -46,7 +46,7 @@ def test_logistic_with_01_labels_is_refused_by_both_entry_points_alike():
         train_resnet(X, y01, loss="logistic", width=8, depth=2, eta_c=0.1, device="cpu",
                      progress=False)
     with pytest.raises(ValueError, match="must hold labels ±1") as lim_err:
-        nfd.simulate(X, y01, loss="logistic", eta_c=0.1, steps=2, particles=8,
+        nfd.simulate(X, y01, loss="logistic", eta_c=0.1, depth=2, particles=8,
                      progress=False)
     assert str(net_err.value) == str(lim_err.value)
     assert str(net_err.value).startswith("y must hold labels ±1 for loss='logistic'")
@@ -85,8 +85,8 @@ def test_divergence_guard_checks_probe_passes():
     with pytest.raises(FloatingPointError,
                        match=r"^probe evaluation at step 1: diverging features E\[h\^2\] "
                              r"at layer \d+"):
-        train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, probes=(X16, Y16), **NET)
-    ds = train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, probes=(X16, Y16), divergence=None,
+        train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, record=nfd.Record(probes=(X16, Y16)), **NET)
+    ds = train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, record=nfd.Record(probes=(X16, Y16)), divergence=None,
                       **NET)
     assert np.isfinite(ds.probe_f).all()
 
@@ -125,7 +125,7 @@ def test_network_memory_estimate_has_the_shape_of_nfds():
     est = network_memory_estimate(10, width=64, depth=4, seeds=2, n_probes=5,
                                   n_probe_steps=3, eig_history=8, n_eig_steps=2)
     assert est["total"] == sum(v for k, v in est.items() if k != "total")
-    assert set(nfd.memory_estimate(n_train=4, input_dim=10, steps=4, particles=8)) >= {"total"}
+    assert set(nfd.memory_estimate(n_train=4, input_dim=10, depth=4, particles=8)) >= {"total"}
     # the weights: S·L·n² float32 entries
     assert est["weights"] == 2 * 4 * 64 * 64 * 4
     with pytest.raises(ValueError, match="backward"):
@@ -170,9 +170,8 @@ def test_options_never_change_the_training_numbers():
     kw = dict(width=32, depth=3, seeds=[0, 5], batch_size=4, eta_c=0.5, device="cpu",
               dtype="float64", progress=False)
     for block in ("one-layer", "two-layer"):
-        bare = train_resnet(X, y, block=block, record_collapse=False, **kw)
-        full = train_resnet(X, y, block=block, record_collapse=True, probes=(X[:5], y[:5]),
-                            eig_steps=[0, 3], **kw)
+        bare = train_resnet(X, y, parametrization=nfd.Parametrization(block=block), record=nfd.Record(collapse=False), **kw)
+        full = train_resnet(X, y, parametrization=nfd.Parametrization(block=block), record=nfd.Record(collapse=True, probes=(X[:5], y[:5]), eig_steps=[0, 3]), **kw)
         for name in ("f", "loss", "dloss", "h2", "g2"):
             np.testing.assert_array_equal(bare[name].values, full[name].values,
                                           err_msg=f"{block}: {name}")
@@ -181,18 +180,18 @@ def test_options_never_change_the_training_numbers():
 def test_logistic_probe_labels_are_checked_like_training_labels():
     # 0/1 probe labels would make probe_loss log 2 for every y = 0 probe, silently
     X, y = synthetic_task("sign", 8, 4, seed=0)
-    for run in (lambda **kw: nfd.simulate(X, y, steps=2, particles=16, **kw),
+    for run in (lambda **kw: nfd.simulate(X, y, depth=2, particles=16, **kw),
                 lambda **kw: train_resnet(X, y, width=8, depth=2, device="cpu", **kw)):
         with pytest.raises(ValueError, match=r"probes\[1\] must hold labels ±1"):
-            run(loss="logistic", eta_c=0.1, probes=(X[:4], (y[:4] + 1) / 2),
-                progress=False)
+            run(loss="logistic", eta_c=0.1, progress=False,
+                record=nfd.Record(probes=(X[:4], (y[:4] + 1) / 2)))
 
 
 @pytest.mark.parametrize("bad", [0.5, 1.0])
 def test_divergence_at_or_below_the_start_is_refused_by_simulate(bad):
     X, y = synthetic_task("tanh", 4, 3, seed=0)
     with pytest.raises(ValueError, match=r"divergence must be > 1"):
-        nfd.simulate(X, y, eta_c=0.1, steps=2, particles=16, divergence=bad, progress=False)
+        nfd.simulate(X, y, eta_c=0.1, depth=2, particles=16, divergence=bad, progress=False)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), 2e4])

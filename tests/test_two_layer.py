@@ -35,8 +35,7 @@ _Y = np.sign(_X[:, 0])
 
 
 def _limit(backward, rate, eta):
-    return nfd.linear_limit(_X, _Y, eta_c=eta, steps=_L, backward=backward,
-                            block="two-layer", first_layer_lr=rate)
+    return nfd.linear_limit(_X, _Y, eta_c=eta, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), backward=backward)
 
 
 def _hotelling(f, target):
@@ -66,8 +65,7 @@ def test_two_layer_networks_match_linear_limit_at_two_widths(backward, rate):
     for width in (256, 1024):
         nets = validation.train_resnet(_X, _Y, width=width, depth=_L, activation="identity",
                                        eta_c=eta, backward=backward,
-                                       block="two-layer",
-                                       first_layer_lr=rate, seeds=_S, progress=False)
+                                       parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), seeds=_S, progress=False)
         f = nets.f.values[:, 1:, 0]
         stats[width] = _hotelling(f, exact.f.values[1:, 0])
         wrong_mode[width] = _hotelling(f, other_mode.f.values[1:, 0])
@@ -98,14 +96,11 @@ def test_two_layer_limit_with_every_optimizer_option_matches_networks(backward):
     rng = np.random.default_rng(1)
     X = sphere(rng, 16, _D)
     y = np.stack([X[:, 0], X[:, 1] - 0.5], 1)
-    kw = dict(eta_c=[0.1, 0.2, 0.15, 0.1, 0.1, 0.05, 0.1, 0.1], momentum=0.5,
-              weight_decay=0.3, gamma0=1.5, batch_size=2, backward=backward)
-    exact = nfd.linear_limit(X, y, steps=_L, block="two-layer",
-                             first_layer_lr="depth-aware", **kw).f.values[1:]
-    wrong = nfd.linear_limit(X, y, steps=_L, block="two-layer",
-                             first_layer_lr="depth-mup", **kw).f.values[1:]
+    kw = dict(eta_c=[0.1, 0.2, 0.15, 0.1, 0.1, 0.05, 0.1, 0.1], optimizer=nfd.SGD(momentum=0.5, weight_decay=0.3), parametrization=nfd.Parametrization(gamma0=1.5), batch_size=2, backward=backward)
+    exact = nfd.linear_limit(X, y, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"), **kw).f.values[1:]
+    wrong = nfd.linear_limit(X, y, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-mup"), **kw).f.values[1:]
     nets = validation.train_resnet(X, y, width=512, depth=_L, activation="identity",
-                                   block="two-layer", first_layer_lr="depth-aware",
+                                   parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"),
                                    seeds=32, progress=False, **kw)
     f = nets.f.values[:, 1:].reshape(32, -1)
     t = t_stats(f - exact.ravel())
@@ -130,8 +125,7 @@ def test_two_layer_limit_collapse_exponents():
     y = np.sign(X[:, 0])
 
     def run(L, rate, backward):
-        return nfd.linear_limit(X, y, eta_c=0.05, steps=L, backward=backward,
-                                block="two-layer", first_layer_lr=rate)
+        return nfd.linear_limit(X, y, eta_c=0.05, depth=L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), backward=backward)
 
     def slope(rate, backward, name):
         a, b = (float(run(L, rate, backward)[name].values[1:].mean()) for L in (32, 64))
@@ -158,7 +152,6 @@ def test_two_layer_probe_at_a_training_input_gives_its_training_output(backward)
     X = sphere(np.random.default_rng(0), 6, _D)
     y = np.sign(X[:, 0])
     for rate in ("depth-mup", "depth-aware"):
-        ds = nfd.linear_limit(X, y, eta_c=0.1, steps=_L, backward=backward, block="two-layer",
-                              first_layer_lr=rate, probes=(X[[3]], y[[3]]), probe_steps=[3])
+        ds = nfd.linear_limit(X, y, eta_c=0.1, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), record=nfd.Record(probes=(X[[3]], y[[3]]), probe_steps=[3]), backward=backward)
         assert float(ds.probe_f.values[0, 0]) == pytest.approx(float(ds.f.values[3, 0]),
                                                                rel=1e-12)

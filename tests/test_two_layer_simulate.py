@@ -22,7 +22,7 @@ from scipy.stats import t as t_dist
 
 import nfd
 import validation
-from _references import ALPHA, t_bound, t_stats
+from _references import ALPHA, spec_kwargs, t_bound, t_stats
 from conftest import sphere
 
 _L, _K, _B, _D, _P, _S = 4, 6, 2, 4, 4096, 10
@@ -31,7 +31,8 @@ _X = sphere(_RNG, _K * _B, _D)
 _Y = np.tanh(_X[:, 0] + _X[:, 1])
 _XP = sphere(_RNG, 3, _D)
 _YP = np.tanh(_XP[:, 0] + _XP[:, 1])
-_KW = dict(eta_c=0.3, steps=_L, batch_size=_B, probes=(_XP, _YP),
+# flat options of the runs below (tests/_references.spec_kwargs makes the specifications)
+_KW = dict(eta_c=0.3, depth=_L, batch_size=_B, probes=(_XP, _YP),
            probe_steps=[0, 1, _K // 2, _K], block="two-layer")
 _FIELDS = ("f", "probe_f", "h2", "g2", "internal_update", "residual_update")
 _OTHER = {"coupled": "decoupled", "decoupled": "coupled",
@@ -48,16 +49,17 @@ def _flat(ds, fields=_FIELDS) -> np.ndarray:
 def _particles(backward, rate, dtype, seeds=_S, device="cpu", **kw):
     opts = {**_KW, **kw}
     y = opts.pop("y", _Y)
+    opts = spec_kwargs(**opts, first_layer_lr=rate, record_collapse=True)
     return np.stack([_flat(nfd.simulate(
-        _X, y, activation="identity", backward=backward, first_layer_lr=rate,
-        particles=_P, seed=s, dtype=dtype, device=device, progress=False,
-        error_replicas=0, record_collapse=True, **opts)) for s in range(seeds)])
+        _X, y, activation="identity", backward=backward, particles=_P, seed=s, dtype=dtype,
+        device=device, progress=False, error_replicas=0, **opts)) for s in range(seeds)])
 
 
 def _exact(backward, rate, **kw):
     opts = {**_KW, **kw}
-    return nfd.linear_limit(_X, opts.pop("y", _Y), backward=backward, first_layer_lr=rate,
-                            **opts)
+    y = opts.pop("y", _Y)
+    return nfd.linear_limit(_X, y, backward=backward,
+                            **spec_kwargs(**opts, first_layer_lr=rate))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -104,12 +106,10 @@ def test_two_layer_optimizer_options_and_vector_outputs_match_linear_limit(backw
 def test_two_layer_options_never_change_a_training_number(device):
     # record_collapse, probes, paths and eig_steps only read the state: f, loss, h2,
     # g2 and the pivots stay bit-identical (two runs on the same device).
-    kw = dict(activation="tanh", eta_c=0.3, steps=3, particles=256, batch_size=2,
-              block="two-layer", first_layer_lr="depth-aware", progress=False,
+    kw = dict(activation="tanh", eta_c=0.3, depth=3, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"), particles=256, batch_size=2, progress=False,
               error_replicas=0, seed=4, device=device)
     base = nfd.simulate(_X, _Y, **kw)
-    other = nfd.simulate(_X, _Y, record_collapse=True, probes=(_XP, _YP), paths=3,
-                         eig_steps=[0, 2, 5], **kw)
+    other = nfd.simulate(_X, _Y, record=nfd.Record(collapse=True, probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5]), **kw)
     for name in ("f", "loss", "h2", "g2", "sigma_pivot", "theta_pivot"):
         assert np.array_equal(base[name].values, other[name].values, equal_nan=True), name
     assert other.attrs["block"] == "two-layer"
@@ -120,24 +120,32 @@ def test_two_layer_options_never_change_a_training_number(device):
 
 
 @pytest.mark.parametrize("kw, kind, words", [
-    (dict(block="three-layer"), ValueError, "block"),
-    (dict(first_layer_lr="depth-aware"), ValueError, "first_layer_lr"),
-    (dict(record_collapse=True), ValueError, "record_collapse"),
-    (dict(block="two-layer", first_layer_lr="sqrt"), ValueError, "first_layer_lr"),
-    (dict(block="two-layer", record_collapse="yes"), TypeError, "record_collapse"),
-    (dict(block="two-layer", innovations=(torch.zeros(3, 12, 64), torch.ones(3, 12, 64))),
+    (lambda: dict(parametrization=nfd.Parametrization(block="three-layer")), ValueError,
+     "block"),
+    (lambda: dict(parametrization=nfd.Parametrization(first_layer_lr="depth-aware")),
+     ValueError, "first_layer_lr"),
+    (lambda: dict(record=nfd.Record(collapse=True)), ValueError, "record_collapse"),
+    (lambda: dict(parametrization=nfd.Parametrization(block="two-layer",
+                                                      first_layer_lr="sqrt")),
+     ValueError, "first_layer_lr"),
+    (lambda: dict(parametrization=nfd.Parametrization(block="two-layer"),
+                  record=nfd.Record(collapse="yes")), TypeError, "collapse"),
+    (lambda: dict(parametrization=nfd.Parametrization(block="two-layer"),
+                  innovations=(torch.zeros(3, 12, 64), torch.ones(3, 12, 64))),
      ValueError, "innovations"),
 ])
 def test_two_layer_bad_arguments_name_the_argument(kw, kind, words):
-    with pytest.raises(kind, match=words):
-        nfd.simulate(_X, _Y, eta_c=0.1, steps=3, particles=64, progress=False, **kw)
+    with pytest.raises(kind, match=words):  # the specification's check or the run's
+        nfd.simulate(_X, _Y, eta_c=0.1, depth=3, particles=64, progress=False, **kw())
 
 
 def test_linear_limit_refuses_what_simulate_refuses():
     # the same rule in both limits (nfd._optim._training.check_block)
-    for kw in (dict(first_layer_lr="depth-aware"), dict(block="two", first_layer_lr="depth-mup")):
-        with pytest.raises(ValueError, match="first_layer_lr|block"):
-            nfd.linear_limit(_X, _Y, eta_c=0.1, steps=3, **kw)
+    with pytest.raises(ValueError, match="first_layer_lr"):
+        nfd.Parametrization(first_layer_lr="depth-aware")
+    with pytest.raises(ValueError, match="block"):
+        nfd.linear_limit(_X, _Y, eta_c=0.1, depth=3,
+                         parametrization=nfd.Parametrization(block="two"))
 
 
 def test_compare_networks_with_linear_limit_without_probes():
@@ -145,7 +153,7 @@ def test_compare_networks_with_linear_limit_without_probes():
     # networks do (it fingerprinted an empty array, and compare refused the pair)
     nets = validation.train_resnet(_X, _Y, width=16, depth=3, eta_c=0.1, seeds=2,
                                    activation="identity", progress=False)
-    lim = nfd.linear_limit(_X, _Y, eta_c=0.1, steps=3)
+    lim = nfd.linear_limit(_X, _Y, eta_c=0.1, depth=3)
     assert lim.attrs["X_probe_sha256"] == "none"
     assert nfd.compare(nets, lim).sizes["step"] == len(_X)
 
@@ -155,30 +163,30 @@ def test_a_diverging_coupled_run_with_few_particles_advises_more(backward):
     # The coupled limit's Stein estimates are heavy-tailed unless P >> K·B: its
     # divergence message says so (below P = 64·K·B), the decoupled one's does not.
     with pytest.raises(FloatingPointError, match="lower eta_c or T") as err:
-        nfd.simulate(_X, _Y * 100, eta_c=5.0, steps=3, particles=256, progress=False,
-                     error_replicas=0, backward=backward, block="two-layer")
+        nfd.simulate(_X, _Y * 100, eta_c=5.0, depth=3, parametrization=nfd.Parametrization(block="two-layer"), particles=256, progress=False,
+                     error_replicas=0, backward=backward)
     assert ("raise particles" in str(err.value)) == (backward == "coupled")
 
 
 def test_two_layer_memory_estimate_is_about_twice_one_layer():
     # Four history streams and four drivers per layer against two of each.
-    kw = dict(n_train=512, input_dim=16, steps=32, particles=16384)
+    kw = dict(n_train=512, input_dim=16, depth=32, particles=16384)
     for backward in ("coupled", "decoupled"):
         one = nfd.memory_estimate(backward=backward, **kw)["total"]
-        two = nfd.memory_estimate(backward=backward, block="two-layer", **kw)["total"]
+        two = nfd.memory_estimate(backward=backward, parametrization=nfd.Parametrization(block="two-layer"), **kw)["total"]
         assert 1.9 < two / one < 2.2, two / one
     with pytest.raises(ValueError, match="block"):
-        nfd.memory_estimate(block="two", **kw)
+        nfd.memory_estimate(parametrization=nfd.Parametrization(block="two"), **kw)
 
 
 def test_sweep_grid_over_the_first_layer_rate():
     # Every point equals the direct simulate call; a record_collapse grid keeps its
     # block_time dimension.
-    kw = dict(eta_c=0.2, steps=2, particles=128, error_replicas=0, batch_size=_B, seed=1,
-              block="two-layer", record_collapse=True)
+    kw = dict(eta_c=0.2, depth=2, parametrization=nfd.Parametrization(block="two-layer"), record=nfd.Record(collapse=True), particles=128, error_replicas=0, batch_size=_B, seed=1)
     ds = validation.sweep_grid(_X, _Y, grid={"first_layer_lr": ["depth-mup", "depth-aware"]},
                                fixed=kw)
-    one = nfd.simulate(_X, _Y, first_layer_lr="depth-aware", progress=False, **kw)
+    one = nfd.simulate(_X, _Y, progress=False, **dict(kw, parametrization=nfd.Parametrization(
+        block="two-layer", first_layer_lr="depth-aware")))
     np.testing.assert_array_equal(ds.f.sel(first_layer_lr="depth-aware"), one.f)
     assert ds.internal_update.dims == ("first_layer_lr", "step", "block_time")
 
@@ -187,24 +195,25 @@ def test_two_layer_compare_and_cli(tmp_path):
     # nfd.compare refuses a limit of the other block or first-layer rate; the CLI
     # config takes block, first_layer_lr and record_collapse.
     from nfd._cli import load_config
-    kw = dict(eta_c=0.1, steps=3, block="two-layer", first_layer_lr="depth-aware")
+    kw = dict(eta_c=0.1, depth=3, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"))
     nets = validation.train_resnet(_X, _Y, width=32, depth=3, eta_c=0.1, seeds=2,
-                                   batch_size=_B, block="two-layer",
-                                   first_layer_lr="depth-aware", progress=False)
+                                   batch_size=_B, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"), progress=False)
     lim = nfd.simulate(_X, _Y, particles=256, batch_size=_B, progress=False,
                        error_replicas=0, **kw)
     assert nfd.compare(nets, lim).sizes["step"] == _K
-    for other in (dict(kw, first_layer_lr="depth-mup"), dict(kw, block="one-layer",
-                                                               first_layer_lr="depth-mup")):
+    for param in (nfd.Parametrization(block="two-layer"), nfd.Parametrization()):
+        other = dict(kw, parametrization=param)
         wrong = nfd.simulate(_X, _Y, particles=256, batch_size=_B, progress=False,
                              error_replicas=0, **other)
         with pytest.raises(ValueError, match="block|first_layer_lr"):
             nfd.compare(nets, wrong)
     cfg = tmp_path / "run.toml"
-    cfg.write_text('[model]\neta_c = 0.1\nblock = "two-layer"\n'
-                   'first_layer_lr = "depth-aware"\nrecord_collapse = true\n')
-    model = load_config(cfg)["model"]
-    assert model["block"] == "two-layer" and model["record_collapse"] is True
+    cfg.write_text('[model]\neta_c = 0.1\n[parametrization]\nblock = "two-layer"\n'
+                   'first_layer_lr = "depth-aware"\n[record]\ncollapse = true\n')
+    config = load_config(cfg)
+    assert config["parametrization"] == nfd.Parametrization(block="two-layer",
+                                                            first_layer_lr="depth-aware")
+    assert config["record"] == {"collapse": True}
 
 
 # ---------------------------------------------------------------------------
@@ -250,9 +259,8 @@ def test_two_layer_tanh_networks_match_the_particle_limit_at_two_widths(backward
     eta = _NET_ETA[backward]
 
     def limit(mode, lr):
-        return nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", steps=_L,
-                            particles=2**17, backward=mode, block="two-layer",
-                            first_layer_lr=lr, seed=11, progress=False, record_collapse=True)
+        return nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=lr), record=nfd.Record(collapse=True),
+                            particles=2**17, backward=mode, seed=11, progress=False)
 
     def f_and_var(ds):
         return ds.f.values[1:, 0], ds.f_se.values[1:, 0] ** 2
@@ -267,8 +275,8 @@ def test_two_layer_tanh_networks_match_the_particle_limit_at_two_widths(backward
     for width in (256, 1024):
         nets = validation.train_resnet(_NET_X, _NET_Y, width=width, depth=_L,
                                        activation="tanh", eta_c=eta, backward=backward,
-                                       block="two-layer", first_layer_lr=rate,
-                                       seeds=_NET_S, progress=False, record_collapse=True)
+                                       parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), record=nfd.Record(collapse=True),
+                                       seeds=_NET_S, progress=False)
         f = nets.f.values[:, 1:, 0]
         stats[width] = _hotelling(f, *f_and_var(exact))
     other_rate, other_mode = limit(backward, _OTHER[rate]), limit(_OTHER[backward], rate)
@@ -294,9 +302,8 @@ def _check_profiles(nets, eta: float, backward: str, rate: str) -> None:
     sees φ′ inside W_{ℓ,1}'s backward response (Stein moment of a = √τφ′(x)b, not
     √τb): f moves by ≤ 0.4 s.e. without it, E[g²] by up to 3% (|t| 9.4, measured
     coupled depth-μP; with it 1.6)."""
-    lim = [nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", steps=_L,
-                        particles=2**15, backward=backward, block="two-layer",
-                        first_layer_lr=rate, seed=30 + r, progress=False, error_replicas=0)
+    lim = [nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate),
+                        particles=2**15, backward=backward, seed=30 + r, progress=False, error_replicas=0)
            for r in range(8)]
     net = np.concatenate([nets[v].values[:, 1:].reshape(_NET_S, -1) for v in ("h2", "g2")], 1)
     ref = np.stack([np.concatenate([ds[v].values[1:].ravel() for v in ("h2", "g2")])

@@ -73,8 +73,7 @@ def _oracle_t(loss, backward, dtype, S=10, particles=4096):
     probe_f (every class), h2 and g2 over K = 6 steps of batch 2 with momentum and
     γ₀, and against the other backward mode's limit (power) on f and probe_f."""
     X, y, Xp, yp = _stream(loss, K=6, B=2)
-    kw = dict(loss=loss, eta_c=0.3, momentum=0.4, gamma0=0.8, steps=4, batch_size=2,
-              probes=(Xp, yp))
+    kw = dict(loss=loss, eta_c=0.3, depth=4, optimizer=nfd.SGD(momentum=0.4), parametrization=nfd.Parametrization(gamma0=0.8), record=nfd.Record(probes=(Xp, yp)), batch_size=2)
     other = "decoupled" if backward == "coupled" else "coupled"
     exact = nfd.linear_limit(X, y, backward=backward, **kw)
     wrong = nfd.linear_limit(X, y, backward=other, **kw)
@@ -207,8 +206,8 @@ def test_tanh_networks_match_their_limit_at_two_widths_cross_entropy(backward):
     # backward mode is rejected at n = 1024.
     L, K, d, R, S = 4, 8, 8, 8, 64
     X, y, _, _ = _stream("cross_entropy", K=K, B=1, d=d, seed=1)
-    opts = dict(eta_c=0.4, momentum=0.5, loss="cross_entropy")
-    kw = dict(activation="tanh", steps=L, particles=16384, dtype="float64", progress=False,
+    opts = dict(eta_c=0.4, optimizer=nfd.SGD(momentum=0.5), loss="cross_entropy")
+    kw = dict(activation="tanh", depth=L, particles=16384, dtype="float64", progress=False,
               error_replicas=0, **opts)
     ref = np.stack([nfd.simulate(X, y, seed=s, backward=backward, **kw).f.values[1:, 0]
                     .ravel() for s in range(R)])
@@ -239,19 +238,19 @@ def test_one_column_targets_are_the_scalar_run_bit_for_bit():
     rng = np.random.default_rng(2)
     X = sphere(rng, 8, 5)
     y = np.tanh(X[:, 0])
-    kw = dict(eta_c=0.3, steps=3, batch_size=2, probes=(X[:3], y[:3]))
+    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=(X[:3], y[:3])), batch_size=2)
     a = nfd.simulate(X, y, particles=256, progress=False, error_replicas=1, **kw)
     b = nfd.simulate(X, y[:, None], particles=256, progress=False, error_replicas=1,
-                     **dict(kw, probes=(X[:3], y[:3, None])))
+                     **dict(kw, record=nfd.Record(probes=(X[:3], y[:3, None]))))
     assert "output" not in b.dims
     for name in ("f", "f_se", "probe_f", "probe_f_se", "h2", "g2", "loss"):
         assert a[name].values.tobytes() == b[name].values.tobytes(), name
     la, lb = nfd.linear_limit(X, y, **kw), nfd.linear_limit(X, y[:, None], **kw)
     assert la.f.values.tobytes() == lb.f.values.tobytes() and "output" not in lb.dims
-    kw.pop("steps")
+    kw.pop("depth")
     na = validation.train_resnet(X, y, width=16, depth=2, progress=False, **kw)
     nb = validation.train_resnet(X, y[:, None], width=16, depth=2, progress=False,
-                                 **dict(kw, probes=(X[:3], y[:3, None])))
+                                 **dict(kw, record=nfd.Record(probes=(X[:3], y[:3, None]))))
     assert na.f.values.tobytes() == nb.f.values.tobytes() and "output" not in nb.dims
 
 
@@ -266,25 +265,21 @@ def _accuracy(ds) -> np.ndarray:
 
 def test_classification_runs_record_probe_accuracy():
     X, y, Xp, yp = _stream("cross_entropy", K=4, B=2, Q=5)
-    ds = nfd.simulate(X, y, eta_c=0.3, loss="cross_entropy", steps=3, particles=512,
-                      probes=(Xp, yp), batch_size=2, progress=False, error_replicas=0,
+    ds = nfd.simulate(X, y, eta_c=0.3, loss="cross_entropy", depth=3, record=nfd.Record(probes=(Xp, yp)), particles=512, batch_size=2, progress=False, error_replicas=0,
                       classes=4)
     assert ds.sizes["output"] == 4 and ds.y.dims == ("step", "sample")
     np.testing.assert_array_equal(ds.probe_accuracy.values, _accuracy(ds))
-    ll = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", steps=3, batch_size=2,
-                          probes=(Xp, yp))
+    ll = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", depth=3, record=nfd.Record(probes=(Xp, yp)), batch_size=2)
     np.testing.assert_array_equal(ll.probe_accuracy.values, _accuracy(ll))
     nets = validation.train_resnet(X, y, width=16, depth=2, eta_c=0.3, loss="cross_entropy",
-                                   seeds=2, batch_size=2, probes=(Xp, yp), progress=False)
+                                   seeds=2, batch_size=2, record=nfd.Record(probes=(Xp, yp)), progress=False)
     np.testing.assert_array_equal(nets.probe_accuracy.values, _accuracy(nets))
     # the logistic loss: sign f = y
     ys, yps = np.where(X[:, 0] > 0, 1.0, -1.0), np.where(Xp[:, 0] > 0, 1.0, -1.0)
-    ds = nfd.simulate(X, ys, eta_c=0.3, loss="logistic", steps=3, particles=512,
-                      probes=(Xp, yps), progress=False, error_replicas=0)
+    ds = nfd.simulate(X, ys, eta_c=0.3, loss="logistic", depth=3, record=nfd.Record(probes=(Xp, yps)), particles=512, progress=False, error_replicas=0)
     np.testing.assert_array_equal(ds.probe_accuracy.values,
                                   (np.sign(ds.probe_f) == yps).mean("probe").values)
-    assert "probe_accuracy" not in nfd.simulate(X, ys, eta_c=0.3, steps=3, particles=256,
-                                                probes=(Xp, yps), progress=False,
+    assert "probe_accuracy" not in nfd.simulate(X, ys, eta_c=0.3, depth=3, record=nfd.Record(probes=(Xp, yps)), particles=256, progress=False,
                                                 error_replicas=0)
 
 
@@ -306,9 +301,11 @@ _LABELS = np.array([0, 1, 2, 1, 0, 2])
 ])
 @pytest.mark.parametrize("entry", ["simulate", "linear_limit", "train_resnet"])
 def test_bad_targets_raise_errors_naming_the_argument(entry, y, kw, match):
-    call = {"simulate": lambda: nfd.simulate(_X, y, eta_c=0.1, steps=2, particles=8,
+    kw = dict(kw, record=nfd.Record(probes=kw["probes"])) if "probes" in kw else kw
+    kw.pop("probes", None)
+    call = {"simulate": lambda: nfd.simulate(_X, y, eta_c=0.1, depth=2, particles=8,
                                              progress=False, **kw),
-            "linear_limit": lambda: nfd.linear_limit(_X, y, eta_c=0.1, steps=2, **kw),
+            "linear_limit": lambda: nfd.linear_limit(_X, y, eta_c=0.1, depth=2, **kw),
             "train_resnet": lambda: validation.train_resnet(_X, y, eta_c=0.1, width=4,
                                                             depth=2, progress=False, **kw)}
     with pytest.raises(ValueError, match=match):
@@ -316,7 +313,7 @@ def test_bad_targets_raise_errors_naming_the_argument(entry, y, kw, match):
 
 
 def test_memory_estimate_counts_the_outputs():
-    base = dict(n_train=100, input_dim=8, steps=4, particles=1024)
+    base = dict(n_train=100, input_dim=8, depth=4, particles=1024)
     scalar, vector = nfd.memory_estimate(**base), nfd.memory_estimate(**base, outputs=10)
     assert "outputs" not in scalar and vector["outputs"] > 0
     assert vector["total"] == scalar["total"] + vector["outputs"]
@@ -331,17 +328,17 @@ def test_compare_and_grid_handle_vector_outputs():
     from validation import sweep_grid
 
     X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
-    kw = dict(eta_c=0.3, loss="cross_entropy", probes=(Xp, yp), activation="tanh")
-    lim = nfd.simulate(X, y, steps=2, particles=512, progress=False, error_replicas=1, **kw)
+    kw = dict(eta_c=0.3, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)), activation="tanh")
+    lim = nfd.simulate(X, y, depth=2, particles=512, progress=False, error_replicas=1, **kw)
     nets = validation.train_resnet(X, y, depth=2, width=16, seeds=3, progress=False, **kw)
     for var in ("f", "probe_f", "probe_accuracy", "loss"):
         out = nfd.compare(nets, lim, var=var)
         assert out.error.dims == lim[var].dims and np.all(np.isfinite(out.error))
     with pytest.raises(ValueError, match="output"):  # another number of outputs
-        nfd.compare(nets, nfd.simulate(X, y, steps=2, particles=64, progress=False,
+        nfd.compare(nets, nfd.simulate(X, y, depth=2, particles=64, progress=False,
                                        error_replicas=0, classes=4, **kw))
     ds = sweep_grid(X, y, grid={"eta_c": [0.1, 0.3]}, probes=(Xp, yp),
-                    fixed=dict(loss="cross_entropy", steps=2, particles=128,
+                    fixed=dict(loss="cross_entropy", depth=2, particles=128,
                                error_replicas=0, classes=3),
                     variables=["f", "probe_accuracy"])
     assert ds.f.dims == ("eta_c", "step", "sample", "output")
@@ -353,12 +350,12 @@ def test_plot_run_draws_one_output_of_vector_runs(tmp_path):
     import nfd.plot
 
     X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
-    kw = dict(eta_c=0.3, loss="cross_entropy", probes=(Xp, yp), activation="tanh")
-    lim = nfd.simulate(X, y, steps=2, particles=512, progress=False, error_replicas=1, **kw)
+    kw = dict(eta_c=0.3, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)), activation="tanh")
+    lim = nfd.simulate(X, y, depth=2, particles=512, progress=False, error_replicas=1, **kw)
     nets = validation.train_resnet(X, y, depth=2, width=16, seeds=3, progress=False, **kw)
     assert nfd.plot.plot_run(lim, nets, tmp_path / "ce.png", output=2).exists()
     Xm, ym, Xpm, ypm = _stream("mse", K=6, B=1, Q=4)
-    mse = nfd.simulate(Xm, ym, eta_c=0.3, steps=2, particles=256, probes=(Xpm, ypm),
+    mse = nfd.simulate(Xm, ym, eta_c=0.3, depth=2, record=nfd.Record(probes=(Xpm, ypm)), particles=256,
                        progress=False, error_replicas=1)
     assert nfd.plot.plot_run(mse, path=tmp_path / "mse.png", output=1).exists()
     with pytest.raises(ValueError, match="output=3"):
@@ -388,8 +385,8 @@ def test_probe_accuracy_has_one_schema_in_both_datasets():
     from nfd.schema import EXTRA_VARIABLES
 
     X, y, Xp, yp = _stream("cross_entropy", K=4, B=1)
-    kw = dict(eta_c=0.1, loss="cross_entropy", probes=(Xp, yp), progress=False)
-    lim = nfd.simulate(X, y, steps=2, particles=64, error_replicas=0, **kw)
+    kw = dict(eta_c=0.1, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)), progress=False)
+    lim = nfd.simulate(X, y, depth=2, particles=64, error_replicas=0, **kw)
     net = validation.train_resnet(X, y, width=8, depth=2, seeds=2, **kw)
     var = EXTRA_VARIABLES["probe_accuracy"]
     assert lim.probe_accuracy.dims == var.dims
@@ -407,7 +404,7 @@ def test_linear_limit_one_step_is_the_scalar_closed_form_per_class(loss):
     L, eta = 5, 0.3
     rho = float(X[0] @ X[1] / X.shape[1])
     for backward, which in (("decoupled", 0), ("coupled", 1)):
-        ds = nfd.linear_limit(X, y, eta_c=eta, loss=loss, steps=L, backward=backward)
+        ds = nfd.linear_limit(X, y, eta_c=eta, loss=loss, depth=L, backward=backward)
         np.testing.assert_array_equal(ds.f.values[0, 0], np.zeros(C))
         chi = ds.dloss.values[0, 0]
         expected = [one_step_forms(eta * chi[c], rho, L)[which] for c in range(C)]
@@ -422,6 +419,5 @@ def test_a_tie_at_the_maximum_counts_as_wrong():
     f = torch.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 0.5], [3.0, 3.0, 1.0], [0.1, -1.0, -2.0]])
     np.testing.assert_array_equal(loss.correct(f, torch.tensor([0, 1, 0, 0])), [0, 1, 0, 1])
     X, y, Xp, yp = _stream("cross_entropy", K=4, B=2, Q=6)
-    lin = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", steps=2, batch_size=2,
-                           probes=(Xp, yp))
+    lin = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", depth=2, record=nfd.Record(probes=(Xp, yp)), batch_size=2)
     assert float(lin.probe_accuracy[0]) == 0.0 and np.all(lin.probe_f.values[0] == 0)

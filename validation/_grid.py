@@ -10,6 +10,7 @@ crash: its entries are NaN and the variable ``diverged`` is True there.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import itertools
@@ -30,8 +31,13 @@ __all__ = ["sweep_grid", "GRID_KINDS"]
 
 #: ``kind`` of :func:`sweep_grid`: the limit (``nfd.simulate``) or finite networks.
 GRID_KINDS = ("simulate", "network")
-_RESERVED = ("X", "y", "probes", "progress")  # set by sweep_grid itself
+_RESERVED = ("X", "y", "progress", "record")  # set by sweep_grid itself
 _KNOWN = set(VARIABLES) | set(EXTRA_VARIABLES)  # every variable a run can hold
+#: The fields of the run's specifications that a grid or ``fixed`` may name on their
+#: own (a job holds plain values: the specifications are rebuilt in each job).
+_OPTIMIZER_FIELDS = ("momentum", "weight_decay", "betas", "eps")
+_PARAM_FIELDS = tuple(f.name for f in dataclasses.fields(nfd.Parametrization))
+_RECORD_FIELDS = ("probe_steps", "eig_steps", "paths", "collapse")
 
 
 def _function(kind: str):
@@ -47,8 +53,9 @@ def _grid_job(X, y, probes, *, kind: str, variables: list[str] | None,
     factors per SGD step) the point's ``eta_c`` is its peak."""
     if schedule is not None:
         params["eta_c"] = [params["eta_c"] * s for s in schedule]
+    params = _specs(params, probes)
     try:
-        ds = _function(kind)(X, y, probes=probes, progress=False, **params)
+        ds = _function(kind)(X, y, progress=False, **params)
     except FloatingPointError as exc:
         return xr.Dataset({"diverged": ((), True)}, attrs={"divergence_message": str(exc)})
     if variables is not None:
@@ -58,6 +65,49 @@ def _grid_job(X, y, probes, *, kind: str, variables: list[str] | None,
                              f"(kind={kind!r}); it holds {sorted(ds.data_vars)}")
         ds = ds[list(variables)]
     return ds.assign(diverged=((), False))
+
+
+def _specs(params: dict, probes) -> dict:
+    """A job's plain ``params`` with the specification fields gathered into
+    ``optimizer`` (named by ``params["optimizer"]``, default "sgd"),
+    ``parametrization`` and ``record`` (with the ``probes``)."""
+    params = dict(params)
+    table = {"name": params.pop("optimizer", "sgd")}
+    table.update({k: params.pop(k) for k in _OPTIMIZER_FIELDS if k in params})
+    param = {k: params.pop(k) for k in _PARAM_FIELDS if k in params}
+    record = {k: params.pop(k) for k in _RECORD_FIELDS if k in params}
+    return dict(params, optimizer=nfd.optimizer_from_dict(table),
+                parametrization=nfd.Parametrization(**param),
+                record=nfd.Record(probes=probes, **record))
+
+
+def _flatten(fixed: Mapping[str, Any]) -> dict:
+    """``fixed`` with its specification objects (``optimizer``, ``parametrization``,
+    ``record``) as their plain fields (the non-default ones, and the optimizer's name); a
+    ``record`` holding probes is refused (pass them as ``probes``)."""
+    out = {}
+    for name, value in fixed.items():
+        if name == "optimizer" and not isinstance(value, str):
+            spec = nfd.schema.check_optimizer_spec(value, "fixed['optimizer']")
+            table, default = spec.to_dict(), type(spec)().to_dict()
+            out.update({k: v for k, v in table.items() if k == "name" or default[k] != v})
+            out["optimizer"] = out.pop("name")
+        elif name == "parametrization":
+            if not isinstance(value, nfd.Parametrization):
+                raise TypeError(f"fixed['parametrization'] must be nfd.Parametrization(...), "
+                                f"got {value!r}")
+            default = nfd.Parametrization().to_dict()
+            out.update({k: v for k, v in value.to_dict().items() if default.get(k) != v})
+        elif name == "record":
+            record = nfd.schema.check_record(value)
+            if record.probes is not None:
+                raise ValueError("fixed['record'] holds probes: pass them as sweep_grid's "
+                                 "probes (a job holds plain values)")
+            out.update({k: getattr(record, k) for k in _RECORD_FIELDS
+                        if getattr(record, k) != getattr(nfd.Record(), k)})
+        else:
+            out[name] = value
+    return out
 
 
 class _GridCall:
@@ -88,18 +138,22 @@ def _check_grid(kind: str, grid, fixed, variables) -> tuple[dict, dict, list | N
     as plain dicts / list."""
     if kind not in GRID_KINDS:
         raise ValueError(f"kind must be one of {GRID_KINDS}, got {kind!r}")
-    allowed = set(inspect.signature(_function(kind)).parameters) - set(_RESERVED)
+    allowed = ((set(inspect.signature(_function(kind)).parameters) - set(_RESERVED)
+                - {"parametrization"})
+               | set(_OPTIMIZER_FIELDS) | set(_PARAM_FIELDS) | set(_RECORD_FIELDS))
     if not isinstance(grid, Mapping) or not grid:
         raise TypeError("grid must be a non-empty mapping {parameter: [values, ...]}, "
                         f"got {grid!r}")
     fixed = {} if fixed is None else fixed
     if not isinstance(fixed, Mapping):
         raise TypeError(f"fixed must be a mapping {{parameter: value}}, got {fixed!r}")
+    fixed = _flatten(fixed)
     for where, names in (("grid", grid), ("fixed", fixed)):
         bad = [k for k in names if k not in allowed]
         if bad:
-            raise ValueError(f"{where} names {bad}, which are not arguments of "
-                             f"{_function(kind).__name__} (kind={kind!r}); choose from "
+            raise ValueError(f"{where} names {bad}, which are neither arguments of "
+                             f"{_function(kind).__name__} (kind={kind!r}) nor fields of its "
+                             f"optimizer, parametrization or record; choose from "
                              f"{sorted(allowed)}")
     for name, value in fixed.items():
         _plain(value, f"fixed[{name!r}]")  # a job holds plain values (no arrays)
@@ -222,13 +276,21 @@ def sweep_grid(
         The training stream, as for the function run.
     kind : {"simulate", "network"}
     grid : mapping {parameter: sequence of values}
-        The grid's dimensions, in order: keyword arguments of the function run
-        (e.g. ``eta_c``, ``T``, ``steps`` and ``backward`` for ``simulate``;
-        ``eta_c``, ``T``, ``depth``, ``width`` for ``network``), each with a list
-        of numbers or strings. Every combination is one job.
+        The grid's dimensions, in order, each with a list of numbers or strings:
+        keyword arguments of the function run (e.g. ``eta_c``, ``depth`` and
+        ``backward`` for ``simulate``; ``eta_c``, ``depth``, ``width`` for
+        ``network``), fields of its optimizer (``momentum``, ``weight_decay``,
+        ``betas``, ``eps``; ``optimizer`` itself by name: "sgd", "adam", "adamw"),
+        of its :class:`nfd.Parametrization` (``T``, ``gamma0``, ``branch_exponent``,
+        ``block``, …) or of its :class:`nfd.Record` (``probe_steps``, ``eig_steps``,
+        ``paths``, ``collapse``). Every combination is one job, which rebuilds the
+        specifications from these fields.
     fixed : mapping, optional
-        Further keyword arguments, the same at every point (plain values or lists,
-        e.g. ``particles=8192`` or ``seeds=[0, 1, 2]``).
+        Further keyword arguments, the same at every point: plain values or lists
+        (e.g. ``particles=8192``, ``seeds=[0, 1, 2]``, ``gamma0=0.5``), or the
+        specification objects ``optimizer=nfd.AdamW(...)``,
+        ``parametrization=nfd.Parametrization(...)`` and ``record=nfd.Record(...)``
+        (without probes), which enter the jobs as their fields.
     probes : (X_probe, y_probe), optional
         Held-out inputs, as for the function run.
     variables : sequence of str, optional

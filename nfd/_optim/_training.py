@@ -48,7 +48,7 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     Xn = check_matrix("X", X, one_row=False)
     N, d = Xn.shape
     T = check_positive_float("T", T)
-    L = check_int("steps", steps, 1)
+    L = check_int("depth", steps, 1)
     B = check_int("batch_size", batch_size, 1)
     check_choice("backward", backward, BACKWARD_LIMITS)
     if N % B:

@@ -8,6 +8,7 @@ from ._checks import (INPUT_SCALE_FACTOR, check_choice, check_divergence, check_
                       check_positive_float, check_probes, check_steps, check_targets,
                       input_scale, resolve_device_dtype)
 from ._guard import DEFAULT_DIVERGENCE, DivergenceGuard
+from ._record import REMOVED_KEYWORDS, Record, check_record, removed_keywords
 from ._memory import available_memory, ensure_fits
 from ._results import PAPER, base_attrs, data_attrs, fingerprint, netcdf_engine, package_version
 from ._variables import (COORDS, DEFAULT_EIG_STEPS, DEFAULT_PROBE_STEPS, DEFAULT_PROGRESS,

@@ -14,10 +14,12 @@ from sde import default_jitter
 
 from .._model import Activation, Loss, Parametrization, check_parametrization, get_activation
 from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_int,
-                       check_positive_float, check_steps, default_steps, resolve_device_dtype)
-from .._optim import SGD, Adam, check_block, check_stream
+                       check_positive_float, check_record, check_steps, default_steps,
+                       resolve_device_dtype)
+from .._optim import SGD, Adam, block_style, check_block, check_stream, optimizer_keywords
 
-__all__ = ["Config", "check_simulate", "check_whitening", "PARTICLE_INITS"]
+__all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_whitening",
+           "PARTICLE_INITS"]
 
 #: ``simulate``'s ``particle_init``: independent draws of each particle's (u, v), or the
 #: same draws whitened jointly (``nfd._simulation._state.whiten_jointly``).
@@ -121,19 +123,60 @@ class Config:
         return math.sqrt(self.L) if self.first_layer_lr == "depth-aware" else 1.0
 
 
-def check_simulate(X, y, *, eta_c, activation, loss, T, steps, particles, batch_size,
-                   probes, probe_steps, eig_steps, paths, backward, seed, device, dtype,
-                   rel_jitter, divergence, innovations, error_replicas, momentum=0.0,
-                   weight_decay=0.0, gamma0=1.0, classes=None, block="one-layer",
-                   first_layer_lr="depth-mup", record_collapse=False, optimizer="sgd",
-                   betas=None, eps=None, hidden_lr="depth-mup", branch_exponent=0.5,
-                   trainable=("U", "W", "V"), particle_init="iid") -> Config:
+def check_limit_parametrization(param, what: str) -> Parametrization:
+    """``param`` if it is a :class:`~nfd.Parametrization` the limits integrate (the
+    depth-μP stream in the feature regime, with the style of its block, and Tensor
+    Programs VI's block at multiplier 1 without LayerNorm or γ; the block, α and the
+    rates are checked with the run): the networks' other parametrizations are refused,
+    naming ``validation.train_resnet``.
+
+    Parameters
+    ----------
+    param : Parametrization
+        The ``parametrization`` argument.
+    what : str
+        The function, for the messages (``"simulate"``, ``"linear_limit"``).
+
+    Returns
+    -------
+    Parametrization
+    """
+    if not isinstance(param, Parametrization):
+        raise TypeError(f"parametrization must be nfd.Parametrization(...), got "
+                        f"{type(param).__name__}")
+    for name, value, want in (("scaling", param.scaling, "depth-mup"),
+                              ("regime", param.regime, "feature"),
+                              ("style", param.style, block_style(param.block)),
+                              ("block_multiplier", param.block_multiplier, 1.0),
+                              ("layernorm", param.layernorm, False),
+                              ("lr_exponent", param.lr_exponent, None)):
+        if value != want:
+            raise ValueError(f"parametrization.{name}={value!r}: nfd.{what} integrates the "
+                             f"limit of the depth-muP networks of eq. 1 and 6 and of Tensor "
+                             f"Programs VI's block at multiplier 1 without LayerNorm "
+                             f"({name}={want!r}); the other parametrizations are "
+                             "validation.train_resnet's")
+    return param
+
+
+def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation, loss,
+                   classes, batch_size, particles, backward, seed, device, dtype,
+                   rel_jitter, innovations, error_replicas, particle_init, record,
+                   divergence) -> Config:
     """Validate every argument of :func:`nfd.simulate`; the messages name the argument."""
+    param = check_limit_parametrization(parametrization, "simulate")
+    record = check_record(record)
+    opt = optimizer_keywords(optimizer)
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
-        X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
-        loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
-        weight_decay=weight_decay, gamma0=gamma0, classes=classes, optimizer=optimizer,
-        betas=betas, eps=eps, hidden_lr=hidden_lr)
+        X, y, eta_c=eta_c, T=param.T, steps=depth, batch_size=batch_size,
+        backward=backward, loss=loss, probes=record.probes,
+        probe_steps=record.probe_steps, gamma0=param.gamma0, classes=classes,
+        hidden_lr=param.hidden_lr, **opt)
+    optimizer = opt["optimizer"]
+    eig_steps, paths = record.eig_steps, record.paths
+    record_collapse = bool(record.collapse)
+    block, first_layer_lr = param.block, param.first_layer_lr
+    branch_exponent, trainable = param.branch_exponent, param.trainable
     adam = sgd if isinstance(sgd, Adam) else None
     if adam is not None:
         sgd = SGD(adam.eta_c)
@@ -184,7 +227,7 @@ def check_innovations(innovations, shape: tuple, device, dtype) -> tuple:
         if not isinstance(xi, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(xi).__name__}")
         if tuple(xi.shape) != shape:
-            raise ValueError(f"{name} must have shape (steps, K·B, particles) = {shape}, "
+            raise ValueError(f"{name} must have shape (depth, K·B, particles) = {shape}, "
                              f"got {tuple(xi.shape)}")
         if xi.dtype != dtype:
             raise ValueError(f"{name} has dtype {xi.dtype} but the run's dtype is {dtype}; "

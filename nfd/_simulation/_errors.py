@@ -276,7 +276,7 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
                       "0.2, 1 of 32 at 0.1; replicas of twice the particles diverged as "
                       "often). error_replicas=0 would report the per-particle errors, "
                       "which ignore the interaction: 2.5-4 times too narrow there",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=4)
         rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))
     else:
         rho = _inflations(ds, [ds, *replicas])
@@ -304,7 +304,7 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
                   "where it averaged 5 the error turned heavy-tailed and their "
                   "calibration was not established: compare independent seeds "
                   "(examples/error_calibration.py), raise particles, or lower eta_c",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=5)
 
 
 def uncalibrated(ds: xr.Dataset) -> xr.Dataset:

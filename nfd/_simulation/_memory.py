@@ -3,25 +3,27 @@ allocates anything."""
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 
 from sde import GrowingGaussianDriver
 
-from .._schema import check_choice, check_int, resolve_device_dtype
-from .._model import check_parametrization
-from .._optim import BACKWARD_LIMITS, BLOCKS, SGD, check_optimizer
+from .._schema import REMOVED_KEYWORDS, check_choice, check_int, removed_keywords, resolve_device_dtype
+from .._model import Parametrization, check_parametrization
+from .._optim import (BACKWARD_LIMITS, BLOCKS, SGD, OptimizerSpec, SGDSpec, check_optimizer,
+                      optimizer_keywords)
+from ._checks import check_limit_parametrization
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]
 
 
+@removed_keywords("memory_estimate", {k: v for k, v in REMOVED_KEYWORDS.items()
+                                       if k not in ("probes", "paths")})
 def memory_estimate(
     *,
     n_train: int,
     input_dim: int,
-    steps: int,
+    depth: int,
     particles: int,
     batch_size: int = 1,
     probes: int = 0,
@@ -29,14 +31,9 @@ def memory_estimate(
     dtype: torch.dtype = torch.float32,
     backward: str = "coupled",
     eta_c=None,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    gamma0: float = 1.0,
+    optimizer: OptimizerSpec = SGDSpec(),
+    parametrization: Parametrization = Parametrization(),
     outputs: int = 1,
-    block: str = "one-layer",
-    optimizer: str = "sgd",
-    branch_exponent: float = 0.5,
-    trainable: Sequence[str] = ("U", "W", "V"),
 ) -> dict[str, int]:
     """Bytes :func:`nfd.simulate` allocates, by buffer.
 
@@ -62,7 +59,7 @@ def memory_estimate(
         Number of training trajectories K·B.
     input_dim : int
         d.
-    steps : int
+    depth : int
         L.
     particles : int
         P.
@@ -71,35 +68,34 @@ def memory_estimate(
     dtype : torch.dtype
     backward : {"coupled", "decoupled"}
         The ``backward`` argument of :func:`nfd.simulate`.
-    eta_c, momentum, weight_decay, gamma0
-        The optimizer of :func:`nfd.simulate` (``eta_c=None``: one learning rate).
-        Anything but plain SGD adds the ``"optimizer"`` entry: the recurrence's
-        coefficient vectors (2·K float64 on the host) and each step's trajectory
-        weights (K·B in float64 and in ``dtype``), a few bytes per trajectory.
+    eta_c, optimizer
+        The learning rate and optimizer of :func:`nfd.simulate` (``eta_c=None``: one
+        learning rate). Anything but plain SGD (a schedule, momentum, weight decay,
+        γ₀ ≠ 1) adds the ``"optimizer"`` entry: the recurrence's coefficient vectors
+        (2·K float64 on the host) and each step's trajectory weights (K·B in
+        float64 and in ``dtype``), a few bytes per trajectory. ``nfd.Adam`` /
+        ``nfd.AdamW`` add the ``"adam_states"`` entry (``nfd._simulation._adam``):
+        the dense states A_ℓ, m_ℓ, v_ℓ of every layer, 3·L·P² numbers, two P×P
+        temporaries of a layer's update (its gradient and √v̂ + ε), and the (P, d)
+        and (P, C) states of U and V. At L = 8 in float32 that is 1.6 GB at
+        P = 4096 and 6.7 GB at P = 8192.
+    parametrization : nfd.Parametrization
+        As for :func:`nfd.simulate` (validated the same way). ``block="two-layer"``
+        (``nfd._simulation._twolayer``): four history streams (h_{ℓ−1}, φ(x_ℓ), a_ℓ,
+        g_ℓ) and four drivers per layer instead of two of each, so the history,
+        innovation and driver entries double (``"phi_history"`` then counts
+        h_{ℓ−1}, φ(x_ℓ) and a_ℓ), plus the block's x_ℓ (L·B·P).
+        ``block="post-nonlin-ms"`` (``nfd._simulation._msblock``): three history
+        streams (h_{ℓ−1}, a_ℓ in ``"phi_history"``; g_ℓ) and two drivers with their
+        own innovations, plus the block's x_ℓ. Neither the branch
+        exponent nor ``trainable`` changes a buffer: every α has the same drivers
+        and history, and a frozen U or v keeps its stored initial value.
     outputs : int
         C, the number of outputs (columns of vector mse targets, classes of
         ``loss="cross_entropy"``). C ≥ 2 adds the ``"outputs"`` entry: the C − 1
         further readout columns, the current readout V(k) (P, C), the (B or Q, C, P)
         products of the outputs and the trajectories' C coefficients (in float64
         and ``dtype``).
-    block : {"one-layer", "two-layer", "post-nonlin-ms"}
-        ``"two-layer"`` (``nfd._simulation._twolayer``): four history streams
-        (h_{ℓ−1}, φ(x_ℓ), a_ℓ, g_ℓ) and four drivers per layer instead of two of each,
-        so the history, innovation and driver entries double (``"phi_history"``
-        then counts h_{ℓ−1}, φ(x_ℓ) and a_ℓ), plus the block's x_ℓ (L·B·P).
-        ``"post-nonlin-ms"`` (``nfd._simulation._msblock``): three history streams
-        (h_{ℓ−1}, a_ℓ in ``"phi_history"``; g_ℓ) and two drivers with their own
-        innovations, plus the block's x_ℓ.
-    optimizer : {"sgd", "adam", "adamw"}
-        Adam adds the ``"adam_states"`` entry (``nfd._simulation._adam``): the dense
-        states A_ℓ, m_ℓ, v_ℓ of every layer, 3·L·P² numbers, two P×P temporaries of
-        a layer's update (its gradient and √v̂ + ε), and the (P, d) and (P, C)
-        states of U and V. At L = 8 in float32 that is 1.6 GB at P = 4096 and
-        6.7 GB at P = 8192.
-    branch_exponent, trainable
-        As for :func:`nfd.simulate` (validated the same way); neither changes a
-        buffer: every α has the same drivers and history, and a frozen U or v keeps
-        its stored initial value.
 
     Returns
     -------
@@ -110,14 +106,16 @@ def memory_estimate(
     ------
     TypeError, ValueError
         For a count that is not an integer of the range ``simulate`` accepts
-        (``n_train, input_dim, steps, batch_size`` ≥ 1, ``particles`` ≥ 2,
+        (``n_train, input_dim, depth, batch_size`` ≥ 1, ``particles`` ≥ 2,
         ``probes, paths`` ≥ 0, ``outputs`` ≥ 1), ``backward`` other than ``"coupled"`` or
         ``"decoupled"``, ``dtype`` other than float32 or float64, or an optimizer
         argument that ``simulate`` refuses.
     """
     N = check_int("n_train", n_train, 1)
     d = check_int("input_dim", input_dim, 1)
-    L = check_int("steps", steps, 1)
+    L = check_int("depth", depth, 1)
+    param = check_limit_parametrization(parametrization, "memory_estimate")
+    block = param.block
     P = check_int("particles", particles, 2)
     B = check_int("batch_size", batch_size, 1)
     probes = check_int("probes", probes, 0)
@@ -125,11 +123,11 @@ def memory_estimate(
     C = check_int("outputs", outputs, 1)
     check_choice("backward", backward, BACKWARD_LIMITS)
     check_choice("block", block, BLOCKS)
-    check_parametrization(branch_exponent, trainable, block)
+    check_parametrization(param.branch_exponent, param.trainable, block)
     _, dtype = resolve_device_dtype("cpu", dtype)
     item = torch.tensor([], dtype=dtype).element_size()
-    opt = check_optimizer(optimizer, 0.0 if eta_c is None else eta_c, max(N // B, 1),
-                          momentum=momentum, weight_decay=weight_decay, gamma0=gamma0)
+    opt = check_optimizer(eta_c=0.0 if eta_c is None else eta_c, K=max(N // B, 1),
+                          gamma0=param.gamma0, **optimizer_keywords(optimizer))
     plain = isinstance(opt, SGD) and opt.plain
     width = max(B, probes, 1)
     rows = history_rows(N)  # the history's rows (a few zero rows beyond N)

@@ -54,8 +54,11 @@ from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
 from .._model import Parametrization, check_parametrization
-from .._schema import base_attrs, data_attrs, variable_dims
-from .._optim import block_attrs, block_style, check_block, check_stream
+from .._schema import (REMOVED_KEYWORDS, Record, base_attrs, check_record, data_attrs,
+                       removed_keywords, variable_dims)
+from .._optim import (OptimizerSpec, SGDSpec, block_attrs, block_style, check_block,
+                      check_optimizer_spec, check_stream, optimizer_keywords)
+from ._checks import check_limit_parametrization
 
 __all__ = ["linear_limit"]
 
@@ -310,7 +313,7 @@ class _TwoLayerSystem(_LinearSystem):
 
 def _sgd_only(optimizer) -> None:
     """Refuse every optimizer of :func:`nfd.simulate` but SGD, saying why."""
-    if optimizer != "sgd":
+    if check_optimizer_spec(optimizer).name != "sgd":
         raise ValueError(
             f"optimizer={optimizer!r}: linear_limit is exact for torch.optim.SGD only; "
             "after one Adam step the linear network's features are no longer Gaussian, "
@@ -318,27 +321,30 @@ def _sgd_only(optimizer) -> None:
             "activation='identity')")
 
 
+def _probes_only(record: Record) -> Record:
+    """``record`` with nothing but probes (the oracle records no eigenvalues or
+    paths; two-layer blocks always record the collapse observables)."""
+    record = check_record(record)
+    if record.eig_steps is not None or record.paths:
+        raise ValueError("linear_limit records probes only: leave record.eig_steps None and "
+                         "record.paths 0 (nfd.simulate records them)")
+    return record
+
+
+@removed_keywords("linear_limit", REMOVED_KEYWORDS)
 def linear_limit(
     X,
     y,
     *,
     eta_c: float | Sequence[float] | Callable[[int], float],
+    depth: int = 8,
+    optimizer: OptimizerSpec = SGDSpec(),
+    parametrization: Parametrization = Parametrization(),
     backward: str = "coupled",
     loss: str = "mse",
-    T: float = 1.0,
-    steps: int = 8,
-    batch_size: int = 1,
-    probes: tuple | None = None,
-    probe_steps: Sequence[int] | None = None,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    gamma0: float = 1.0,
     classes: int | None = None,
-    block: str = "one-layer",
-    first_layer_lr: str = "depth-mup",
-    optimizer: str = "sgd",
-    branch_exponent: float = 0.5,
-    trainable: Sequence[str] = ("U", "W", "V"),
+    batch_size: int = 1,
+    record: Record = Record(),
 ) -> xr.Dataset:
     """Exact P → ∞ value of :func:`nfd.simulate` for ``activation="identity"``.
 
@@ -352,38 +358,35 @@ def linear_limit(
 
     Parameters
     ----------
-    X, y, eta_c, loss, T, steps, batch_size, probes, probe_steps, classes
+    X, y, eta_c, depth, loss, batch_size, classes
         As for :func:`nfd.simulate` (vector targets and ``"cross_entropy"`` labels
         included).
-    momentum, weight_decay, gamma0
+    optimizer : nfd.SGD
         As for :func:`nfd.simulate`: the network's optimizer is ``torch.optim.SGD``
         with lr = η_c(k)·γ₀²·n, ``momentum``, weight_decay = λ/(γ₀²n); f is divided
         by γ₀. The optimizer's linear recurrence (``nfd._optim``) gives the weights
         after k steps as a_k W(0) − Σ_s c_{k,s} ∇̂_s, applied here to the
-        coefficient vectors.
-    backward : {"coupled", "decoupled"}
-    block : {"one-layer", "two-layer", "post-nonlin-ms"}
-        ``"two-layer"``: the n → ∞ limit of the two-layer blocks of paper 002 eq. 6
-        (``validation.train_resnet(block="two-layer")``), equations in
-        docs/two_layer_limit.md; records ``internal_update`` and ``residual_update``
-        (step, block_time), the batch means of eq. 27 and 33–34.
-        ``"post-nonlin-ms"``: Tensor Programs VI's block (paper 001 §6.3, block
-        multiplier 1), whose φ = id limit is exactly the one-layer block's
-        (docs/guide/tp6_limit.md §3), recorded with its attrs.
-    first_layer_lr : {"depth-mup", "depth-aware"}
-        Two-layer blocks: W_{ℓ,1} learns at η_c·n·m, m = 1 or √L (eq. 8); its
-        optimizer coefficients are those of the recurrence at m·η_c.
-    optimizer : {"sgd"}
-        Only ``torch.optim.SGD``: ``"adam"`` and ``"adamw"`` are refused, since after
+        coefficient vectors. ``nfd.Adam`` and ``nfd.AdamW`` are refused, since after
         one Adam step the linear network's features are no longer Gaussian
         (sign-like functions of the gradients), so there is no closed oracle. The
         exact references of Adam's limit are in tests/test_simulate_adam.py.
-    branch_exponent, trainable
-        As for :func:`nfd.simulate`: the branch multiplier (T/L)^α, α ∈ [½, 1]
-        (one-layer blocks), which scales the drivers and response terms by
-        (T/L)^{α−½}; the trained parameters (a frozen U or v keeps its initial
-        value). ``trainable=("W",)`` is the setting of paper 000 eq. 7 and paper
-        001 §3–4.
+    parametrization : nfd.Parametrization
+        As for :func:`nfd.simulate`: ``T``, ``gamma0``; ``block="two-layer"``, the
+        n → ∞ limit of the two-layer blocks of paper 002 eq. 6
+        (``validation.train_resnet``), equations in docs/two_layer_limit.md, which
+        records ``internal_update`` and ``residual_update`` (step, block_time), the
+        batch means of eq. 27 and 33–34; ``first_layer_lr`` (two-layer blocks:
+        W_{ℓ,1} learns at η_c·n·m, m = 1 or √L, eq. 8, its optimizer coefficients
+        those of the recurrence at m·η_c); ``branch_exponent`` α ∈ [½, 1] (one-layer
+        blocks), which scales the drivers and response terms by (T/L)^{α−½};
+        ``block="post-nonlin-ms"``, Tensor Programs VI's block (paper 001 §6.3, block
+        multiplier 1), whose φ = id limit is exactly the one-layer block's
+        (docs/guide/tp6_limit.md §3), recorded with its attrs; and
+        ``trainable`` (a frozen U or v keeps its initial value;
+        ``trainable=("W",)`` is the setting of paper 000 eq. 7 and paper 001 §3–4).
+    backward : {"coupled", "decoupled"}
+    record : nfd.Record
+        ``probes`` and ``probe_steps``, as for :func:`nfd.simulate`.
 
     Returns
     -------
@@ -397,12 +400,16 @@ def linear_limit(
         flops, seconds for L·K·B up to a few hundred.
     """
     _sgd_only(optimizer)
+    param = check_limit_parametrization(parametrization, "linear_limit")
+    record = _probes_only(record)
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
-        X, y, eta_c=eta_c, T=T, steps=steps, batch_size=batch_size, backward=backward,
-        loss=loss, probes=probes, probe_steps=probe_steps, momentum=momentum,
-        weight_decay=weight_decay, gamma0=gamma0, classes=classes)
+        X, y, eta_c=eta_c, T=param.T, steps=depth, batch_size=batch_size,
+        backward=backward, loss=loss, probes=record.probes,
+        probe_steps=record.probe_steps, gamma0=param.gamma0, classes=classes,
+        hidden_lr=param.hidden_lr, **optimizer_keywords(optimizer))
+    block, first_layer_lr = param.block, param.first_layer_lr
     check_block(block, first_layer_lr, False, None)
-    param = check_parametrization(branch_exponent, trainable, block)
+    param = check_parametrization(param.branch_exponent, param.trainable, block)
     two = block == "two-layer"
     mult = np.sqrt(L) if two and first_layer_lr == "depth-aware" else 1.0
     N, d = Xn.shape

@@ -48,7 +48,7 @@ new component, its Cholesky border and the response functions all scale with it)
 so ‖χ_i‖·(field of ê_i) is the field of Σ_c χ_{i,c} v_c(k). Scalar runs (C = 1) keep
 the form above, g_L = v with χ_i in w_i: their numbers do not move.
 
-Adam and AdamW (``optimizer="adam" | "adamw"``, ``nfd._simulation._adam``): the
+Adam and AdamW (``optimizer=nfd.Adam() | nfd.AdamW()``, ``nfd._simulation._adam``): the
 update is entrywise, not linear in the gradients, so the learned part of each W_ℓ is
 a dense P×P state A_ℓ (with Adam's m_ℓ, v_ℓ) and the drifts above become particle
 means of it, h_ℓ −= τ (1/P) Σ_j A_ℓ[i, j] φ_j and g_{ℓ−1} −= τ φ′ (1/P) Σ_i A_ℓ[i, j] g_i,
@@ -83,8 +83,10 @@ from tqdm.auto import tqdm
 
 from sde import ThreadTeam, serial
 
-from .._model import Activation, Loss
-from .._schema import DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, check_input_scale
+from .._model import Activation, Loss, Parametrization
+from .._optim import OptimizerSpec, SGDSpec
+from .._schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, REMOVED_KEYWORDS, Record,
+                       check_input_scale, removed_keywords)
 from ._checks import Config, check_simulate, check_whitening
 from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
@@ -97,44 +99,31 @@ from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step
 __all__ = ["simulate"]
 
 
+@removed_keywords("simulate", REMOVED_KEYWORDS)
 def simulate(
     X,
     y,
     *,
     eta_c: float | Sequence[float] | Callable[[int], float],
+    depth: int = 64,
+    optimizer: OptimizerSpec = SGDSpec(),
+    parametrization: Parametrization = Parametrization(),
     activation: str | Activation | Callable = "relu",
     loss: str | Loss | Callable = "mse",
-    T: float = 1.0,
-    steps: int = 64,
-    particles: int = 4096,
+    classes: int | None = None,
     batch_size: int = 1,
-    probes: tuple | None = None,
-    probe_steps: Sequence[int] | None = None,
-    eig_steps: Sequence[int] | None = None,
-    paths: int = 0,
+    particles: int = 4096,
     backward: str = "coupled",
     seed: int = 0,
     device=None,
     dtype=None,
-    progress: bool = DEFAULT_PROGRESS,
     rel_jitter: float | None = None,
-    divergence: float | None = DEFAULT_DIVERGENCE,
     innovations: tuple[torch.Tensor, torch.Tensor] | None = None,
     error_replicas: int = DEFAULT_ERROR_REPLICAS,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    gamma0: float = 1.0,
-    classes: int | None = None,
-    block: str = "one-layer",
-    first_layer_lr: str = "depth-mup",
-    record_collapse: bool = False,
-    optimizer: str = "sgd",
-    betas: tuple[float, float] | None = None,
-    eps: float | None = None,
-    hidden_lr: str = "depth-mup",
-    branch_exponent: float = 0.5,
-    trainable: Sequence[str] = ("U", "W", "V"),
     particle_init: str = "iid",
+    record: Record = Record(),
+    divergence: float | None = DEFAULT_DIVERGENCE,
+    progress: bool = DEFAULT_PROGRESS,
 ) -> xr.Dataset:
     """Integrate the infinite-width training dynamics of a depth-L ResNet under online SGD.
 
@@ -144,7 +133,7 @@ def simulate(
     ResNet (eq. 1 of paper 002) trained in the feature-learning regime (α = 1/√n,
     learning rate η_c·n on every parameter), either by ordinary backprop
     (``backward="coupled"``, the response-function limit of paper 000) or with an
-    independent backward weight copy (``backward="decoupled"``, whose ``steps → ∞``
+    independent backward weight copy (``backward="decoupled"``, whose ``depth → ∞``
     limit is the Neural Feature Dynamics of paper 002, Definition 1 / Theorem 1).
 
     Parameters
@@ -161,6 +150,88 @@ def simulate(
         Effective learning rate η_c ≥ 0: the network's ``torch.optim.SGD`` has
         lr = η_c·γ₀²·n. A sequence of K values (K = len(X)/batch_size) or a callable
         k → η_c(k) is a schedule: step k (0-based) uses η_c(k).
+    depth : int
+        L, the number of Euler–Maruyama steps = the depth of the matching network
+        (``validation.train_resnet``'s ``depth``).
+    optimizer : nfd.SGD, nfd.Adam or nfd.AdamW
+        The matching network's optimizer (default ``nfd.SGD()``, plain SGD).
+        ``nfd.SGD(momentum=β, weight_decay=λ)``: ``torch.optim.SGD`` as above, with
+        β in [0, 1) (dampening 0, no Nesterov; paper 000, App. K.5) and torch's
+        ``weight_decay`` λ/(γ₀²n), so that without momentum every step multiplies
+        the weights by 1 − η_c(k)·λ (paper 000, App. L); in the decoupled limit the
+        backward copy decays with the same factor.
+        ``nfd.Adam(betas, eps)`` / ``nfd.AdamW(betas, eps, weight_decay)``:
+        ``torch.optim.Adam`` / ``AdamW`` with
+        depth-μP's per-group scaling (Tensor Programs VI, Def. 6.1 and Table 1;
+        :class:`nfd.schema.Adam`): U and V at lr η_c(k) with eps ε/n, every W_ℓ
+        at lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2}, AdamW's weight_decay λ
+        (λ/√(T/(Ln)) on W), so that each group's direction m̂/(√v̂ + ε) is that of
+        its rescaled gradient and every step moves each layer's features by
+        Θ(T/L). Adam's update is not low rank: the limit keeps dense P×P states
+        per layer (``nfd._simulation._adam``: 3·L·P² numbers, 1.6 GB at L = 8,
+        P = 4096 in float32; :func:`nfd.memory_estimate`), and a layer-step costs
+        O(P²·B) instead of O(K·B·P). Refused with ``gamma0`` ≠ 1 and two-layer
+        blocks (``nfd.Adam`` has no ``weight_decay``: torch's L2 term has no
+        width-independent meaning; use ``nfd.AdamW``). Use P ≥ 16·K·B and, where
+        the amplification warning fires, ``dtype="float64"`` (:ref:`arg-optimizer`).
+        (β₁, β₂) each in [0, 1), default (0.9, 0.999), torch's; ε ≥ 0 in the
+        rescaled units above (Θ(1) as n → ∞), default 1e-8, torch's. ε = 0 is
+        sign-like descent; it gives NaN wherever a gradient entry is exactly 0 (as
+        torch does), e.g. for relu's inactive units.
+    parametrization : nfd.Parametrization
+        How the matching network scales (default depth-μP,
+        ``nfd.Parametrization()``; presets :meth:`nfd.Parametrization.complete_p`,
+        ...). The limit integrates the depth-μP stream in the feature regime; its
+        fields:
+
+        ``T``: the time horizon. ``gamma0``: γ₀ > 0, the feature-learning strength
+        of paper 000: the network's output is f = vᵀh_L/(γ₀n). Features move by
+        O(γ₀) per step while f moves by O(η_c); γ₀ → 0 is kernel gradient descent
+        with :func:`nfd.ntk_kernel`. The Monte Carlo error of f grows like 1/γ₀
+        (``f_se``).
+
+        ``block``: ``"post-nonlin-ms"``: Tensor Programs VI's block (paper 001
+        §6.3), h_ℓ = h_{ℓ−1} + √τ·MS(φ(W_ℓh_{ℓ−1}/√n)) with MS the mean subtraction
+        over neurons (block multiplier 1, no LayerNorm, α = ½; SGD, Adam and AdamW),
+        whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and W_ℓᵀa_ℓ/√n, and
+        subtracts the particle mean of φ (``nfd._simulation._msblock``,
+        :doc:`/guide/tp6_limit`). Then ``sigma_*`` are those of the h_ℓ driver (Σ is
+        E[h_ℓh_ℓ′]) and ``theta_*`` of the a_ℓ driver (NaN at t_0). ``"two-layer"``:
+        paper 002 eq. 6,
+        x_ℓ = W_{ℓ,1}h_{ℓ−1}/√n, h_ℓ = h_{ℓ−1} + √(τ/n) W_{ℓ,2}φ(x_ℓ), whose limit
+        has four drivers per layer (``nfd._simulation._twolayer``,
+        docs/two_layer_limit.md): about twice the memory and time. Then
+        ``sigma_*`` are those of the φ(x_ℓ) driver and ``theta_*`` of the g_ℓ driver
+        (Σ at t_L is NaN); the floored counts add both drivers of each direction.
+        In the two-layer limit the backward modes differ at O(1) as L grows
+        (docs/two_layer_limit.md §5): only ``"coupled"`` is ordinary backprop.
+
+        ``first_layer_lr``: two-layer blocks, W_{ℓ,1} learns at m·η_c·γ₀²·n with m = 1 (depth-μP) or
+        m = √L (eq. 8), with the same momentum and weight decay (its optimizer
+        coefficients are the recurrence's at m·η_c).
+
+        ``hidden_lr``: adam's depth rule for the hidden rate: ``"depth-mup"`` (default, above) or
+        ``"block-only"``, Tensor Programs VI's baseline that scales the branch but
+        not the rate ((α, γ) = (½, 0), its Fig. 10): every W_ℓ at lr η_c(k)·√(T/n),
+        √L times depth-μP's, so the learned block's drift is multiplied by √L (a
+        width limit at each L, no depth limit). Adam only. With a branch exponent
+        α: lr η_c(k)·T^{1−α}/√n, L^{1−α} times the depth-μP rate.
+
+        ``branch_exponent``: α ∈ [½, 1], the branch multiplier (T/L)^α of the matching network,
+        h_ℓ = h_{ℓ−1} + (T/L)^α W_ℓ φ(h_{ℓ−1})/√n: ½ is depth-μP (the default),
+        1 the ODE / CompleteP parametrization (paper 001 §5; paper 000 App. M).
+        The network's hidden rate keeps each layer's feature update Θ(T/L):
+        W_ℓ at lr η_c(k)·n·(T/L)^{1−2α} under SGD (U and v at η_c(k)·n), and at
+        η_c(k)·(T/L)^{1−α}/√n with eps ε·(T/L)^α/n^{3/2} under Adam; W's torch
+        ``weight_decay`` is divided by the same factor (lr·weight_decay = η_c·λ in
+        every group). In the limit every drift is that of α = ½, while the
+        initial weights' drivers and the coupled limit's response terms scale by
+        (T/L)^{α−½} (``nfd._model._depth``): for α > ½ they vanish as L → ∞ and the
+        limit becomes an ODE in depth time. One-layer blocks only.
+
+        ``trainable``: the parameters that learn (default all three); must contain "W". A
+        frozen U or readout v keeps its initial value (no update, no decay): the
+        setting of paper 001 §3–4 and of paper 000's main text, ``("W",)``.
     activation : str or callable
         φ; see :func:`nfd.get_activation`.
     loss : {"mse", "logistic", "cross_entropy"} or callable
@@ -168,33 +239,16 @@ def simulate(
         log(1 + e^{−yf}); ``"cross_entropy"``: −log softmax(f)_y over C ≥ 2
         outputs; or a callable returning ∂ℒ/∂f(f, y) element-wise (the recorded
         loss is then NaN). Vector outputs: :doc:`/guide/equations`.
-    T : float
-        Time horizon.
-    steps : int
-        L, the number of Euler–Maruyama steps = the depth of the matching network.
+    classes : int, optional
+        C ≥ 2 for ``loss="cross_entropy"``: the number of outputs (default: the
+        largest label + 1). Refused with the other losses.
+    batch_size : int
+        B; each SGD step averages the gradient over B samples, each with its own
+        trajectory in the history.
     particles : int
         P ≥ 2. The coupled limit's response functions are Stein estimates over the
         K·B trajectories of the history, heavy-tailed unless P ≫ K·B: use
         P ≥ 64·K·B where it matters (measurements: :ref:`arg-particles`).
-    batch_size : int
-        B; each SGD step averages the gradient over B samples, each with its own
-        trajectory in the history.
-    probes : (array_like (Q, d), array_like (Q,) or (Q, C)), optional
-        Held-out inputs and targets (of the training targets' kind) evaluated forward-only at ``probe_steps`` with
-        the parameters of that step; their noise is conditioned on the training
-        history, not appended to it. Each probe has exactly its own conditional law;
-        the probes share their fresh noise (one normal per layer and particle), so
-        their errors are correlated: average a loss over probes, but take its
-        standard error from seeds, not from ``probe_f_se`` / √Q.
-    probe_steps : sequence of int, optional
-        In 0..K (K = after the last update); default ≤ 17 evenly spaced, with 0, K
-        (``nfd.schema.DEFAULT_PROBE_STEPS``: an evaluation of Q probes costs about
-        Q/16 training steps).
-    eig_steps : sequence of int, optional
-        Steps (0..K−1) after which to record the smallest eigenvalues of Σ_ℓ and
-        Θ_ℓ (Assumption 1); default ≤ 5 evenly spaced steps.
-    paths : int
-        Number of particles whose h and g paths are kept.
     backward : {"coupled", "decoupled"}
         Which network's limit to integrate. ``"coupled"`` (default): ordinary
         backpropagation, the network people train; its limit keeps the forward and
@@ -217,22 +271,15 @@ def simulate(
         Default: CUDA if available, else CPU.
     dtype : torch.dtype or str, optional
         Default float32.
-    progress : bool
-        Show a tqdm progress bar over SGD steps (default ``nfd.schema.DEFAULT_PROGRESS``).
     rel_jitter : float, optional
         Relative eigenvalue floor of the growing drivers (singular covariances from
         repeated inputs or dead units are regularised; ``sigma_floored`` and
         ``theta_floored`` count the floored components); default 1e-5 in float32,
         1e-10 in float64. A ``RuntimeWarning`` is issued for rel_jitter ≥ 1e-3 with
         ≥ 2% of the components floored (:ref:`arg-rel-jitter`).
-    divergence : float or None
-        Stop with ``FloatingPointError`` once E[h_t²] or E[g_t²] exceeds this many
-        times its largest value at step 0, or f² this many times E[h²]E[g²] at step
-        0 (training and probe passes alike; :class:`nfd.schema.DivergenceGuard`).
-        ``None`` stops on NaN/inf only. Default 1e4.
     innovations : (Tensor, Tensor), optional
         Standard normal innovations of the forward and backward drivers, each of
-        shape (steps, K·B, particles) in ``dtype``, used instead of drawing them
+        shape (depth, K·B, particles) in ``dtype``, used instead of drawing them
         (probe noise is still drawn from ``seed``). For runs that share their
         Brownian paths across depths: see :func:`nfd.coarsen_innovations`.
     error_replicas : int
@@ -250,99 +297,9 @@ def simulate(
         (``nfd._simulation._lockstep``), where run and replicas fit in memory
         together (``nfd.memory_estimate`` of each), else after it (and always with
         two-layer and ``"post-nonlin-ms"`` blocks): every number is the same either way. With
-        ``optimizer="adam"`` / ``"adamw"`` the replicas hold P particles, as many as
+        ``nfd.Adam`` / ``nfd.AdamW`` the replicas hold P particles, as many as
         the main run, so they cost about R times the run. Calibration and cost:
         :ref:`arg-error-replicas`.
-    momentum : float
-        β in [0, 1): ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov) on
-        every parameter (paper 000, App. K.5).
-    weight_decay : float
-        λ ≥ 0: the network's ``weight_decay`` is λ/(γ₀²n), so that without momentum
-        every step multiplies the weights by 1 − η_c(k)·λ (paper 000, App. L). In
-        the decoupled limit the backward copy decays with the same factor.
-    gamma0 : float
-        γ₀ > 0, the feature-learning strength of paper 000: the network's output is
-        f = vᵀh_L/(γ₀n). Features move by O(γ₀) per step while f moves by O(η_c);
-        γ₀ → 0 is kernel gradient descent with :func:`nfd.ntk_kernel`. The Monte
-        Carlo error of f grows like 1/γ₀ (``f_se``).
-    classes : int, optional
-        C ≥ 2 for ``loss="cross_entropy"``: the number of outputs (default: the
-        largest label + 1). Refused with the other losses.
-    block : {"one-layer", "two-layer", "post-nonlin-ms"}
-        The residual block of the matching network (the names of
-        ``validation.train_resnet``). ``"post-nonlin-ms"``: Tensor Programs VI's
-        block (paper 001 §6.3), h_ℓ = h_{ℓ−1} + √τ·MS(φ(W_ℓh_{ℓ−1}/√n)) with
-        MS the mean subtraction over neurons (block multiplier 1, no LayerNorm,
-        α = ½; SGD, Adam and AdamW), whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and
-        W_ℓᵀa_ℓ/√n, and subtracts the particle mean of φ
-        (``nfd._simulation._msblock``, :doc:`/guide/tp6_limit`). Then ``sigma_*``
-        are those of the h_ℓ driver (Σ is E[h_ℓh_ℓ′]) and ``theta_*`` of the a_ℓ
-        driver (NaN at t_0). ``"two-layer"``: paper 002 eq. 6,
-        x_ℓ = W_{ℓ,1}h_{ℓ−1}/√n, h_ℓ = h_{ℓ−1} + √(τ/n) W_{ℓ,2}φ(x_ℓ), whose limit
-        has four drivers per layer (``nfd._simulation._twolayer``,
-        docs/two_layer_limit.md): about twice the memory and time. Then
-        ``sigma_*`` are those of the φ(x_ℓ) driver and ``theta_*`` of the g_ℓ driver
-        (Σ at t_L is NaN); the floored counts add both drivers of each direction.
-        In the two-layer limit the backward modes differ at O(1) as L grows
-        (docs/two_layer_limit.md §5): only ``"coupled"`` is ordinary backprop.
-    first_layer_lr : {"depth-mup", "depth-aware"}
-        Two-layer blocks: W_{ℓ,1} learns at m·η_c·γ₀²·n with m = 1 (depth-μP) or
-        m = √L (eq. 8), with the same momentum and weight decay (its optimizer
-        coefficients are the recurrence's at m·η_c).
-    record_collapse : bool
-        Two-layer blocks: record ``internal_update`` and ``residual_update`` (step,
-        block_time), the batch means of the rms learned change of x_ℓ (eq. 27, x
-        against its frozen-weight value W_{ℓ,1}(0)h/√n) and of the residual
-        increment's learned part (eq. 33–34), as the networks record them. They
-        have no standard error, and a root mean square over particles is biased
-        upward by the Monte Carlo noise of the drift and response coefficients
-        (≈ noise²/(2·value), so most where the learned change is small): check a
-        value by doubling P (:ref:`arg-record-collapse`).
-    optimizer : {"sgd", "adam", "adamw"}
-        The matching network's optimizer. ``"sgd"`` (default): ``torch.optim.SGD``
-        as above. ``"adam"`` / ``"adamw"``: ``torch.optim.Adam`` / ``AdamW`` with
-        depth-μP's per-group scaling (Tensor Programs VI, Def. 6.1 and Table 1;
-        :class:`nfd.schema.Adam`): U and V at lr η_c(k) with eps ε/n, every W_ℓ
-        at lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2}, AdamW's weight_decay λ
-        (λ/√(T/(Ln)) on W), so that each group's direction m̂/(√v̂ + ε) is that of
-        its rescaled gradient and every step moves each layer's features by
-        Θ(T/L). Adam's update is not low rank: the limit keeps dense P×P states
-        per layer (``nfd._simulation._adam``: 3·L·P² numbers, 1.6 GB at L = 8,
-        P = 4096 in float32; :func:`nfd.memory_estimate`), and a layer-step costs
-        O(P²·B) instead of O(K·B·P). Refused with ``momentum`` (Adam's is
-        ``betas[0]``), ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"`` (torch's
-        L2 term has no width-independent meaning: use ``"adamw"``) and two-layer
-        blocks. Use P ≥ 16·K·B and, where the amplification warning fires,
-        ``dtype="float64"`` (:ref:`arg-optimizer`).
-    betas : (float, float), optional
-        Adam's (β₁, β₂), each in [0, 1); default (0.9, 0.999), torch's.
-    eps : float, optional
-        Adam's ε ≥ 0 in the rescaled units above (Θ(1) as n → ∞); default 1e-8,
-        torch's. ε = 0 is sign-like descent; it gives NaN wherever a gradient entry
-        is exactly 0 (as torch does), e.g. for relu's inactive units.
-    hidden_lr : {"depth-mup", "block-only"}
-        Adam's depth rule for the hidden rate: ``"depth-mup"`` (default, above) or
-        ``"block-only"``, Tensor Programs VI's baseline that scales the branch but
-        not the rate ((α, γ) = (½, 0), its Fig. 10): every W_ℓ at lr η_c(k)·√(T/n),
-        √L times depth-μP's, so the learned block's drift is multiplied by √L (a
-        width limit at each L, no depth limit). Adam only. With a branch exponent
-        α: lr η_c(k)·T^{1−α}/√n, L^{1−α} times the depth-μP rate.
-    branch_exponent : float
-        α ∈ [½, 1], the branch multiplier (T/L)^α of the matching network,
-        h_ℓ = h_{ℓ−1} + (T/L)^α W_ℓ φ(h_{ℓ−1})/√n: ½ is depth-μP (the default),
-        1 the ODE / CompleteP parametrization (paper 001 §5; paper 000 App. M).
-        The network's hidden rate keeps each layer's feature update Θ(T/L):
-        W_ℓ at lr η_c(k)·n·(T/L)^{1−2α} under SGD (U and v at η_c(k)·n), and at
-        η_c(k)·(T/L)^{1−α}/√n with eps ε·(T/L)^α/n^{3/2} under Adam; W's torch
-        ``weight_decay`` is divided by the same factor (lr·weight_decay = η_c·λ in
-        every group). In the limit every drift is that of α = ½, while the
-        initial weights' drivers and the coupled limit's response terms scale by
-        (T/L)^{α−½} (``nfd._model._depth``): for α > ½ they vanish as L → ∞ and the
-        limit becomes an ODE in depth time. One-layer blocks only.
-    trainable : sequence of {"U", "W", "V"}
-        The parameters that learn (default all three); must contain "W". A
-        frozen U or readout v keeps its initial value (no update, no decay): the
-        setting of paper 001 §3–4 and of paper 000's main text, ``("W",)``.
     particle_init : {"iid", "whitened"}
         The initial particles (u, v): independent N(0, I) draws (the default), or
         those draws whitened jointly, so that their empirical mean is 0 and their
@@ -351,6 +308,39 @@ def simulate(
         not independent: the per-particle error is not the run's, so keep
         ``error_replicas`` (whitened the same way, they calibrate the errors). Needs
         more particles than d + C in every run, error replicas included.
+    record : nfd.Record
+        What to record beside the training numbers (nothing of which changes).
+        ``probes`` (array_like (Q, d), array_like (Q,) or (Q, C)): held-out inputs and targets (of the training targets' kind) evaluated forward-only at ``probe_steps`` with
+        the parameters of that step; their noise is conditioned on the training
+        history, not appended to it. Each probe has exactly its own conditional law;
+        the probes share their fresh noise (one normal per layer and particle), so
+        their errors are correlated: average a loss over probes, but take its
+        standard error from seeds, not from ``probe_f_se`` / √Q.
+
+        ``probe_steps``: in 0..K (K = after the last update); default ≤ 17 evenly spaced, with 0, K
+        (``nfd.schema.DEFAULT_PROBE_STEPS``: an evaluation of Q probes costs about
+        Q/16 training steps).
+
+        ``eig_steps``: steps (0..K−1) after which to record the smallest eigenvalues of Σ_ℓ and
+        Θ_ℓ (Assumption 1); default ≤ 5 evenly spaced steps.
+
+        ``paths``: number of particles whose h and g paths are kept.
+
+        ``collapse``: two-layer blocks, record ``internal_update`` and ``residual_update`` (step,
+        block_time), the batch means of the rms learned change of x_ℓ (eq. 27, x
+        against its frozen-weight value W_{ℓ,1}(0)h/√n) and of the residual
+        increment's learned part (eq. 33–34), as the networks record them. They
+        have no standard error, and a root mean square over particles is biased
+        upward by the Monte Carlo noise of the drift and response coefficients
+        (≈ noise²/(2·value), so most where the learned change is small): check a
+        value by doubling P (:ref:`arg-record-collapse`).
+    divergence : float or None
+        Stop with ``FloatingPointError`` once E[h_t²] or E[g_t²] exceeds this many
+        times its largest value at step 0, or f² this many times E[h²]E[g²] at step
+        0 (training and probe passes alike; :class:`nfd.schema.DivergenceGuard`).
+        ``None`` stops on NaN/inf only. Default 1e4.
+    progress : bool
+        Show a tqdm progress bar over SGD steps (default ``nfd.schema.DEFAULT_PROGRESS``).
 
     Returns
     -------
@@ -401,19 +391,16 @@ def simulate(
     RuntimeWarning
         When the drivers' eigenvalue floor was high and often active (``rel_jitter``).
     """
-    cfg = check_simulate(
-        X, y, eta_c=eta_c, activation=activation, loss=loss, T=T, steps=steps,
-        particles=particles, batch_size=batch_size, probes=probes, probe_steps=probe_steps,
-        eig_steps=eig_steps, paths=paths, backward=backward, seed=seed, device=device,
-        dtype=dtype, rel_jitter=rel_jitter, divergence=divergence, innovations=innovations,
-        error_replicas=error_replicas, momentum=momentum, weight_decay=weight_decay,
-        gamma0=gamma0, classes=classes, block=block, first_layer_lr=first_layer_lr,
-        record_collapse=record_collapse, optimizer=optimizer, betas=betas, eps=eps,
-        hidden_lr=hidden_lr, branch_exponent=branch_exponent, trainable=trainable,
-        particle_init=particle_init)
+    cfg = check_simulate(X, y, eta_c=eta_c, depth=depth, optimizer=optimizer,
+                         parametrization=parametrization, activation=activation, loss=loss,
+                         classes=classes, batch_size=batch_size, particles=particles,
+                         backward=backward, seed=seed, device=device, dtype=dtype,
+                         rel_jitter=rel_jitter, innovations=innovations,
+                         error_replicas=error_replicas, particle_init=particle_init,
+                         record=record, divergence=divergence)
     replicas = _replica_configs(cfg)
     check_whitening(cfg, replicas[0].P if replicas else cfg.P)
-    scale = check_input_scale("X", cfg.X)
+    scale = check_input_scale("X", cfg.X, stacklevel=4)  # user → wrapper → simulate → it
     if not replicas:
         ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
     elif cfg.solo or not fit_together([cfg, *replicas]):
@@ -422,7 +409,7 @@ def simulate(
     else:
         runs, reason = _integrate([cfg, *replicas], scale, progress)
         ds = calibrate_errors(runs[0], None if reason else runs[1:], reason)
-    warn_if_first_sign_unresolved(ds)
+    warn_if_first_sign_unresolved(ds, stacklevel=4)
     return ds
 
 
@@ -460,7 +447,7 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
                     record_eigenvalues(main, eig_index[k])
             bar.update()
     if not replica:
-        warn_if_floors_matter(main, stacklevel=4)
+        warn_if_floors_matter(main, stacklevel=5)
     return [assemble(s.cfg, s.rec) for s in group.states], group.reason
 
 

@@ -12,6 +12,8 @@ import torch
 
 from sde import GrowingGaussianDriver
 
+from .._model import Parametrization
+from .._optim import AdamSpec, AdamW, SGDSpec
 from .._schema import DivergenceGuard, available_memory, ensure_fits, variable_dims
 from ._checks import Config
 from ._memory import memory_estimate
@@ -123,12 +125,14 @@ def _record(cfg: Config) -> dict[str, torch.Tensor]:
 
 def _estimate(cfg: Config) -> dict[str, int]:
     """:func:`nfd.memory_estimate` of one run of ``cfg``, by buffer and ``"total"``."""
-    return memory_estimate(n_train=cfg.N, input_dim=cfg.d, steps=cfg.L, particles=cfg.P,
+    opt = (SGDSpec(cfg.sgd.momentum, cfg.sgd.weight_decay) if cfg.adam is None
+           else AdamW() if cfg.adam.decoupled_decay else AdamSpec())
+    return memory_estimate(n_train=cfg.N, input_dim=cfg.d, depth=cfg.L, particles=cfg.P,
                            batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
-                           backward=cfg.backward, eta_c=cfg.sgd.eta_c,
-                           momentum=cfg.sgd.momentum, weight_decay=cfg.sgd.weight_decay,
-                           gamma0=cfg.sgd.gamma0, outputs=cfg.C, block=cfg.block,
-                           optimizer="sgd" if cfg.adam is None else cfg.adam.name)
+                           backward=cfg.backward, eta_c=cfg.sgd.eta_c, optimizer=opt,
+                           parametrization=Parametrization(gamma0=cfg.sgd.gamma0,
+                                                           block=cfg.block),
+                           outputs=cfg.C)
 
 
 def _ensure_memory(cfg: Config) -> None:

@@ -22,8 +22,10 @@ from nfd.schema import (
     check_positive_float,
     check_probes,
     check_optimizer,
+    check_record,
     check_steps,
     default_steps,
+    optimizer_keywords,
     resolve_device_dtype,
 )
 
@@ -106,18 +108,29 @@ def check_batches(total: int, batch_size, n_steps) -> tuple[int, int]:
     return K, B
 
 
-def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, style, block,
-                scaling, regime, first_layer_lr, seeds, batch_size, n_steps, probes,
-                probe_steps, eig_steps, record_collapse, device, dtype,
-                divergence, optimizer="sgd", momentum=0.0, weight_decay=0.0, gamma0=1.0,
-                betas=None, eps=None, hidden_lr="depth-mup", classes=None,
-                branch_exponent=0.5, trainable=("U", "W", "V"), block_multiplier=1.0,
-                layernorm=False, lr_exponent=None) -> TrainRun:
+def check_train(X, y, *, width, depth, activation, loss, eta_c, optimizer, parametrization,
+                backward, seeds, batch_size, n_steps, record, device, dtype, divergence,
+                classes=None) -> TrainRun:
     """Validate every argument of :func:`validation.train_resnet`; the messages name
     the argument (the same messages as ``nfd.simulate`` for the shared ones).
 
     Warns once (``UserWarning``) when the inputs are far from |x|²/d = 1.
     """
+    if not isinstance(parametrization, nfd.Parametrization):
+        raise TypeError(f"parametrization must be nfd.Parametrization(...), got "
+                        f"{type(parametrization).__name__}")
+    p, record = parametrization, check_record(record)
+    if record.paths:
+        raise ValueError("record.paths is the limit's (nfd.simulate keeps particle paths); "
+                         "train_resnet records none: leave it 0")
+    opt_kw = optimizer_keywords(optimizer)
+    optimizer, momentum, weight_decay = (opt_kw["optimizer"], opt_kw["momentum"],
+                                         opt_kw["weight_decay"])
+    betas, eps, hidden_lr, T = opt_kw["betas"], opt_kw["eps"], p.hidden_lr, p.T
+    style, block, scaling, regime = p.style, p.block, p.scaling, p.regime
+    first_layer_lr, gamma0 = p.first_layer_lr, p.gamma0
+    probes, probe_steps, eig_steps = record.probes, record.probe_steps, record.eig_steps
+    record_collapse = True if record.collapse is None else record.collapse
     Xn = check_matrix("X", X, one_row=False)
     lossf = nfd.get_loss(loss)
     yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
@@ -131,10 +144,10 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     opt = check_optimizer(optimizer, eta_c, K, momentum=momentum, weight_decay=weight_decay,
                           gamma0=gamma0, betas=betas, eps=eps, hidden_lr=hidden_lr)
     check_adam_network(optimizer, style=style, block=block, scaling=scaling, regime=regime)
-    param = check_network_parametrization(branch_exponent, trainable, style=style, block=block,
-                                          scaling=scaling)
-    ms = check_ms_options(block, block_multiplier=block_multiplier, layernorm=layernorm,
-                          lr_exponent=lr_exponent, hidden_lr=hidden_lr, regime=regime,
+    param = check_network_parametrization(p.branch_exponent, p.trainable, style=style,
+                                          block=block, scaling=scaling)
+    ms = check_ms_options(block, block_multiplier=p.block_multiplier, layernorm=p.layernorm,
+                          lr_exponent=p.lr_exponent, hidden_lr=hidden_lr, regime=regime,
                           gamma0=gamma0)
     net = dict(
         width=check_int("width", width, 1), depth=check_int("depth", depth, 1),
@@ -158,7 +171,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, T, backward, sty
     eig_steps = [] if eig_steps is None else check_steps("eig_steps", eig_steps, 0, K - 1)
     divergence = check_divergence(divergence)
     dev, dt = resolve_device_dtype(device, dtype)
-    scale = check_input_scale("X", Xn[: K * B], stacklevel=4)  # user → train_resnet → here
+    scale = check_input_scale("X", Xn[: K * B], stacklevel=5)  # user → wrapper → train_resnet → here
     return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
                     probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale,
                     opt)

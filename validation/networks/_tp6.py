@@ -24,7 +24,7 @@ with L → L/T this is exactly
 
 with η_c = paper 001's η (the same number). ``lr_exponent=γ`` sets γ; without it
 the rate is nfd's rule at the branch exponent α (``hidden_lr``, the table of
-:class:`nfd.schema.Adam`, :meth:`nfd.schema.Parametrization.sgd_hidden_mult`):
+:class:`nfd.schema.Adam`, :meth:`nfd.Parametrization.sgd_hidden_mult`):
 γ = 1 − α for ``"depth-mup"``, and γ = 0 times T^{1−α} for Adam's ``"block-only"``.
 The table between the two conventions is the guide's page on this block
 (docs/guide/tp6_block.md).
@@ -206,7 +206,7 @@ def adam_hidden_rate(tau: float, width: int, lr_exponent: float) -> float:
 def rate_words(param: Parametrization, optimizer: str, base: str, hidden_lr: str,
                lr_exponent: float | None) -> str:
     """torch's lr of every trained family in words: :meth:`Parametrization.rate_words
-    <nfd.schema.Parametrization.rate_words>`, with W's rate at γ when given
+    <nfd.Parametrization.rate_words>`, with W's rate at γ when given
     (``base``·(T/L)^{γ−α} for SGD, η_c·(T/L)^γ/√n for Adam).
 
     Parameters

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 import nfd
 from sde import ThreadTeam, serial
 from nfd.schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, OPTIMIZER_TITLES,
-                        DivergenceGuard, check_matrix)
+                        REMOVED_KEYWORDS, DivergenceGuard, check_matrix, removed_keywords)
 
 from ._memory import ensure_network_fits, network_memory_estimate
 from ._base import expand_targets
@@ -34,42 +34,24 @@ from ._record import EigenHistory, Records
 __all__ = ["train_resnet", "init_increments"]
 
 
+@removed_keywords("train_resnet", REMOVED_KEYWORDS)
 def train_resnet(
     X,
     y,
     *,
     width: int,
     depth: int,
+    eta_c: float | Sequence[float] | Callable[[int], float],
+    optimizer: nfd.SGD | nfd.Adam | nfd.AdamW = nfd.SGD(),
+    parametrization: nfd.Parametrization = nfd.Parametrization(),
     activation: str | nfd.Activation | Callable = "relu",
     loss: str | nfd.Loss | Callable = "mse",
-    eta_c: float | Sequence[float] | Callable[[int], float],
-    optimizer: str = "sgd",
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    gamma0: float = 1.0,
-    betas: tuple[float, float] | None = None,
-    eps: float | None = None,
-    hidden_lr: str = "depth-mup",
-    branch_exponent: float = 0.5,
-    trainable: Sequence[str] = ("U", "W", "V"),
-    block_multiplier: float = 1.0,
-    layernorm: bool = False,
-    lr_exponent: float | None = None,
     classes: int | None = None,
-    T: float = 1.0,
     backward: str = "coupled",
-    style: str | None = None,
-    block: str = "one-layer",
-    scaling: str = "depth-mup",
-    regime: str = "feature",
-    first_layer_lr: str = "depth-mup",
     seeds: int | Sequence[int] = 1,
     batch_size: int = 1,
     n_steps: int | None = None,
-    probes: tuple | None = None,
-    probe_steps: Sequence[int] | None = None,
-    eig_steps: Sequence[int] | None = None,
-    record_collapse: bool = True,
+    record: nfd.Record = nfd.Record(),
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
     progress: bool = DEFAULT_PROGRESS,
@@ -86,7 +68,7 @@ def train_resnet(
     weight stored as N(0, 1/fan-in) (:class:`validation.ResNetEnsemble`). Backprop is eq. 3 / 24, by hand,
     with the forward weights (``backward="coupled"``) or an independent copy W̃
     that receives the same updates (``"decoupled"``, Corollary 1) — the network
-    whose n → ∞ limit at depth L is ``nfd.simulate(..., steps=L)``. Updates are
+    whose n → ∞ limit at depth L is ``nfd.simulate(..., depth=L)``. Updates are
     those of appendix E; see :mod:`validation.networks._models` for every formula.
 
     Regimes (footnote 2): ``"feature"``: α = 1/√n, η = η_c n (Theorem 1);
@@ -97,7 +79,7 @@ def train_resnet(
     W_{ℓ,1} under ``first_layer_lr="depth-aware"``), ``momentum`` = β,
     ``weight_decay`` = λα²/γ₀², dampening 0, no Nesterov (issue 22; the scalars
     of :class:`nfd.schema.SGD`). At the defaults this is plain SGD at η = η_c/α².
-    With ``optimizer="adam"`` / ``"adamw"`` it is exactly ``torch.optim.Adam`` /
+    With ``optimizer=nfd.Adam(...)`` / ``nfd.AdamW(...)`` it is exactly ``torch.optim.Adam`` /
     ``AdamW`` in the depth-μP parametrization of Tensor Programs VI (Def. 6.1,
     Table 1; :class:`nfd.schema.Adam`, issue 34) on the pre-activation network of
     eq. 1 in the feature regime, f = Vᵀh_L/n, with ``betas`` and one param group
@@ -133,55 +115,44 @@ def train_resnet(
         sequence gives η_c(k) for each of the K steps (step k uses ``eta_c[k]``), a
         callable k → η_c(k) is evaluated at k = 0..K−1 (a schedule: warm-up,
         cosine, …).
-    optimizer : {"sgd", "adam", "adamw"}
-        ``torch.optim.SGD`` (the default), or ``torch.optim.Adam`` / ``AdamW`` in
-        the groups of the table above (only for ``style="pre"``,
-        ``block="one-layer"``, ``scaling="depth-mup"``, ``regime="feature"``;
-        two state buffers and a dense gradient per parameter).
-    momentum : float
-        β in [0, 1), ``torch.optim.SGD``'s momentum (dampening 0, no Nesterov;
-        adds one buffer per parameter). SGD only (Adam's is ``betas[0]``).
-    weight_decay : float
-        λ ≥ 0: torch's ``weight_decay`` is λα²/γ₀² (λ/(γ₀²n) in the feature
-        regime), so that lr·weight_decay = η_c(k)·λ. With ``backward="decoupled"``
-        the copy W̃ decays too: W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of
-        :meth:`nfd.schema.SGD.weight_scales`. With ``"adamw"``, λ is the decoupled
-        decay of the table (each step shrinks every parameter by 1 − η_c(k)·λ, and
-        W̃ − W alike: a_k of :meth:`nfd.schema.Adam.weight_scales`); ``"adam"``
-        takes none.
-    gamma0 : float
-        γ₀ > 0, the feature-learning strength: f = (α/√n)vᵀh_L/γ₀, lr ∝ γ₀².
-        γ₀ = 1 is paper 002's network; γ₀ → 0 the lazy (kernel) limit.
-        SGD only (Adam's update does not scale with the gradient).
-    betas : (float, float), optional
-        Adam's (β₁, β₂) in [0, 1); default torch's (0.9, 0.999). Not for SGD.
-    eps : float, optional
-        Adam's ε ≥ 0 in the rescaled units of the table (torch's eps of each group
-        is in the table); default 1e-8. Not for SGD.
-    hidden_lr : {"depth-mup", "block-only"}
-        Adam's hidden rate: the table's (default), or Tensor Programs VI's
-        "block multiplier only" baseline, every W_ℓ at lr η_c(k)·√(T/n) (√L times
-        the table's; :class:`nfd.schema.Adam`). Not for SGD.
-    branch_exponent : float
-        α ∈ [½, 1]: branch (T/L)^α/√n and the hidden rate that keeps each layer's
-        update Θ(T/L) (:class:`validation.ResNetEnsemble`); ½ is depth-μP, 1
-        CompleteP. Pre-activation depth-μP networks.
-        With ``block="post-nonlin-ms"`` any α ≥ 0 (paper 001's α, §6.3).
-    trainable : sequence of {"U", "W", "V"}
-        The parameters that learn (must contain "W"); the others keep their
-        initial values.
-    block_multiplier, layernorm, lr_exponent
+    optimizer : nfd.SGD, nfd.Adam or nfd.AdamW
+        ``torch.optim.SGD`` (the default ``nfd.SGD()``), or ``torch.optim.Adam`` /
+        ``AdamW`` in the groups of the table above (only for the one-layer
+        pre-activation depth-μP network in the feature regime; two state buffers and
+        a dense gradient per parameter). ``nfd.SGD(momentum=β, weight_decay=λ)``:
+        β in [0, 1) (dampening 0, no Nesterov; one buffer per parameter), torch's
+        ``weight_decay`` λα²/γ₀² (λ/(γ₀²n) in the feature regime), so that
+        lr·weight_decay = η_c(k)·λ; with ``backward="decoupled"`` the copy W̃ decays
+        too: W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of :meth:`nfd.schema.SGD.weight_scales`.
+        ``nfd.Adam(betas, eps)`` / ``nfd.AdamW(betas, eps, weight_decay)``: (β₁, β₂)
+        in [0, 1) (default torch's (0.9, 0.999)), ε ≥ 0 in the rescaled units of the
+        table (default 1e-8), AdamW's λ the decoupled decay of the table (each step
+        shrinks every parameter by 1 − η_c(k)·λ, and W̃ − W alike: a_k of
+        :meth:`nfd.schema.Adam.weight_scales`).
+    parametrization : nfd.Parametrization
+        The network (default depth-μP, :class:`nfd.Parametrization`; presets
+        :meth:`~nfd.Parametrization.complete_p`, :meth:`~nfd.Parametrization.mup`,
+        :meth:`~nfd.Parametrization.standard`, :meth:`~nfd.Parametrization.tp6`, …):
+        ``T`` (branch scale √(T/L)); ``gamma0`` γ₀ > 0, the feature-learning
+        strength (f = (α/√n)vᵀh_L/γ₀, lr ∝ γ₀²; SGD only); ``style``, ``block``,
+        ``scaling``, ``regime``, ``first_layer_lr`` (see
+        :class:`validation.ResNetEnsemble`; ``style`` defaults to ``"post"`` for
+        ``block="post-nonlin-ms"``, else ``"pre"``); ``hidden_lr``, Adam's hidden
+        rate: the table's (default), or Tensor Programs VI's "block multiplier only"
+        baseline, every W_ℓ at lr η_c(k)·√(T/n) (√L times the table's;
+        :class:`nfd.schema.Adam`); ``branch_exponent`` α ∈ [½, 1]: branch
+        (T/L)^α/√n and the hidden rate that keeps each layer's update Θ(T/L)
+        (pre-activation depth-μP networks; with ``block="post-nonlin-ms"`` any
+        α ≥ 0, paper 001's α, §6.3); ``trainable``, the parameters that learn (must
+        contain "W"); ``block_multiplier``, ``layernorm``, ``lr_exponent``:
         ``block="post-nonlin-ms"`` only (Tensor Programs VI, paper 001 §6.3): the
         block multiplier a (§10.2), pre-LayerNorm (Fig. 12) and paper 001's γ
         (Def. 6.2); see :class:`validation.ResNetEnsemble` and the guide's page on
         this block for the table between γ and ``hidden_lr``.
     classes : int, optional
         C ≥ 2 for ``loss="cross_entropy"`` (default: the largest label + 1).
-    T : float
-        Time horizon (branch scale √(T/L)).
-    backward, style, block, scaling, regime, first_layer_lr : str
-        See :class:`validation.ResNetEnsemble`; ``style`` defaults to ``"post"``
-        for ``block="post-nonlin-ms"``, else ``"pre"``.
+    backward : {"coupled", "decoupled"}
+        See :class:`validation.ResNetEnsemble`.
     seeds : int or sequence of int
         S (meaning seeds 0..S−1) or the seeds themselves; trained at once.
     batch_size : int
@@ -189,20 +160,17 @@ def train_resnet(
     n_steps : int, optional
         K; default ``len(X) // batch_size`` (then ``len(X)`` must be a multiple
         of ``batch_size``).
-    probes : (X_probe (P, d), y_probe (P,) or (P, C)), optional
-        Inputs evaluated forward-only with the parameters after each
-        ``probe_step`` updates.
-    probe_steps : sequence of int in [0, K], optional
-        Default (as ``nfd.simulate``): ``nfd.schema.default_steps(K,
-        DEFAULT_PROBE_STEPS, True)``, 17 evenly spaced steps including 0 and K
-        (every step when K ≤ 16).
-    eig_steps : sequence of int in [0, K−1], optional
-        Steps at which the smallest eigenvalues of the empirical Σ and Θ are
-        recorded (Figure 6). Costs storing (max(eig_steps)+1)·B trajectories of
-        every layer, so the default is none (``nfd.simulate`` defaults to 5).
-    record_collapse : bool
-        Two-layer blocks: record the collapse observables of eq. 27, 33–34
-        (two extra matrix products per block and step).
+    record : nfd.Record
+        ``probes`` (X_probe (P, d), y_probe (P,) or (P, C)): inputs evaluated
+        forward-only with the parameters after each of ``probe_steps`` (in [0, K];
+        default, as ``nfd.simulate``: ``nfd.schema.default_steps(K,
+        DEFAULT_PROBE_STEPS, True)``, 17 evenly spaced steps including 0 and K, every
+        step when K ≤ 16); ``eig_steps`` (in [0, K−1]): steps at which the smallest
+        eigenvalues of the empirical Σ and Θ are recorded (Figure 6), which costs
+        storing (max(eig_steps)+1)·B trajectories of every layer, so the default is
+        none (``nfd.simulate`` defaults to 5); ``collapse``: two-layer blocks,
+        record the collapse observables of eq. 27, 33–34 (two extra matrix products
+        per block and step; default on). ``paths`` is the limit's (0 here).
     device : str or torch.device, optional
         Default: CUDA when available, else CPU.
     dtype : torch.dtype or str, optional
@@ -267,10 +235,11 @@ def train_resnet(
         Bad arguments (naming the argument), e.g. labels other than ±1 with
         ``loss="logistic"``, a schedule of the wrong length or with a negative or
         NaN entry, ``momentum`` outside [0, 1), a negative ``weight_decay``,
-        ``gamma0`` ≤ 0 (:func:`nfd.schema.check_optimizer`); with Adam, ``momentum``,
-        ``gamma0`` ≠ 1, ``weight_decay`` with ``"adam"``, ``betas`` outside [0, 1),
-        ``eps`` < 0, or a network other than the one-layer pre-activation
-        depth-μP network in the feature regime; ``betas`` or ``eps`` with SGD.
+        ``gamma0`` ≤ 0 (the specifications' own checks); with Adam, ``gamma0`` ≠ 1,
+        ``betas`` outside [0, 1), ``eps`` < 0, or a network other than the one-layer
+        pre-activation depth-μP network in the feature regime; a removed keyword
+        (``momentum=``, ``block=``, ``probes=``, …) raises ``TypeError`` naming the
+        new form.
     MemoryError
         When the estimate of :func:`validation.network_memory_estimate` does not fit.
     FloatingPointError
@@ -279,15 +248,9 @@ def train_resnet(
     """
     run = check_train(
         X, y, width=width, depth=depth, activation=activation, loss=loss, eta_c=eta_c,
-        optimizer=optimizer, momentum=momentum, weight_decay=weight_decay, gamma0=gamma0,
-        betas=betas, eps=eps, hidden_lr=hidden_lr, T=T,
-        branch_exponent=branch_exponent, trainable=trainable,
-        block_multiplier=block_multiplier, layernorm=layernorm, lr_exponent=lr_exponent,
-        backward=backward, style=style, block=block, scaling=scaling, regime=regime,
-        first_layer_lr=first_layer_lr, seeds=seeds, batch_size=batch_size,
-        n_steps=n_steps, probes=probes, probe_steps=probe_steps, eig_steps=eig_steps,
-        record_collapse=record_collapse, device=device, dtype=dtype, divergence=divergence,
-        classes=classes)
+        optimizer=optimizer, parametrization=parametrization, backward=backward,
+        seeds=seeds, batch_size=batch_size, n_steps=n_steps, record=record, device=device,
+        dtype=dtype, divergence=divergence, classes=classes)
     if check_memory:
         ensure_network_fits(_estimate(run), run.device, what="train_resnet")
     net = ResNetEnsemble(run.d, seeds=run.seeds, device=run.device, dtype=run.dtype,

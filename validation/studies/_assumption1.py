@@ -82,16 +82,19 @@ def _job(*, kind: str, width: int, seeds: Sequence[int], steps: int,
         ``sigma_min_eig``, ``theta_min_eig`` (seed, eig_step, time).
     """
     X, y = synthetic_task(_TASK["kind"], steps, _TASK["d"], seed=data_seed)
-    common = dict(activation=_TASK["activation"], eta_c=_TASK["eta_c"], T=_TASK["T"],
-                  eig_steps=list(eig_steps), device=device)
+    common = dict(activation=_TASK["activation"], eta_c=_TASK["eta_c"],
+                  parametrization=nfd.Parametrization(T=_TASK["T"]), device=device)
     names = ["sigma_min_eig", "theta_min_eig"]
     if kind == "network":
         ds = train_resnet(X, y, width=width, depth=_TASK["depth"], seeds=list(seeds),
-                          backward="decoupled", record_collapse=False, **common)
+                          backward="decoupled",
+                          record=nfd.Record(eig_steps=list(eig_steps), collapse=False),
+                          **common)
         return ds[names].drop_attrs()
-    ds = nfd.simulate(X, y, steps=_TASK["depth"], particles=particles, seed=int(seeds[0]),
+    ds = nfd.simulate(X, y, depth=_TASK["depth"], particles=particles, seed=int(seeds[0]),
                       backward="decoupled", dtype="float64", progress=False,
-                      error_replicas=0, **common)  # eigenvalues only: no output errors
+                      error_replicas=0, record=nfd.Record(eig_steps=list(eig_steps)),
+                      **common)  # eigenvalues only: no output errors
     return ds[names].drop_attrs().expand_dims(seed=np.asarray(seeds, dtype=np.int64))
 
 

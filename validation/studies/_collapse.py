@@ -111,9 +111,8 @@ def _job(*, first_layer_lr: str, depth: int, width: int, seeds: Sequence[int],
     """
     X, y = _stream(steps, data_seed)
     ds = train_resnet(X, y, width=width, depth=depth, activation=_TASK["activation"],
-                      eta_c=_TASK["eta_c"], T=_TASK["T"], block="two-layer",
-                      first_layer_lr=first_layer_lr, seeds=list(seeds),
-                      batch_size=_TASK["batch_size"], record_collapse=True, device=device)
+                      eta_c=_TASK["eta_c"], parametrization=nfd.Parametrization(T=_TASK["T"], block="two-layer", first_layer_lr=first_layer_lr), record=nfd.Record(collapse=True), seeds=list(seeds),
+                      batch_size=_TASK["batch_size"], device=device)
     return _reduce(ds)
 
 
@@ -140,10 +139,8 @@ def _limit_job(*, first_layer_lr: str, depth: int, particles: int, seeds: Sequen
     """
     X, y = _stream(steps, data_seed)
     runs = [_reduce(nfd.simulate(
-        X, y, eta_c=_TASK["eta_c"], activation=_TASK["activation"], T=_TASK["T"],
-        steps=depth, particles=particles, batch_size=_TASK["batch_size"],
-        backward="coupled", block="two-layer", first_layer_lr=first_layer_lr,
-        record_collapse=True, seed=int(s), device=device, progress=False,
+        X, y, eta_c=_TASK["eta_c"], activation=_TASK["activation"], depth=depth, parametrization=nfd.Parametrization(T=_TASK["T"], block="two-layer", first_layer_lr=first_layer_lr), record=nfd.Record(collapse=True), particles=particles, batch_size=_TASK["batch_size"],
+        backward="coupled", seed=int(s), device=device, progress=False,
         error_replicas=0)) for s in seeds]
     return xr.concat(runs, "seed").assign_coords(seed=list(seeds))
 

@@ -38,6 +38,7 @@ from ._depth import LIMITS, mean_square_seed_mean, run_limits
 from ._training import task_stream
 from .._sweep import by_cell, run_jobs, seed_blocks, study_args
 from ..networks import train_resnet
+import nfd
 
 __all__ = ["run_gia", "summarize_gia", "plot_gia", "conclude_gia"]
 
@@ -47,7 +48,7 @@ _CONFIG = {
     False: dict(fixed_width=1024, depths=[4, 8, 16, 32, 64, 128], fixed_depth=16,
                 widths=[128, 256, 512, 1024, 2048], seeds=10, steps=12, eta_cs=[0.1, 0.3]),
 }
-_TASK = dict(activation="relu", T=1.0)
+_TASK = dict(activation="relu", parametrization=nfd.Parametrization(T=1.0))
 _N_BOOT = {True: 100, False: 400}
 
 
@@ -58,7 +59,7 @@ def _job(*, eta_c: float, width: int, depth: int, seeds, steps: int,
     out = {}
     for backward in ("coupled", "decoupled"):
         ds = train_resnet(X, y, width=width, depth=depth, eta_c=eta_c, seeds=list(seeds),
-                          backward=backward, device=device, record_collapse=False,
+                          backward=backward, device=device, record=nfd.Record(collapse=False),
                           **_TASK)
         out[f"f_{backward}"] = (("seed", "step"), ds["f"].values[..., 0])
         out[f"loss_{backward}"] = (("seed", "step"), ds["loss"].values[..., 0])

@@ -91,8 +91,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "nfd.simulate(backward=\"coupled\") (response terms of paper 000, Bordelon et al. "
           "ICLR 2024), decoupled (independent backward copy) against "
           "nfd.simulate(backward=\"decoupled\") (Definition 1 of paper 002); "
-          "simulate(steps=L) gives the pure width error, the Richardson-extrapolated "
-          "simulate(steps=L_ref) the joint error; f_lim is the limit of the network's own "
+          "simulate(depth=L) gives the pure width error, the Richardson-extrapolated "
+          "simulate(depth=L_ref) the joint error; f_lim is the limit of the network's own "
           "mode. Expected: width exponent 1 and no plateau at every depth in both modes "
           "(the variance of f is O(1/n)). Paper 002 reports O(1/L + 1/n) for networks "
           "trained by ordinary SGD against its NFD (Thm. 1, Fig. 3: CIFAR-10, SGD at "
@@ -126,7 +126,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "Internal update ‖x − x̃‖/√n (eq. 27) and residual update (eq. 33–34) against depth "
           "under the depth-μP and the depth-aware first-layer learning rate, for networks "
           "trained by ordinary backprop and beside them their n → ∞ limit, "
-          "nfd.simulate(block=\"two-layer\", backward=\"coupled\", record_collapse=True), "
+          "nfd.simulate(parametrization=nfd.Parametrization(block=\"two-layer\"), "
+          "backward=\"coupled\", record=nfd.Record(collapse=True)), "
           "on the same stream at depths up to twice the networks' largest; each fitted as "
           "b·L^(−q) with a bootstrap over its own seeds. Paper 002 "
           "predicts the internal update ∝ L^(−1/2) under depth-μP and ≈ L^0 with eq. 8.",
@@ -149,7 +150,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "kernels with a delta-method interval.",
           run_kernel, summarize_kernel, plot_kernel),
     Study("depth", 8, "Depth convergence of the limits: weak-error exponent q (shared noise)",
-          "nfd.simulate(backward=mode, steps=L) for both modes and L up to 512, every L on "
+          "nfd.simulate(backward=mode, depth=L) for both modes and L up to 512, every L on "
           "the same Brownian path per seed (fine innovations coarsened with "
           "nfd.coarsen_innovations, u, v from the same seed): the paired differences "
           "f_L − f_2L ∝ L^-q give the weak-error exponent of E f_L − E f_∞ without f_∞. "
@@ -190,7 +191,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "the block multiplier only (W_ℓ at lr η_c·√(T/n), (α, γ) = (½, 0)); U and V at "
           "lr η_c under both. Networks at two widths over depths × a log-spaced η_c grid "
           "× seeds, beside their n → ∞ limit at each depth, nfd.simulate(optimizer="
-          "\"adam\", steps=L, hidden_lr=rule) with dense P×P Adam states, a few seeds "
+          "nfd.Adam(), depth=L, parametrization=nfd.Parametrization(hidden_lr=rule)) "
+          "with dense P×P Adam states, a few seeds "
           "of its own (the same at every grid point). Observables: the running-mean "
           "train loss (online loss of the last K/4 steps) and the test loss after K "
           "steps. The optimal η_c is the vertex of the parabola through the grid "
@@ -208,7 +210,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "(branch_exponent = α), U and v at lr η_c·n and every W_ℓ at η_c·n·(T/L)^{1−2α}, "
           "so that each layer's update is Θ(T/L) under both α (nfd._model._depth). Networks at "
           "two widths over depths × a log-spaced η_c grid × seeds, beside their n → ∞ "
-          "limit at each depth, nfd.simulate(branch_exponent=α, steps=L), a few seeds of "
+          "limit at each depth, nfd.simulate(parametrization=nfd.Parametrization(branch_exponent=α), depth=L), a few seeds of "
           "its own (the same at every grid point); the controls, networks at the larger "
           "width on grids of their own: the μP ResNet without depth scaling (branch "
           "√(T/n), constant rate, lower η_c) and the standard parametrization (weights "

@@ -74,18 +74,19 @@ def _job(*, kind: str, width: int, depth: int, seeds, steps: int, eta_c: float,
     Euler steps, ``particles`` particles, seeded with ``seeds[0]``). ``version``
     only enters the job's key in the results store."""
     X, y = task_stream(steps)
-    common = dict(activation=_TASK["activation"], eta_c=eta_c, T=_TASK["T"],
-                  backward=backward, device=device)
+    common = dict(activation=_TASK["activation"], eta_c=eta_c,
+                  parametrization=nfd.Parametrization(T=_TASK["T"]), backward=backward,
+                  device=device)
     if kind == "network":
         ds = train_resnet(X, y, width=width, depth=depth, seeds=list(seeds),
-                          record_collapse=False, **common)
+                          record=nfd.Record(collapse=False), **common)
         data = {"f": (("seed", "step"), ds["f"].values[..., 0]),
                 "loss": (("seed", "step"), ds["loss"].values[..., 0]),
                 "h2": (("seed", "step", "qtime"), _quarter(ds["h2"], depth)),
                 "g2": (("seed", "step", "qtime"), _quarter(ds["g2"], depth))}
         coords = {"seed": np.asarray(seeds, dtype=np.int64)}
     else:
-        ds = nfd.simulate(X, y, steps=depth, particles=particles, seed=int(seeds[0]),
+        ds = nfd.simulate(X, y, depth=depth, particles=particles, seed=int(seeds[0]),
                           progress=False, **common)
         data = {"f": (("step",), ds["f"].values[:, 0]),
                 "f_se": (("step",), ds["f_se"].values[:, 0]),

@@ -84,7 +84,7 @@ def _sweeps(cfg: dict, seed: int, dev, store, scheduler, progress) -> tuple:
         fixed=dict(common, seeds=[seed + s for s in range(cfg["seeds"])]), **run)
     # the limit's errors come from its seeds: no error replicas
     lim = sweep_grid(
-        X, y, grid=dict(hidden_lr=rules, steps=cfg["depths"], eta_c=cfg["etas"],
+        X, y, grid=dict(hidden_lr=rules, depth=cfg["depths"], eta_c=cfg["etas"],
                         seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
         fixed=dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0,
                    dtype="float64"),

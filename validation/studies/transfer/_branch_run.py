@@ -120,7 +120,7 @@ def _exponent_grids(common: dict, etas: list, *, X, y, run: dict, cfg: dict, see
                   depth=cfg["depths"], eta_c=etas),
         fixed=dict(common, seeds=[seed + s for s in range(cfg["seeds"])]), **run)
     lim = sweep_grid(
-        X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), steps=cfg["depths"],
+        X, y, grid=dict(branch_exponent=list(BRANCH_EXPONENTS), depth=cfg["depths"],
                         eta_c=etas,
                         seed=[seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]),
         fixed=dict(common, eig_steps=[], error_replicas=0, **lim_fixed), **run)
@@ -152,10 +152,9 @@ def _kappa_runs(cfg: dict, seed: int, dev) -> xr.Dataset:
     for a in BRANCH_EXPONENTS:
         for L in cfg["kappa_depths"]:
             for s in range(cfg["lim_seeds"]):
-                ds = nfd.simulate(X, y, eta_c=cfg["kappa_eta"], steps=L, batch_size=cfg["B"],
+                ds = nfd.simulate(X, y, eta_c=cfg["kappa_eta"], depth=L, parametrization=nfd.Parametrization(branch_exponent=a), record=nfd.Record(paths=cfg["kappa_particles"], eig_steps=[]), batch_size=cfg["B"],
                                   particles=cfg["kappa_particles"],
-                                  paths=cfg["kappa_particles"], branch_exponent=a,
-                                  seed=seed + 2_000_003 + s, error_replicas=0, eig_steps=[],
+                                  seed=seed + 2_000_003 + s, error_replicas=0,
                                   progress=False, **_TASK, **({} if dev is None else
                                                                {"device": dev}))
                 h = ds.h_path.transpose("particle", "step", "sample", "time").values

@@ -125,7 +125,8 @@ def limit_metrics(ds: xr.Dataset, K: int) -> xr.Dataset:
     train = ds["loss"].isel(step=slice(K - _window(K), K)).mean(("step", "sample"))
     probe = ds["probe_loss"].sel(probe_step=K).mean("probe")
     out = xr.Dataset({"train": train, "probe": probe, "diverged": ds["diverged"]})
-    return out.rename(seed="lim_seed")
+    # the limit's depth keeps the name of the studies' datasets, ``steps`` (its Euler steps)
+    return out.rename(seed="lim_seed", **({"depth": "steps"} if "depth" in out.dims else {}))
 
 
 _LIMIT_VARS = ["loss", "probe_loss"]
@@ -162,7 +163,7 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
             fixed=fixed, probes=probes, variables=["loss", "probe_loss"], **run), K)
         modes = MODES if digits else cfg["teacher_modes"]
         out[f"lim_{name}"] = limit_metrics(sweep_grid(
-            X, y, grid=dict(backward=modes, steps=cfg["lim_steps"], eta_c=cfg["etas"],
+            X, y, grid=dict(backward=modes, depth=cfg["lim_steps"], eta_c=cfg["etas"],
                             seed=lim_seeds),
             fixed=lim, probes=probes, variables=_LIMIT_VARS, **run), K)
     (X, y), probes = task_data("digits", K, cfg["n_probe"])
@@ -178,7 +179,7 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
         fixed=dict(net, eta_c=cfg["T_eta"], depth=cfg["T_depth"], width=cfg["T_width"]),
         probes=probes, variables=["loss", "probe_loss"], **run), K)
     out["T_lim"] = limit_metrics(sweep_grid(
-        X, y, grid=dict(steps=cfg["T_lim_steps"], T=cfg["horizons"], seed=lim_seeds),
+        X, y, grid=dict(depth=cfg["T_lim_steps"], T=cfg["horizons"], seed=lim_seeds),
         fixed=dict(lim, eta_c=cfg["T_eta"]), probes=probes, variables=_LIMIT_VARS,
         **run), K)
     out.update(_optim_grids(cfg, X, y, probes, net, lim, lim_seeds, run))
@@ -200,12 +201,12 @@ def _two_limit(cfg: dict, X, y, probes, lim: dict, lim_seeds: list[int], run: di
     same at ``check_steps`` alone with ``check_particles`` (the finite-P check of its
     η*: the coupled two-layer limit carries a larger finite-P bias than one-layer
     blocks, docs/two_layer_limit.md §6)."""
-    grid = dict(first_layer_lr=list(LR_RULES), steps=cfg["two_lim_steps"], eta_c=cfg["etas"],
+    grid = dict(first_layer_lr=list(LR_RULES), depth=cfg["two_lim_steps"], eta_c=cfg["etas"],
                 seed=lim_seeds)
     fixed = dict(lim, backward="coupled", block="two-layer")
     if check:
-        del grid["steps"]
-        fixed.update(steps=cfg["check_steps"], particles=cfg["check_particles"])
+        del grid["depth"]
+        fixed.update(depth=cfg["check_steps"], particles=cfg["check_particles"])
     return limit_metrics(sweep_grid(X, y, grid=grid, fixed=fixed, probes=probes,
                                      variables=_LIMIT_VARS, **run), cfg["K"])
 
@@ -223,7 +224,7 @@ def _optim_grids(cfg: dict, X, y, probes, net: dict, lim: dict, lim_seeds: list[
             fixed=dict(net, width=cfg["optim_width"], eta_c=eta), probes=probes,
             variables=["loss", "probe_loss"], **run), K)
         out[f"{prefix}_lim"] = limit_metrics(sweep_grid(
-            X, y, grid={"steps": cfg["lim_steps"], dim: values, "seed": lim_seeds},
+            X, y, grid={"depth": cfg["lim_steps"], dim: values, "seed": lim_seeds},
             fixed=dict(lim, backward="coupled", eta_c=eta), probes=probes,
             variables=_LIMIT_VARS, **run), K)
     return out
