@@ -95,7 +95,8 @@ def test_presets_map_the_report_parametrizations():
 def test_consumers_refuse_what_only_they_cannot_do():
     # a network-only parametrization is valid, but the limits integrate depth-muP
     for param in (nfd.Parametrization.mup(), nfd.Parametrization.standard(),
-                  nfd.Parametrization(style="post")):
+                  nfd.Parametrization(style="post"),
+                  nfd.Parametrization.tp6(0.5, 0.5), nfd.Parametrization.tp6(0.5, None, layernorm=True)):
         with pytest.raises(ValueError, match="validation.train_resnet"):
             nfd.simulate(X, Y, parametrization=param, **LIMIT)
     with pytest.raises(ValueError, match="branch_exponent must lie in"):
@@ -146,6 +147,7 @@ _RUNS = [  # (function, optimizer, parametrization): non-default fields in each
     ("simulate", nfd.AdamW(betas=(0.8, 0.99), eps=1e-3, weight_decay=0.1),
      nfd.Parametrization.block_only()),
     ("simulate", nfd.Adam(), nfd.Parametrization.complete_p()),
+    ("simulate", nfd.SGD(momentum=0.2), nfd.Parametrization(block="post-nonlin-ms")),
     ("linear_limit", nfd.SGD(momentum=0.3),
      nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware")),
     ("network", nfd.SGD(weight_decay=0.1), nfd.Parametrization.tp6(1.0, 0.5, layernorm=True,
