@@ -65,9 +65,8 @@ __all__ = ["ResNetEnsemble", "resolve_seeds", "expand_targets", "STYLES", "BLOCK
            "FIRST_LAYER_LRS", "SCALINGS"]
 
 STYLES = ("pre", "post")
-#: The blocks of the limits (:data:`nfd.schema.BLOCKS`), Tensor Programs VI's
-#: post-nonlinearity block with Mean Subtraction among them (paper 001 §6.3,
-#: :mod:`._tp6`).
+# The blocks of the limits (nfd.schema.BLOCKS, whose ``#:`` comment documents this same
+# tuple), Tensor Programs VI's post-nonlinearity block with Mean Subtraction among them.
 BLOCKS = LIMIT_BLOCKS
 BACKWARDS = ("coupled", "decoupled")
 REGIMES = ("feature", "kernel")
