@@ -93,7 +93,8 @@ def _limit(X, y, probes, opts, P: int, seed: int, replicas: bool) -> tuple[np.nd
     """Outputs and wall time of one coupled limit run."""
     kw = {} if replicas else {"error_replicas": 0}
     t = time.perf_counter()
-    ds = nfd.simulate(X, y, depth=L, record=nfd.Record(probes=probes, eig_steps=[]), particles=P, seed=seed,
+    ds = nfd.simulate(X, y, depth=L, record=nfd.Record(probes=probes, eig_steps=[]), particles=P,
+                      seed=seed,
                       progress=False, **opts, **kw)
     return _outputs(ds), time.perf_counter() - t
 

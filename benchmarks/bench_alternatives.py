@@ -68,7 +68,8 @@ def _timed(fn, device: str):
 
 
 def run_simulate(args, train, probes, P: int, backward: str, seed: int = 0):
-    kw = dict(eta_c=args.eta_c, depth=args.depth, record=nfd.Record(probes=probes, eig_steps=[]), particles=P, backward=backward, progress=False, device=args.device, seed=seed,
+    kw = dict(eta_c=args.eta_c, depth=args.depth, record=nfd.Record(probes=probes, eig_steps=[]),
+              particles=P, backward=backward, progress=False, device=args.device, seed=seed,
               error_replicas=args.error_replicas)
     return _timed(lambda: nfd.simulate(*train, **kw), args.device)
 

@@ -95,7 +95,8 @@ def workloads(quick: bool) -> dict[str, callable]:
     """The timed calls, by label."""
     B = 2
     X, y, probes = quickstart_task(32 if quick else 64, B)
-    common = dict(activation="relu", eta_c=0.4, batch_size=B, depth=8, record=nfd.Record(probes=probes, eig_steps=[]), progress=False)
+    common = dict(activation="relu", eta_c=0.4, batch_size=B, depth=8,
+                  record=nfd.Record(probes=probes, eig_steps=[]), progress=False)
     out = {}
     for P in (4096, 16384):
         for mode in ("coupled", "decoupled"):

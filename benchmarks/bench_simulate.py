@@ -98,7 +98,8 @@ def timed(P: int, L: int, K: int, device: str, backward: str, replicas: int = 0,
     block; ``optimizer``: momentum, weight_decay, gamma0 and ``schedule=True`` (a
     warm-up + cosine schedule)."""
     X, y = _data(K)
-    kw = dict(eta_c=ETA_C, depth=L, parametrization=nfd.Parametrization(block=block), record=nfd.Record(eig_steps=[]), particles=P, progress=False,
+    kw = dict(eta_c=ETA_C, depth=L, parametrization=nfd.Parametrization(block=block),
+              record=nfd.Record(eig_steps=[]), particles=P, progress=False,
               device=device, backward=backward, error_replicas=replicas)
     if optimizer.pop("schedule", False):
         kw["eta_c"] = nfd.warmup_cosine(K, peak=ETA_C, warmup=K // 10)
@@ -133,13 +134,16 @@ def _high_water() -> int:
 def peak_memory(P: int, L: int, K: int, backward: str, block: str = "one-layer") -> None:
     """Child process: print peak RSS growth of one run and the estimate (JSON)."""
     X, y = _data(K)
-    nfd.simulate(X[:2], y[:2], eta_c=ETA_C, depth=2, parametrization=nfd.Parametrization(block=block), particles=64, progress=False,
+    nfd.simulate(X[:2], y[:2], eta_c=ETA_C, depth=2,
+                 parametrization=nfd.Parametrization(block=block), particles=64, progress=False,
                  backward=backward)
     base = _high_water()
-    nfd.simulate(X, y, eta_c=ETA_C, depth=L, parametrization=nfd.Parametrization(block=block), particles=P, progress=False, device="cpu",
+    nfd.simulate(X, y, eta_c=ETA_C, depth=L, parametrization=nfd.Parametrization(block=block),
+                 particles=P, progress=False, device="cpu",
                  backward=backward)
     peak = _high_water()
-    est = nfd.memory_estimate(n_train=K, input_dim=X.shape[1], depth=L, parametrization=nfd.Parametrization(block=block), particles=P,
+    est = nfd.memory_estimate(n_train=K, input_dim=X.shape[1], depth=L,
+                              parametrization=nfd.Parametrization(block=block), particles=P,
                               backward=backward)
     print(json.dumps({"peak": peak - base, "estimate": est["total"]}))
 
@@ -230,7 +234,8 @@ def error_cost(dev: str, s: int, reps: int) -> None:
           "against 0:")
     for m in MODES:
         # the replicas' size depends on the mode and on K·B (coupled: at least 4·K·B)
-        size = nfd.simulate(X, y, eta_c=ETA_C, depth=1, record=nfd.Record(eig_steps=[]), particles=P, backward=m, progress=False).attrs["error_replica_particles"]
+        size = nfd.simulate(X, y, eta_c=ETA_C, depth=1, record=nfd.Record(eig_steps=[]),
+                            particles=P, backward=m, progress=False).attrs["error_replica_particles"]
         print(f"  {m}: replicas of {size} particles")
         t = {r: [] for r in (0, *ERROR_REPLICAS)}
         for _ in range(reps):
@@ -324,7 +329,8 @@ def _particle_share(L: int, dev: str, backward: str) -> tuple[float, float]:
     X, y = _data(16)
     counter = _CountOps(COUNT_P)
     with counter:
-        nfd.simulate(X, y, eta_c=ETA_C, depth=L, record=nfd.Record(eig_steps=[]), particles=COUNT_P, progress=False, device=dev, backward=backward, error_replicas=0)
+        nfd.simulate(X, y, eta_c=ETA_C, depth=L, record=nfd.Record(eig_steps=[]), particles=COUNT_P,
+                     progress=False, device=dev, backward=backward, error_replicas=0)
     return counter.on_particles / counter.count, counter.count / (L * 16)
 
 
@@ -366,7 +372,8 @@ def adam_cost(dev: str, s: int, reps: int) -> None:
 
     def limit(backward: str, replicas: int = 0) -> float:
         start = time.perf_counter()
-        nfd.simulate(X, y, depth=L, record=nfd.Record(eig_steps=[]), particles=P, backward=backward, error_replicas=replicas, **common)
+        nfd.simulate(X, y, depth=L, record=nfd.Record(eig_steps=[]), particles=P, backward=backward,
+                     error_replicas=replicas, **common)
         return _synced(dev, start)
 
     def network() -> float:
@@ -488,7 +495,8 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
     for B in LAYER_STEP_BATCHES:
         X, y = _data(N)
         for m in MODES:
-            kw = dict(eta_c=ETA_C, depth=L, record=nfd.Record(eig_steps=[]), progress=False, device=dev,
+            kw = dict(eta_c=ETA_C, depth=L, record=nfd.Record(eig_steps=[]), progress=False,
+                      device=dev,
                       backward=m, error_replicas=0, batch_size=B)
             counter = _CountOps(COUNT_P)
             with counter:

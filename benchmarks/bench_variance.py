@@ -70,7 +70,8 @@ def crossed_runs(X, y, probes, opts, P: int, S_p: int, S_i: int, backward: str,
         for i in range(S_i):
             g = torch.Generator().manual_seed(10_000 * (1 + replicate) + 5000 + i)
             xi = tuple(torch.randn(shape, generator=g) for _ in range(2))
-            ds = nfd.simulate(X, y, particles=P, record=nfd.Record(probes=probes), backward=backward,
+            ds = nfd.simulate(X, y, particles=P, record=nfd.Record(probes=probes),
+                              backward=backward,
                               error_replicas=0, seed=10_000 * (1 + replicate) + p,
                               innovations=xi, **opts)
             for name in rows:
@@ -105,7 +106,8 @@ def network_variance(X, y, probes, opts, P: int, seeds: int) -> dict:
     """Seed variance of width-P networks on the same stream (per output, averaged)."""
     kw = {k: v for k, v in opts.items() if k not in ("steps", "eig_steps")}
     start = time.perf_counter()
-    ds = train_resnet(X, y, width=P, depth=opts["steps"], seeds=seeds, record=nfd.Record(probes=probes), **kw)
+    ds = train_resnet(X, y, width=P, depth=opts["steps"], seeds=seeds,
+                      record=nfd.Record(probes=probes), **kw)
     out = {name: ds[name].transpose("seed", ...).values.reshape(seeds, -1).var(0, ddof=1).mean()
            for name in ("f", "probe_f")}
     return out | {"seconds": time.perf_counter() - start}

@@ -256,7 +256,8 @@ def syncs_section(rep: Report, device: str, sizes: Sizes) -> None:
                      "time guard", K=K)
             continue
         def run(steps: int) -> None:
-            nfd.simulate(X[:steps], y[:steps], eta_c=0.2, depth=4, record=nfd.Record(eig_steps=[]), particles=256,
+            nfd.simulate(X[:steps], y[:steps], eta_c=0.2, depth=4, record=nfd.Record(eig_steps=[]),
+                         particles=256,
                          backward=mode, device=device, progress=False)
         count = _cuda_syncs if device.startswith("cuda") else _host_reads
         short, long = count(run, K), count(run, 2 * K)

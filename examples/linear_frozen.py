@@ -57,7 +57,8 @@ def one_step(depths, width: int, seeds: int) -> dict:
     X, y = np.array([[2.0, 0.0, 0.0, 0.0]] * 2), np.ones(2)
     out = {"limit": {}}
     for L in depths:
-        ds = nfd.linear_limit(X, y, eta_c=ETA_ONE, depth=L, parametrization=nfd.Parametrization(trainable=("W",)))
+        ds = nfd.linear_limit(X, y, eta_c=ETA_ONE, depth=L,
+                              parametrization=nfd.Parametrization(trainable=("W",)))
         out["limit"][L] = (ds.time.values, ds.h2.values[1] - ds.h2.values[0])
     net = train_resnet(X, y, width=width, depth=64, activation="identity", eta_c=ETA_ONE,
                        seeds=seeds, parametrization=nfd.Parametrization(trainable=("W",)), progress=False, dtype="float64")

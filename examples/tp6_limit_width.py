@@ -40,7 +40,8 @@ def stream() -> tuple[np.ndarray, np.ndarray]:
 
 def limit(X, y, activation: str, backward: str) -> tuple[np.ndarray, np.ndarray]:
     """The limit's f on the trained steps and its variance (0 for the oracle)."""
-    kw = dict(eta_c=ETA[activation], depth=L, parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
+    kw = dict(eta_c=ETA[activation], depth=L,
+              parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
     if activation == "identity":
         f = nfd.linear_limit(X, y, **kw).f.values[1:, 0]
         return f, np.zeros_like(f)

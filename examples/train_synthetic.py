@@ -29,7 +29,8 @@ def main(argv=None) -> None:
     d = 16
     X, y = nfd.synthetic_task("tanh", args.sgd_steps, d, seed=0)
     probes = nfd.synthetic_task("tanh", 100, d, seed=1, teacher_seed=0)
-    ds = nfd.simulate(X, y, eta_c=args.eta_c, activation="relu", depth=args.steps, record=nfd.Record(probes=probes),
+    ds = nfd.simulate(X, y, eta_c=args.eta_c, activation="relu", depth=args.steps,
+                      record=nfd.Record(probes=probes),
                       particles=args.particles, seed=0)
     test = ds.probe_loss.mean("probe")
     print(f"probe loss: step 0 {float(test[0]):.4f} -> step {int(test.probe_step[-1])} "

@@ -96,7 +96,8 @@ def test_mismatched_runs_are_refused(edit, match):
 
 def test_real_network_and_limit_datasets_line_up():
     X, y = nfd_task()
-    kw = dict(eta_c=0.2, activation="tanh", parametrization=nfd.Parametrization(T=1.0), record=nfd.Record(probes=(X[:3], y[:3])))
+    kw = dict(eta_c=0.2, activation="tanh", parametrization=nfd.Parametrization(T=1.0),
+              record=nfd.Record(probes=(X[:3], y[:3])))
     nets = train_resnet(X, y, width=32, depth=4, seeds=3, progress=False, **kw)
     lim = nfd.simulate(X, y, depth=4, particles=256, progress=False, **kw)
     for var in ("f", "loss", "h2", "probe_f"):

@@ -55,7 +55,8 @@ def _oracle_t(backward, dtype, B, fields, particles=4096, S=10, device="cpu"):
     (B = 2), η_c = 0.3, d = 16 ≥ K·B, probes at steps 0, K/2, K."""
     K = 8 if B == 1 else 6
     X, y = _X[:K * B], _Y[:K * B]
-    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(probes=(_XP, _YP), probe_steps=[0, K // 2, K]), batch_size=B)
+    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(probes=(_XP, _YP), probe_steps=[0, K // 2, K]),
+              batch_size=B)
     other = ({"coupled", "decoupled"} - {backward}).pop()
     exact = nfd.linear_limit(X, y, backward=backward, **kw)
     wrong = nfd.linear_limit(X, y, backward=other, **kw)
@@ -106,7 +107,8 @@ def test_probe_at_a_training_input_has_the_law_of_its_training_output(backward):
     Y = 2 * np.tanh(X[:, 0] + X[:, 1])
     dev = []
     for seed in range(S):
-        ds = nfd.simulate(X, Y, activation="relu", eta_c=0.15, depth=8, parametrization=nfd.Parametrization(T=2.0), record=nfd.Record(probes=(X, Y), probe_steps=list(range(K)), eig_steps=[]), particles=4096,
+        ds = nfd.simulate(X, Y, activation="relu", eta_c=0.15, depth=8,
+                          parametrization=nfd.Parametrization(T=2.0), record=nfd.Record(probes=(X, Y), probe_steps=list(range(K)), eig_steps=[]), particles=4096,
                           seed=seed, backward=backward, progress=False,
                           error_replicas=0)
         pf, f = ds.probe_f.values, ds.f.values[:, 0]
@@ -149,7 +151,8 @@ def test_one_step_closed_forms_for_particles(backward):
     rho = np.concatenate([[_XG[0] @ _XG[1]], _XGP @ _XG[0]]) / 3
     dev = {0: [], 1: []}
     for s in range(S):
-        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", depth=L, record=nfd.Record(probes=(_XGP, np.zeros(2)), probe_steps=[1]),
+        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", depth=L,
+                          record=nfd.Record(probes=(_XGP, np.zeros(2)), probe_steps=[1]),
                           particles=8192, backward=backward, seed=s, dtype="float64", progress=False,
                           error_replicas=0)
         got = np.concatenate([[float(ds.f[1, 0])], ds.probe_f.sel(probe_step=1).values])
@@ -247,7 +250,8 @@ def test_coupled_float32_matches_float64_within_monte_carlo_error():
 def test_coupled_is_default_reproducible_and_seeded(device):
     # bit-identity between runs on the same device only
     X, y = _X[:6], _Y[:6]
-    kw = dict(eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(probes=(_XP, _YP), paths=2), particles=512, batch_size=2, progress=False, device=device)
+    kw = dict(eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(probes=(_XP, _YP), paths=2),
+              particles=512, batch_size=2, progress=False, device=device)
     default = nfd.simulate(X, y, seed=3, **kw)
     assert default.attrs["backward"] == "coupled"
     again = nfd.simulate(X, y, seed=3, backward="coupled", **kw)
@@ -297,7 +301,8 @@ def test_float32_probes_with_a_rank_deficient_history_match_linear_limit(backwar
     rng = np.random.default_rng(1)
     X = sphere(rng, 8, 4)
     y = np.tanh(X[:, 0] + X[:, 1])
-    kw = dict(eta_c=0.1, depth=4, record=nfd.Record(probes=(X[:3] + 0.3, np.zeros(3)), probe_steps=range(4, 9)))
+    kw = dict(eta_c=0.1, depth=4, record=nfd.Record(probes=(X[:3] + 0.3, np.zeros(3)),
+                                                    probe_steps=range(4, 9)))
     exact = nfd.linear_limit(X, y, backward=backward, **kw).probe_f.values.ravel()
     S = 8
     runs = np.stack([nfd.simulate(X, y, activation="identity", backward=backward,
@@ -318,7 +323,8 @@ def test_float32_coupled_run_on_an_ill_conditioned_stream_trains_like_float64():
     rng = np.random.default_rng(0)
     X = sphere(rng, 384, 8)
     y = np.tanh(X[:, 0])
-    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(eig_steps=[]), particles=8192, backward="coupled", seed=0,
+    kw = dict(eta_c=0.3, depth=4, record=nfd.Record(eig_steps=[]), particles=8192,
+              backward="coupled", seed=0,
               progress=False, error_replicas=0)
     late = {dt: nfd.simulate(X, y, dtype=dt, **kw).loss.values[-50:, 0]
             for dt in ("float32", "float64")}

@@ -233,7 +233,8 @@ def test_frozen_readout_and_input_keep_initial_values_in_linear_limit():
     # equals the all-trained oracle's; with learning, freezing v changes the readout
     # term only: at step 0 both agree exactly (nothing has moved yet)
     X, y = _X[:6], _Y[:6]
-    a = nfd.linear_limit(X, y, eta_c=0.4, depth=3, parametrization=nfd.Parametrization(trainable=("W",)))
+    a = nfd.linear_limit(X, y, eta_c=0.4, depth=3,
+                         parametrization=nfd.Parametrization(trainable=("W",)))
     b = nfd.linear_limit(X, y, eta_c=0.4, depth=3)
     assert a.f.values[0, 0] == b.f.values[0, 0]
     assert np.abs(a.f.values[1:] - b.f.values[1:]).max() > 1e-3
@@ -255,7 +256,8 @@ def test_networks_at_two_widths_match_the_alpha_one_limit(device):
     y = np.sign(X[:, 0])
     kw = dict(eta_c=eta, activation="tanh", depth=L_, particles=16384, dtype="float64",
               progress=False, error_replicas=0, device=device)
-    ref = np.stack([nfd.simulate(X, y, parametrization=nfd.Parametrization(branch_exponent=1.0), seed=s, **kw).f.values[1:, 0]
+    ref = np.stack([nfd.simulate(X, y, parametrization=nfd.Parametrization(branch_exponent=1.0),
+                                 seed=s, **kw).f.values[1:, 0]
                     for s in range(R)])
     half = nfd.simulate(X, y, seed=0, **kw).f.values[1:, 0]
     m = K_ - 1
@@ -320,11 +322,13 @@ def test_memory_estimate_checks_and_ignores_the_parametrization():
 
 def test_compare_refuses_another_parametrization():
     kw = dict(eta_c=0.2, progress=False)
-    nets = train_resnet(X, Y, width=16, depth=2, seeds=2, parametrization=nfd.Parametrization(branch_exponent=1.0), **kw)
+    nets = train_resnet(X, Y, width=16, depth=2, seeds=2,
+                        parametrization=nfd.Parametrization(branch_exponent=1.0), **kw)
     lim = nfd.simulate(X, Y, depth=2, particles=256, error_replicas=0, **kw)
     with pytest.raises(ValueError, match="branch_exponent"):
         nfd.compare(nets, lim)
-    ok = nfd.simulate(X, Y, depth=2, parametrization=nfd.Parametrization(branch_exponent=1.0), particles=256, error_replicas=0,
+    ok = nfd.simulate(X, Y, depth=2, parametrization=nfd.Parametrization(branch_exponent=1.0),
+                      particles=256, error_replicas=0,
                       **kw)
     assert np.isfinite(nfd.compare(nets, ok).error.values).all()
 
@@ -334,7 +338,9 @@ def test_sweep_grid_and_cli_take_the_parametrization(tmp_path):
                                  fixed=dict(eta_c=0.2, depth=3, particles=256,
                                             error_replicas=0, trainable=("W",)))
     for a in (0.5, 1.0):
-        one = nfd.simulate(X, Y, eta_c=0.2, depth=3, parametrization=nfd.Parametrization(trainable=("W",), branch_exponent=a), particles=256, error_replicas=0, progress=False)
+        one = nfd.simulate(X, Y, eta_c=0.2, depth=3,
+                           parametrization=nfd.Parametrization(trainable=("W",),
+                                                               branch_exponent=a), particles=256, error_replicas=0, progress=False)
         np.testing.assert_array_equal(grid.f.sel(branch_exponent=a).values, one.f.values)
     from nfd._cli import load_config
     cfg = tmp_path / "run.toml"
@@ -382,7 +388,8 @@ def test_one_step_kernel_change_converges_to_its_closed_form(backward):
     X, y, eta = np.array([[2.0, 0.0, 0.0, 0.0]] * 2), np.ones(2), 0.5
     err = {}
     for L in (256, 1024):
-        ds = nfd.linear_limit(X, y, eta_c=eta, depth=L, parametrization=nfd.Parametrization(trainable=("W",)), backward=backward)
+        ds = nfd.linear_limit(X, y, eta_c=eta, depth=L,
+                              parametrization=nfd.Parametrization(trainable=("W",)), backward=backward)
         tau, h2 = ds.time.values, ds.h2.values
         np.testing.assert_allclose(h2[0], (1 + 1 / L) ** np.arange(L + 1), rtol=1e-12)
         change = h2[1] - h2[0]
@@ -398,14 +405,16 @@ def test_two_layer_blocks_with_a_frozen_readout_match_linear_limit(backward):
     # frozen, f, h2, g2 of 8 seeds at P = 4096 (identity, L = 4, K = 8, η_c = 0.3)
     # against linear_limit (module rule); the all-trained oracle is rejected
     X, y = _X[:8], _Y[:8]
-    kw = dict(eta_c=0.3, depth=4, parametrization=nfd.Parametrization(block="two-layer", trainable=("U", "W")), backward=backward)
+    kw = dict(eta_c=0.3, depth=4, parametrization=nfd.Parametrization(block="two-layer",
+                                                                      trainable=("U", "W")), backward=backward)
     fields = ("f", "h2", "g2")
     runs = np.stack([flat(nfd.simulate(X, y, activation="identity", particles=4096, seed=s,
                                        dtype="float64", progress=False, error_replicas=0,
                                        **kw), fields) for s in range(8)])
     t = t_stats(runs - flat(nfd.linear_limit(X, y, **kw), fields))
     assert np.abs(t).max() < t_bound(8, t.size), float(np.abs(t).max())
-    trained = flat(nfd.linear_limit(X, y, **dict(kw, parametrization=nfd.Parametrization(trainable=("U", "W", "V")))), ("f",))
+    trained = flat(nfd.linear_limit(X, y, **dict(kw,
+                                                 parametrization=nfd.Parametrization(trainable=("U", "W", "V")))), ("f",))
     t_off = t_stats(runs[:, :trained.size] - trained)
     assert np.abs(t_off).max() > t_bound(8, trained.size)
 
@@ -413,9 +422,13 @@ def test_two_layer_blocks_with_a_frozen_readout_match_linear_limit(backward):
 def test_learning_rate_attrs_name_the_trained_rates():
     # found in review: the networks' Adam string was depth-muP's at every alpha
     kw = dict(progress=False)
-    sgd = nfd.simulate(X, Y, eta_c=0.1, depth=2, parametrization=nfd.Parametrization(branch_exponent=1.0, trainable=("W",)), particles=64, error_replicas=0, **kw)
+    sgd = nfd.simulate(X, Y, eta_c=0.1, depth=2,
+                       parametrization=nfd.Parametrization(branch_exponent=1.0,
+                                                           trainable=("W",)), particles=64, error_replicas=0, **kw)
     assert sgd.attrs["learning_rate"] == "W: eta_c*n*(T/L)^-1"
-    adam = train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer=nfd.Adam(), parametrization=nfd.Parametrization(branch_exponent=0.75, hidden_lr="block-only"), batch_size=2, **kw)
+    adam = train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer=nfd.Adam(),
+                        parametrization=nfd.Parametrization(branch_exponent=0.75,
+                                                            hidden_lr="block-only"), batch_size=2, **kw)
     assert adam.attrs["learning_rate"] == "eta_c*T^0.25/sqrt(n)"
     assert train_resnet(X, Y, width=8, depth=2, eta_c=0.01, optimizer=nfd.Adam(), batch_size=2,
                         **kw).attrs["learning_rate"] == "eta_c*sqrt(T/(L*n))"

@@ -98,7 +98,8 @@ def test_replicas_change_only_the_errors(backward):
     """Every estimate is bit-identical with and without replicas; the errors are the
     per-particle ones times the recorded inflation."""
     X, y, probes = _task()
-    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes), particles=300, backward=backward,
+    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes), particles=300,
+              backward=backward,
               progress=False, seed=5)
     plain = nfd.simulate(X, y, error_replicas=0, **kw)
     ds = nfd.simulate(X, y, **kw)
@@ -128,7 +129,8 @@ def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
         return real(cfgs, scale, progress, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", record)
-    ds = nfd.simulate(X, y, eta_c=0.1, depth=2, record=nfd.Record(eig_steps=[]), particles=4000, batch_size=12,
+    ds = nfd.simulate(X, y, eta_c=0.1, depth=2, record=nfd.Record(eig_steps=[]), particles=4000,
+                      batch_size=12,
                       backward=backward, progress=False)
     assert sizes == [expected, expected]
     assert ds.attrs["error_replica_particles"] == expected
@@ -214,7 +216,8 @@ def _calibration(activation, K, steps, particles, seeds, Q=8, B=1, particle_init
     probes = nfd.synthetic_task("tanh", Q, 16, seed=1, teacher_seed=0)
     out = {}
     for backward in ("coupled", "decoupled"):
-        runs = [nfd.simulate(X, y, eta_c=0.3, activation=activation, depth=steps, record=nfd.Record(probes=probes, eig_steps=[]),
+        runs = [nfd.simulate(X, y, eta_c=0.3, activation=activation, depth=steps,
+                             record=nfd.Record(probes=probes, eig_steps=[]),
                              particles=particles, backward=backward,
                              batch_size=B, seed=s, progress=False,
                              particle_init=particle_init)

@@ -56,7 +56,8 @@ def test_particles_match_linear_limit_at_horizons_other_than_one(backward, T, et
     # the training forward decay 7–59, in the probes' decay 15–24 (probe_f only), in
     # the backward decay 24–47 (g2).
     S, K = 8, 4
-    kw = dict(eta_c=eta, depth=4, parametrization=nfd.Parametrization(T=T), record=nfd.Record(probes=(_XTP, np.zeros(2)), probe_steps=[1, K]))
+    kw = dict(eta_c=eta, depth=4, parametrization=nfd.Parametrization(T=T),
+              record=nfd.Record(probes=(_XTP, np.zeros(2)), probe_steps=[1, K]))
     exact = nfd.linear_limit(_XT[:K], _YT[:K], backward=backward, **kw)
     runs = np.stack([flat(nfd.simulate(_XT[:K], _YT[:K], activation="identity",
                                         backward=backward, particles=8192, seed=s,
@@ -91,7 +92,8 @@ def test_one_step_closed_forms_at_horizons_other_than_one(backward, T):
     rho = np.concatenate([[_XG[0] @ _XG[1]], _XGP @ _XG[0]]) / 3
     dev = []
     for s in range(S):
-        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", depth=L, parametrization=nfd.Parametrization(T=T), record=nfd.Record(probes=(_XGP, np.zeros(2)), probe_steps=[1]),
+        ds = nfd.simulate(_XG, _YG, eta_c=eta, activation="identity", depth=L,
+                          parametrization=nfd.Parametrization(T=T), record=nfd.Record(probes=(_XGP, np.zeros(2)), probe_steps=[1]),
                           particles=8192, backward=backward, seed=s, dtype="float64", progress=False,
                           divergence=None, error_replicas=0)
         eps = eta * float(ds.dloss[0, 0])
@@ -120,7 +122,8 @@ def test_relu_backward_increment_is_exactly_zero_where_the_unit_is_off(backward)
     X = rng.standard_normal((8, 4))
     X *= 2 / np.linalg.norm(X, axis=1, keepdims=True)
     P = 1024
-    ds = nfd.simulate(X, np.tanh(X[:, 0]), eta_c=0.5, activation="relu", depth=4, record=nfd.Record(paths=P),
+    ds = nfd.simulate(X, np.tanh(X[:, 0]), eta_c=0.5, activation="relu", depth=4,
+                      record=nfd.Record(paths=P),
                       batch_size=2, particles=P, backward=backward, seed=0,
                       progress=False)
     h, g = ds.h_path.values, ds.g_path.values  # (particle, step, sample, time)
@@ -232,7 +235,8 @@ def test_a_healthy_run_emits_no_warning(backward):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        nfd.simulate(_XW, np.tanh(_XW[:, 0]), eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(probes=(_XW[:2], np.zeros(2))),
+        nfd.simulate(_XW, np.tanh(_XW[:, 0]), eta_c=0.3, activation="tanh", depth=3,
+                     record=nfd.Record(probes=(_XW[:2], np.zeros(2))),
                      batch_size=2, particles=256,
                      backward=backward, seed=0, progress=False)
 

@@ -29,11 +29,13 @@ CASES = {
     "decoupled": dict(backward="decoupled"),
     "batches, float64": dict(batch_size=3, dtype=torch.float64),
     "optimizer options, alpha": dict(eta_c=nfd.warmup_cosine(12, peak=0.3, warmup=2),
-                                     optimizer=nfd.SGD(momentum=0.8, weight_decay=0.1), parametrization=nfd.Parametrization(gamma0=0.7, branch_exponent=0.75)),
+                                     optimizer=nfd.SGD(momentum=0.8,
+                                                       weight_decay=0.1), parametrization=nfd.Parametrization(gamma0=0.7, branch_exponent=0.75)),
     "three classes": dict(classes=3, loss="cross_entropy", y=LABELS,
                           record=nfd.Record(eig_steps=[0, 2])),
     "adamw": dict(optimizer=nfd.AdamW(weight_decay=0.1), eta_c=0.05, particles=96),
-    "frozen readout, decoupled": dict(parametrization=nfd.Parametrization(trainable=("U", "W")), backward="decoupled"),
+    "frozen readout, decoupled": dict(parametrization=nfd.Parametrization(trainable=("U", "W")),
+                                      backward="decoupled"),
     "replicas smaller than the run": dict(particles=1100, backward="decoupled"),
     # a batch's products come out of an unsplit history product column-major: every
     # run must see them row-major (Pass.products), split or not (found in review)
@@ -41,7 +43,8 @@ CASES = {
     "decoupled batches, float64": dict(batch_size=2, backward="decoupled",
                                        dtype=torch.float64),
     "decoupled float64 with probes": dict(backward="decoupled", dtype=torch.float64),
-    "a batch of 12, float64": dict(batch_size=12, dtype=torch.float64, record=nfd.Record(probes=None, eig_steps=[0])),
+    "a batch of 12, float64": dict(batch_size=12, dtype=torch.float64,
+                                   record=nfd.Record(probes=None, eig_steps=[0])),
     "the run's products split, the replicas' not": dict(
         particles=4096, batch_size=2, backward="decoupled", dtype=torch.float64),
 }
@@ -49,7 +52,8 @@ CASES = {
 
 def _run(**kw):
     X, y = X_TASK
-    args = dict(y=y, eta_c=0.3, depth=3, record=nfd.Record(probes=PROBES, eig_steps=[0, 2]), particles=160, progress=False,
+    args = dict(y=y, eta_c=0.3, depth=3, record=nfd.Record(probes=PROBES, eig_steps=[0, 2]),
+                particles=160, progress=False,
                 seed=3)
     args.update(kw)
     return nfd.simulate(X, args.pop("y"), **args)

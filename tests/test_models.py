@@ -364,7 +364,8 @@ def test_coordinates_stay_order_one_across_widths_and_depths():
         # probability 2.6e-12; over the S·B·n ≤ 8192 coordinates checked, 2e-8
         out = ResNetEnsemble(8, width=128, depth=L, seeds=S, device="cpu").propagate(X)
         assert out["h"][:, -1].abs().max() < 7 * math.sqrt(C[-1, 0, 0])
-    bad = train_resnet(X[:1], [0.0], width=64, depth=32, seeds=2, eta_c=0.0, parametrization=nfd.Parametrization(scaling="mup"),
+    bad = train_resnet(X[:1], [0.0], width=64, depth=32, seeds=2, eta_c=0.0,
+                       parametrization=nfd.Parametrization(scaling="mup"),
                        activation="relu", device="cpu", progress=False)
     # the limit grows as (1 + T/2)^L = 4e5: even 1e3 is far outside Θ(1)
     assert bad.h2.isel(step=0, time=-1).min() > 1e3
@@ -397,7 +398,8 @@ def test_eigenvalue_records():
     B, L = 2, 3
     X, y = synthetic_task("tanh", 4 * B, 5, seed=6)
     ds = train_resnet(X, y, width=32, depth=L, seeds=[2, 3], batch_size=B, eta_c=0.5,
-                      record=nfd.Record(eig_steps=[0, 1, 3]), activation="tanh", dtype="float64", device="cpu")
+                      record=nfd.Record(eig_steps=[0, 1,
+                                                   3]), activation="tanh", dtype="float64", device="cpu")
     sig, the = ds.sigma_min_eig.values, ds.theta_min_eig.values
     assert np.isnan(sig[..., L]).all() and np.isfinite(sig[..., :L]).all()
     assert np.isfinite(the).all()
@@ -440,7 +442,9 @@ def test_collapse_observables_definition_and_depth_scaling():
     for flr in ("depth-mup", "depth-aware"):
         r = {}
         for L in (4, 64):
-            ds = train_resnet(X, y, width=64, depth=L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=flr), seeds=S, batch_size=4, eta_c=0.5,
+            ds = train_resnet(X, y, width=64, depth=L,
+                              parametrization=nfd.Parametrization(block="two-layer",
+                                                                  first_layer_lr=flr), seeds=S, batch_size=4, eta_c=0.5,
                               activation="tanh", device="cpu", progress=False)
             assert (ds.internal_update.isel(step=0) == 0).all()  # nothing learnt yet
             later = ds.isel(step=slice(1, None))

@@ -238,10 +238,12 @@ def test_small_gamma0_is_not_taken_for_divergence():
     ds = train_resnet(X, Y, parametrization=nfd.Parametrization(gamma0=1e-3), **kw)
     assert np.abs(ds.f.values).max() > 100 * np.abs(train_resnet(X, Y, **kw).f.values).max()
     with pytest.raises(FloatingPointError, match="diverging"):  # real divergence stops
-        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), parametrization=nfd.Parametrization(gamma0=1e-3))
+        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6),
+                     parametrization=nfd.Parametrization(gamma0=1e-3))
     with pytest.raises(FloatingPointError, match=r"or the momentum \(with momentum=0\.9 "
                        r"the steps add up to 10 times eta_c\)"):
-        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), optimizer=nfd.SGD(momentum=0.9), parametrization=nfd.Parametrization(gamma0=1e-3))
+        train_resnet(X, 100 * Y, **dict(kw, eta_c=1e4 * 1e6), optimizer=nfd.SGD(momentum=0.9),
+                     parametrization=nfd.Parametrization(gamma0=1e-3))
 
 
 # ------------------------------------------------ the defaults: bit for bit
@@ -283,7 +285,8 @@ def test_train_resnet_defaults_equal_a_constant_schedule_of_neutral_options():
     kw = dict(width=N, depth=L, seeds=[0, 3], batch_size=B, activation="tanh",
               backward="decoupled", device="cpu", progress=False)
     a = train_resnet(X, Y, eta_c=0.3, **kw)
-    b = train_resnet(X, Y, eta_c=[0.3] * K, optimizer=nfd.SGD(momentum=0, weight_decay=0.0), parametrization=nfd.Parametrization(gamma0=1), **kw)
+    b = train_resnet(X, Y, eta_c=[0.3] * K, optimizer=nfd.SGD(momentum=0, weight_decay=0.0),
+                     parametrization=nfd.Parametrization(gamma0=1), **kw)
     c = train_resnet(X, Y, eta_c=lambda k: 0.3, **kw)
     for v in ("f", "loss", "h2", "g2"):
         assert a[v].values.tobytes() == b[v].values.tobytes() == c[v].values.tobytes(), v

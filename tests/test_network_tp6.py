@@ -360,9 +360,11 @@ def test_train_resnet_runs_the_block_step_by_step(optimizer):
 
 def test_train_resnet_refuses_the_block_options_on_other_blocks():
     with pytest.raises(ValueError, match="layernorm is an option of block="):
-        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, parametrization=nfd.Parametrization(layernorm=True), progress=False)
+        train_resnet(X, Y, width=N, depth=L, eta_c=0.1,
+                     parametrization=nfd.Parametrization(layernorm=True), progress=False)
     with pytest.raises(ValueError, match="post-nonlinearity block"):
-        train_resnet(X, Y, width=N, depth=L, eta_c=0.1, parametrization=nfd.Parametrization(block="post-nonlin-ms", style="pre"),
+        train_resnet(X, Y, width=N, depth=L, eta_c=0.1,
+                     parametrization=nfd.Parametrization(block="post-nonlin-ms", style="pre"),
                      progress=False)
 
 

@@ -36,7 +36,8 @@ _OPTIONS = {
     "momentum": dict(optimizer=nfd.SGD(momentum=0.8)),
     "weight_decay": dict(optimizer=nfd.SGD(weight_decay=0.5)),
     "gamma0": dict(parametrization=nfd.Parametrization(gamma0=0.5)),
-    "all": dict(eta_c=lambda k: _SCHEDULE[k], optimizer=nfd.SGD(momentum=0.8, weight_decay=0.5), parametrization=nfd.Parametrization(gamma0=0.7)),
+    "all": dict(eta_c=lambda k: _SCHEDULE[k], optimizer=nfd.SGD(momentum=0.8, weight_decay=0.5),
+                parametrization=nfd.Parametrization(gamma0=0.7)),
 }
 _FIELDS = ("f", "probe_f", "h2", "g2")
 
@@ -75,10 +76,12 @@ def test_coefficients_are_torch_sgd(momentum, weight_decay):
 def test_defaults_and_constant_schedules_are_todays_runs_bit_for_bit():
     # The options at their defaults, and a schedule of K equal values or a constant
     # callable, take today's code path: every training number identical.
-    kw = dict(depth=3, record=nfd.Record(probes=(_XP, _YP)), particles=256, batch_size=_B, progress=False,
+    kw = dict(depth=3, record=nfd.Record(probes=(_XP, _YP)), particles=256, batch_size=_B,
+              progress=False,
               seed=4, error_replicas=1)
     base = nfd.simulate(_X, _Y, eta_c=0.3, **kw)
-    for opts in (dict(eta_c=0.3, optimizer=nfd.SGD(momentum=0.0, weight_decay=0.0), parametrization=nfd.Parametrization(gamma0=1.0)),
+    for opts in (dict(eta_c=0.3, optimizer=nfd.SGD(momentum=0.0, weight_decay=0.0),
+                      parametrization=nfd.Parametrization(gamma0=1.0)),
                  dict(eta_c=[0.3] * _K), dict(eta_c=lambda k: 0.3)):
         other = nfd.simulate(_X, _Y, **opts, **kw)
         for name in ("f", "f_se", "probe_f", "probe_f_se", "h2", "g2"):
@@ -110,7 +113,8 @@ def test_options_match_linear_limit(option, backward, dtype):
     kw = dict(eta_c=0.3, depth=_L, record=nfd.Record(probes=(_XP, _YP), probe_steps=[0, 1, _K // 2, _K]), batch_size=_B)
     kw.update(_OPTIONS[option])
     exact = nfd.linear_limit(_X, _Y, backward=backward, **kw)
-    plain = nfd.linear_limit(_X, _Y, backward=backward, eta_c=0.3, depth=_L, record=kw["record"], batch_size=_B)
+    plain = nfd.linear_limit(_X, _Y, backward=backward, eta_c=0.3, depth=_L, record=kw["record"],
+                             batch_size=_B)
     runs = np.stack([flat(nfd.simulate(
         _X, _Y, activation="identity", backward=backward, particles=4096, seed=s,
         dtype=dtype, progress=False, error_replicas=0, **kw), _FIELDS) for s in range(S)])
@@ -169,7 +173,8 @@ def test_small_gamma0_is_kernel_gradient_descent_at_rate_gamma0_squared(backward
     wrong = _kernel_descent(kernels[({"coupled", "decoupled"} - {backward}).pop()], _Y, _B, sgd)
     errors, misses = [], []
     for g0 in eps:
-        f = nfd.linear_limit(_X, _Y, eta_c=0.3, depth=_L, optimizer=nfd.SGD(momentum=0.8), parametrization=nfd.Parametrization(gamma0=g0),
+        f = nfd.linear_limit(_X, _Y, eta_c=0.3, depth=_L, optimizer=nfd.SGD(momentum=0.8),
+                             parametrization=nfd.Parametrization(gamma0=g0),
                              batch_size=_B, backward=backward).f.values
         errors.append(np.abs(f - ref).max())
         misses.append(np.abs(f - wrong).max())
@@ -183,7 +188,8 @@ def test_small_gamma0_is_not_taken_for_divergence():
     # f = E[g_L h_L]/γ₀ carries the particles' O(1/√P) noise at initialization times
     # 1/γ₀; the divergence guard bounds γ₀f (its step-0 scale), not f. At γ₀ = 1e-3 and
     # P = 64, |f| reaches ~300 and the run must finish; its f_se carries the 1/γ₀ too.
-    ds = nfd.simulate(_X, _Y, eta_c=0.1, depth=2, parametrization=nfd.Parametrization(gamma0=1e-3), particles=64, batch_size=_B,
+    ds = nfd.simulate(_X, _Y, eta_c=0.1, depth=2, parametrization=nfd.Parametrization(gamma0=1e-3),
+                      particles=64, batch_size=_B,
                       progress=False, error_replicas=0)
     assert np.all(np.isfinite(ds.f)) and float(np.abs(ds.f).max()) > 30
     assert float((np.abs(ds.f) / ds.f_se).max()) < 10
@@ -213,12 +219,16 @@ def test_divergence_with_momentum_names_the_momentum():
     (dict(eta_c=lambda k: "big"), TypeError, "eta_c(0) must return a real number"),
     (dict(eta_c="0.1"), TypeError, "eta_c must be a real number, a sequence"),
     (dict(eta_c=[True] * 6), TypeError, "eta_c must hold real numbers"),
-    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=1.0)), ValueError, "momentum must be in [0, 1)"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=1.0)), ValueError,
+     "momentum must be in [0, 1)"),
     (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=-0.1)), ValueError, "momentum"),
     (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(weight_decay=-1e-3)), ValueError, "weight_decay"),
-    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(weight_decay=float("inf"))), ValueError, "weight_decay"),
-    (lambda: dict(eta_c=0.1, parametrization=nfd.Parametrization(gamma0=0.0)), ValueError, "gamma0"),
-    (lambda: dict(eta_c=0.1, parametrization=nfd.Parametrization(gamma0=-1.0)), ValueError, "gamma0"),
+    (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(weight_decay=float("inf"))), ValueError,
+     "weight_decay"),
+    (lambda: dict(eta_c=0.1, parametrization=nfd.Parametrization(gamma0=0.0)), ValueError,
+     "gamma0"),
+    (lambda: dict(eta_c=0.1, parametrization=nfd.Parametrization(gamma0=-1.0)), ValueError,
+     "gamma0"),
     (lambda: dict(eta_c=0.1, optimizer=nfd.SGD(momentum=None)), TypeError, "momentum"),
 ])
 @pytest.mark.parametrize("limit", ["simulate", "linear_limit"])
@@ -252,7 +262,8 @@ def test_sweep_grid_over_momentum_gamma0_and_the_schedule_peak():
                                              "gamma0": [0.5]},
                                fixed=dict(kw, weight_decay=0.1), schedule=shape)
     assert ds.f.dims[:3] == ("eta_c", "momentum", "gamma0")
-    one = nfd.simulate(_X, _Y, eta_c=0.3 * shape, optimizer=nfd.SGD(momentum=0.9, weight_decay=0.1), parametrization=nfd.Parametrization(gamma0=0.5),
+    one = nfd.simulate(_X, _Y, eta_c=0.3 * shape, optimizer=nfd.SGD(momentum=0.9, weight_decay=0.1),
+                       parametrization=nfd.Parametrization(gamma0=0.5),
                        progress=False, **kw)
     np.testing.assert_array_equal(ds.f.sel(eta_c=0.3, momentum=0.9, gamma0=0.5), one.f)
     with pytest.raises(ValueError, match="schedule needs the peak"):
@@ -292,12 +303,14 @@ def test_networks_with_every_option_match_their_limit_at_two_widths(backward):
     rng = np.random.default_rng(0)
     X = sphere(rng, K, d)
     y = np.sign(X[:, 0])
-    opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.2, warmup=2, final=0.05), optimizer=nfd.SGD(momentum=0.7, weight_decay=0.3))
+    opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.2, warmup=2, final=0.05),
+                optimizer=nfd.SGD(momentum=0.7, weight_decay=0.3))
     kw = dict(activation="tanh", depth=L, particles=16384, dtype="float64", progress=False,
               error_replicas=0, backward=backward)
     limits = [nfd.simulate(X, y, seed=s, **opts, **kw) for s in range(R)]
     ref = np.stack([ds.f.values[1:, 0] for ds in limits])
-    no_decay = nfd.simulate(X, y, seed=0, **dict(opts, optimizer=nfd.SGD(weight_decay=0.0)), **kw).f.values[1:, 0]
+    no_decay = nfd.simulate(X, y, seed=0, **dict(opts, optimizer=nfd.SGD(weight_decay=0.0)),
+                            **kw).f.values[1:, 0]
     plain = nfd.simulate(X, y, seed=0, eta_c=0.2, **kw).f.values[1:, 0]
     m = K - 1
     crit = f_dist.isf(ALPHA / 2, m, S - m) * m * (S - 1) / (S - m)
@@ -367,7 +380,8 @@ def test_probe_at_the_next_training_input_has_the_law_of_f_under_weight_decay(ba
     k = K - 1
     diffs, ratios = [], []
     for s in range(S):
-        ds = nfd.simulate(X, y, eta_c=0.2, depth=4, optimizer=nfd.SGD(weight_decay=0.5), parametrization=nfd.Parametrization(T=4.0), record=nfd.Record(probes=(X[k:k + 1], y[k:k + 1]), probe_steps=[k]), activation="relu",
+        ds = nfd.simulate(X, y, eta_c=0.2, depth=4, optimizer=nfd.SGD(weight_decay=0.5),
+                          parametrization=nfd.Parametrization(T=4.0), record=nfd.Record(probes=(X[k:k + 1], y[k:k + 1]), probe_steps=[k]), activation="relu",
                           particles=8192,
                           seed=s, dtype="float64", progress=False, error_replicas=0,
                           backward=backward)

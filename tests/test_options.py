@@ -30,7 +30,8 @@ def _stream(B):
 
 
 def _run(X, y, **kw):
-    args = dict(eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(eig_steps=[]), particles=128, seed=11,
+    args = dict(eta_c=0.3, activation="tanh", depth=3, record=nfd.Record(eig_steps=[]),
+                particles=128, seed=11,
                 device="cpu", progress=False) | kw
     return nfd.simulate(X, y, **args)
 
@@ -79,8 +80,10 @@ def test_each_role_has_its_own_stream():
 
 def test_same_config_twice_is_bit_identical(device):
     X, y, probes = _stream(2)
-    a = _run(X, y, batch_size=2, record=nfd.Record(probes=probes, paths=2, eig_steps=[0, 5]), device=device)
-    b = _run(X, y, batch_size=2, record=nfd.Record(probes=probes, paths=2, eig_steps=[0, 5]), device=device)
+    a = _run(X, y, batch_size=2, record=nfd.Record(probes=probes, paths=2, eig_steps=[0, 5]),
+             device=device)
+    b = _run(X, y, batch_size=2, record=nfd.Record(probes=probes, paths=2, eig_steps=[0, 5]),
+             device=device)
     for name in a.data_vars:
         assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
 
@@ -98,7 +101,8 @@ def test_thread_count_changes_nothing(dtype):
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            runs.append(_run(X, y, batch_size=2, dtype=dtype, particles=512, record=nfd.Record(probes=probes)))
+            runs.append(_run(X, y, batch_size=2, dtype=dtype, particles=512,
+                             record=nfd.Record(probes=probes)))
     finally:
         torch.set_num_threads(before)
     a, b = runs

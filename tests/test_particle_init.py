@@ -70,7 +70,8 @@ def test_whitened_particles_match_linear_limit(backward, B):
     # against linear_limit (module rule); the oracle at η_c = 0.33 is rejected
     K = 8 if B == 1 else 6
     X, y = _X[:K * B], _Y[:K * B]
-    kw = dict(depth=4, record=nfd.Record(probes=(_XP, np.zeros(3)), probe_steps=[0, K // 2, K]), batch_size=B,
+    kw = dict(depth=4, record=nfd.Record(probes=(_XP, np.zeros(3)), probe_steps=[0, K // 2, K]),
+              batch_size=B,
               backward=backward)
     S = 10
     runs = np.stack([flat(nfd.simulate(X, y, eta_c=0.3, activation="identity", particles=2048,

@@ -34,7 +34,8 @@ from conftest import sphere
 def _linear_runs(X, y, *, L, B=1, seeds=8, dtype=None, probes=None, eta_c=0.5, T=1.0):
     # divergence=None: the closed forms hold after one step; at η_c = 1 the linear
     # network's second step grows E[h²] 10⁴-fold, which the default guard stops.
-    return [nfd.simulate(X, y, eta_c=eta_c, activation="identity", depth=L, parametrization=nfd.Parametrization(T=T), record=nfd.Record(probes=probes),
+    return [nfd.simulate(X, y, eta_c=eta_c, activation="identity", depth=L,
+                         parametrization=nfd.Parametrization(T=T), record=nfd.Record(probes=probes),
                          backward="decoupled",
                          particles=8192, batch_size=B, seed=s, dtype=dtype, progress=False, divergence=None)
             for s in range(seeds)]
@@ -103,7 +104,9 @@ def test_no_learning_reduces_to_the_at_init_sdes():
     rng = np.random.default_rng(0)
     X = sphere(rng, 3, 4)
     L, P = 6, 20_000
-    ds = nfd.simulate(X, np.zeros(3), eta_c=0.0, activation="tanh", depth=L, record=nfd.Record(paths=P, eig_steps=[2]), particles=P, seed=1, progress=False, dtype="float64")
+    ds = nfd.simulate(X, np.zeros(3), eta_c=0.0, activation="tanh", depth=L,
+                      record=nfd.Record(paths=P,
+                                        eig_steps=[2]), particles=P, seed=1, progress=False, dtype="float64")
     _, C, Th = exact_covariance(X, "tanh", 1.0, steps=L)
     H = ds.h_path.values[:, :, 0, :]  # (P, step, time)
     G = ds.g_path.values[:, :, 0, :]
@@ -141,7 +144,8 @@ def test_logistic_and_callable_losses():
     y = np.sign(X[:, 0])
     ds = nfd.simulate(X, y, eta_c=1.0, loss="logistic", depth=4, particles=2048, progress=False)
     assert np.allclose(ds.dloss.values, -y.reshape(-1, 1) / (1 + np.exp(y.reshape(-1, 1) * ds.f.values)), rtol=1e-5)
-    cb = nfd.simulate(X, y, eta_c=0.3, loss=lambda f, t: f - t, depth=4, particles=2048, progress=False)
+    cb = nfd.simulate(X, y, eta_c=0.3, loss=lambda f, t: f - t, depth=4, particles=2048,
+                      progress=False)
     mse = nfd.simulate(X, y, eta_c=0.3, loss="mse", depth=4, particles=2048, progress=False)
     assert np.allclose(cb.f.values, mse.f.values) and np.all(np.isnan(cb.loss.values))
     with pytest.raises(ValueError, match="±1"):
@@ -226,7 +230,8 @@ def test_float32_ill_conditioned_history_stays_finite(d, K, L, P):
     # both runs) lies within 2 standard errors of float64's, the s.e. being the
     # sample-to-sample spread of float64's last 40 losses over √40.
     X, y = synthetic_task("tanh", K, d, seed=0)
-    runs = {dt: nfd.simulate(X, y, eta_c=0.2, depth=L, record=nfd.Record(eig_steps=[]), particles=P, progress=False,
+    runs = {dt: nfd.simulate(X, y, eta_c=0.2, depth=L, record=nfd.Record(eig_steps=[]), particles=P,
+                             progress=False,
                              dtype=dt, backward="decoupled",
                              error_replicas=0)  # the estimates alone are compared
             for dt in ("float32", "float64")}
@@ -295,7 +300,8 @@ def test_probe_pass_is_checked_for_divergence():
     with pytest.raises(FloatingPointError,
                        match=r"^probe evaluation at step 3: diverging features E\[h\^2\] "
                              r"at layer \d+ \(forward pass\)"):
-        nfd.simulate(X, 3 * y, eta_c=1.0, depth=4, record=nfd.Record(probes=(X[:8], y[:8]), probe_steps=range(65)), particles=256, progress=False)
+        nfd.simulate(X, 3 * y, eta_c=1.0, depth=4, record=nfd.Record(probes=(X[:8], y[:8]),
+                                                                     probe_steps=range(65)), particles=256, progress=False)
 
 
 def test_digits_divergence_names_the_step_layer_and_input_scale():
@@ -328,7 +334,8 @@ def test_floored_components_are_recorded_and_warned_only_when_they_matter():
     rng = np.random.default_rng(2)
     X = sphere(rng, 2, 4)[[0, 1] * 6]
     y = np.tanh(X[:, 0])
-    kw = dict(eta_c=0.2, activation="tanh", depth=3, record=nfd.Record(eig_steps=[]), particles=256, progress=False,
+    kw = dict(eta_c=0.2, activation="tanh", depth=3, record=nfd.Record(eig_steps=[]), particles=256,
+              progress=False,
               device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -44,7 +44,8 @@ _YP = np.tanh(_XP[:, 0])
 
 
 def _run(**kw):
-    base = dict(activation="tanh", depth=4, record=nfd.Record(probes=(_XP, _YP)), particles=512, dtype=torch.float64,
+    base = dict(activation="tanh", depth=4, record=nfd.Record(probes=(_XP, _YP)), particles=512,
+                dtype=torch.float64,
                 error_replicas=0, progress=False, seed=3)
     base.update(kw)
     X, y = base.pop("X", _X), base.pop("y", _Y)
@@ -80,7 +81,8 @@ def test_large_eps_adamw_is_sgd_with_weight_decay():
     # weight_decay ε·λ
     eta, lam, eps = 0.2, 0.3, 1e4
     sgd = _run(eta_c=eta, optimizer=nfd.SGD(weight_decay=lam))
-    adam = _run(eta_c=eta * eps, optimizer=nfd.AdamW(betas=(0.0, 0.9), eps=eps, weight_decay=lam / eps))
+    adam = _run(eta_c=eta * eps, optimizer=nfd.AdamW(betas=(0.0, 0.9), eps=eps,
+                                                     weight_decay=lam / eps))
     moved = float(np.abs(sgd.probe_f[-1] - sgd.probe_f[0]).max())
     # the same rule as above: gap·ε below 3 times the outputs' change
     assert float(np.abs(adam.probe_f - sgd.probe_f).max()) * eps / moved < 3
@@ -174,7 +176,9 @@ def test_first_step_closed_form(backward, hidden_lr, alpha):
     XP = sphere(rng, 3, _D)
     L, T, eta = 4, 1.0, 0.5
     S = 12
-    runs = [_run(X=X, y=y, depth=L, optimizer=nfd.Adam(betas=(0.9, 0.999), eps=0.0), parametrization=nfd.Parametrization(hidden_lr=hidden_lr, branch_exponent=alpha), record=nfd.Record(probes=(XP, np.zeros(3)), probe_steps=[0, 1]), eta_c=eta,
+    runs = [_run(X=X, y=y, depth=L, optimizer=nfd.Adam(betas=(0.9, 0.999), eps=0.0),
+                 parametrization=nfd.Parametrization(hidden_lr=hidden_lr,
+                                                     branch_exponent=alpha), record=nfd.Record(probes=(XP, np.zeros(3)), probe_steps=[0, 1]), eta_c=eta,
                  activation="identity", particles=2048, backward=backward, seed=s)
             for s in range(S)]
     got = np.array([np.r_[r.f[1, 0] - 0.0, r.probe_f[1] - r.probe_f[0]] for r in runs])
@@ -355,7 +359,8 @@ def _networks_against_limit(opts: dict, other: dict, backward: str, activation: 
     y = np.sign(X[:, 0])
     common = dict(eta_c=nfd.warmup_cosine(K, peak=0.05, warmup=2, final=0.01))
     opts = dict(common, **opts)
-    kw = dict(activation=activation, depth=L, record=nfd.Record(eig_steps=[]), particles=4096, dtype="float64",
+    kw = dict(activation=activation, depth=L, record=nfd.Record(eig_steps=[]), particles=4096,
+              dtype="float64",
               progress=False, error_replicas=0, backward=backward)
     ref = np.stack([nfd.simulate(X, y, seed=s, **opts, **kw).f.values[1:, 0]
                     for s in range(R)])
@@ -425,7 +430,8 @@ def test_memory_estimate_counts_the_dense_states():
     state = adam_state(cfg)
     held = sum(t.nbytes for group in (state.hidden, state.U, state.V) for t in group)
     held += state.work.nbytes
-    est = nfd.memory_estimate(n_train=6, input_dim=_D, depth=L, optimizer=nfd.AdamW(), particles=P, batch_size=2)
+    est = nfd.memory_estimate(n_train=6, input_dim=_D, depth=L, optimizer=nfd.AdamW(), particles=P,
+                              batch_size=2)
     assert est["adam_states"] == held
     assert "adam_states" not in nfd.memory_estimate(n_train=6, input_dim=_D, depth=L,
                                                     particles=P)
@@ -461,7 +467,8 @@ def test_adam_vector_outputs_and_replicas_run():
     rng = np.random.default_rng(2)
     X = sphere(rng, 8, _D)
     y = rng.integers(0, 3, 8)
-    ds = nfd.simulate(X, y, eta_c=0.05, loss="cross_entropy", activation="relu", depth=3, optimizer=nfd.AdamW(weight_decay=0.1), record=nfd.Record(probes=(X[:2], y[:2])),
+    ds = nfd.simulate(X, y, eta_c=0.05, loss="cross_entropy", activation="relu", depth=3,
+                      optimizer=nfd.AdamW(weight_decay=0.1), record=nfd.Record(probes=(X[:2], y[:2])),
                       particles=256, batch_size=2,
                       progress=False)
     assert ds.f.dims == ("step", "sample", "output")
@@ -488,7 +495,8 @@ def test_adam_network_error_decays_with_width(backward):
     opts = dict(eta_c=nfd.warmup_cosine(K, peak=0.05, warmup=2, final=0.01),
                 optimizer=nfd.AdamW(betas=(0.9, 0.99), weight_decay=2.0), activation="tanh",
                 backward=backward, progress=False, dtype="float64")
-    ref = np.stack([nfd.simulate(X, y, depth=L, record=nfd.Record(eig_steps=[]), particles=4096, seed=s, error_replicas=0, **opts).f.values[1:, 0] for s in range(R)])
+    ref = np.stack([nfd.simulate(X, y, depth=L, record=nfd.Record(eig_steps=[]), particles=4096,
+                                 seed=s, error_replicas=0, **opts).f.values[1:, 0] for s in range(R)])
     ref_mean, ref_var = ref.mean(0), float((ref.var(0, ddof=1) / R).mean())
     err = np.stack([((validation.train_resnet(X, y, width=int(n), depth=L, seeds=S, **opts)
                       .f.values[:, 1:, 0] - ref_mean) ** 2).mean(1) for n in widths])
@@ -505,10 +513,12 @@ def test_compare_refuses_networks_of_another_optimizer():
     lim = _run(eta_c=0.05, depth=2, record=nfd.Record(probes=None), particles=64)
     with pytest.raises(ValueError, match="optimizer"):
         nfd.compare(nets, lim)
-    lim = _run(eta_c=0.05, depth=2, optimizer=nfd.Adam(betas=(0.8, 0.999)), record=nfd.Record(probes=None), particles=64)
+    lim = _run(eta_c=0.05, depth=2, optimizer=nfd.Adam(betas=(0.8, 0.999)),
+               record=nfd.Record(probes=None), particles=64)
     with pytest.raises(ValueError, match="betas"):
         nfd.compare(nets, lim)
-    same = _run(eta_c=0.05, depth=2, optimizer=nfd.Adam(), record=nfd.Record(probes=None), particles=64)
+    same = _run(eta_c=0.05, depth=2, optimizer=nfd.Adam(), record=nfd.Record(probes=None),
+                particles=64)
     assert "error" in nfd.compare(nets, same)
 
 
@@ -543,7 +553,8 @@ def test_a_diverging_adam_run_names_step_layer_and_quantity():
     y = np.sign(_X[:, 0])
     # (the output f has no layer; features and gradients name theirs)
     with pytest.raises(FloatingPointError, match=r"Adam step \d+: diverging (output|.* layer)"):
-        _run(y=y, eta_c=20.0, optimizer=nfd.Adam(), record=nfd.Record(probes=None, eig_steps=[]), activation="relu", particles=256)
+        _run(y=y, eta_c=20.0, optimizer=nfd.Adam(), record=nfd.Record(probes=None, eig_steps=[]),
+             activation="relu", particles=256)
     with pytest.raises(FloatingPointError, match=r"step \d+: diverging"):
         validation.train_resnet(_X, y, width=64, depth=4, eta_c=20.0, optimizer=nfd.AdamW(),
                                 activation="relu", seeds=2, progress=False)

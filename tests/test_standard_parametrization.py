@@ -110,13 +110,17 @@ def test_standard_network_is_one_torch_sgd(arch, T, momentum, weight_decay, back
 
 
 def test_standard_attrs_give_each_family_its_torch_rate():
-    ds = train_resnet(X, Y, width=N, depth=L, eta_c=0.02, parametrization=nfd.Parametrization(scaling="standard", regime="kernel"), activation="tanh", dtype=F64, seeds=1)
+    ds = train_resnet(X, Y, width=N, depth=L, eta_c=0.02,
+                      parametrization=nfd.Parametrization(scaling="standard",
+                                                          regime="kernel"), activation="tanh", dtype=F64, seeds=1)
     assert ds.attrs["scaling"] == "standard"
     assert ds.attrs["learning_rate_value"] == pytest.approx(0.02)
     assert ds.attrs["learning_rate_stored_U_value"] == pytest.approx(0.02 * D)
     assert ds.attrs["learning_rate_stored_W_value"] == pytest.approx(0.02 * N)
     assert ds.attrs["learning_rate_stored_V_value"] == pytest.approx(0.02 * N)
-    two = train_resnet(X, Y, width=N, depth=L, eta_c=0.02, optimizer=nfd.SGD(weight_decay=0.5), parametrization=nfd.Parametrization(scaling="standard", regime="kernel", block="two-layer"),
+    two = train_resnet(X, Y, width=N, depth=L, eta_c=0.02, optimizer=nfd.SGD(weight_decay=0.5),
+                       parametrization=nfd.Parametrization(scaling="standard", regime="kernel",
+                                                           block="two-layer"),
                        activation="tanh", dtype=F64, seeds=1)
     assert "learning_rate_stored_W_value" not in two.attrs
     assert two.attrs["weight_decay_value"] == pytest.approx(0.5)

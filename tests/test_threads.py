@@ -280,7 +280,8 @@ def test_a_team_that_changes_size_mid_run_keeps_every_number(machine, monkeypatc
     seen = alternating_team(machine, monkeypatch)
     X, y = nfd.synthetic_task("tanh", 8, 16, seed=0)
     probes = nfd.synthetic_task("tanh", 3, 16, seed=1, teacher_seed=0)
-    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes, probe_steps=list(range(9))), particles=40_001, seed=0, progress=False,
+    kw = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes, probe_steps=list(range(9))),
+              particles=40_001, seed=0, progress=False,
               error_replicas=0)
     torch.set_num_threads(2)
     adapted = nfd.simulate(X, y, **kw)
@@ -305,7 +306,8 @@ def test_linear_limit_does_not_depend_on_the_blas_thread_count():
     runs = []
     for n in (1, 2):
         with threadpool_limits(n, user_api="blas"):
-            runs.append(nfd.linear_limit(X, y, eta_c=0.1, batch_size=2, depth=8, record=nfd.Record(probes=probes)))
+            runs.append(nfd.linear_limit(X, y, eta_c=0.1, batch_size=2, depth=8,
+                                         record=nfd.Record(probes=probes)))
     assert not _equal(*runs)
 
 

@@ -131,10 +131,12 @@ def test_ms_with_u_and_v_frozen_matches_linear_limit(backward):
 def test_ms_options_never_change_a_training_number(device):
     # probes, paths and eig_steps only read the state: f, loss, h2, g2 and the pivots
     # stay bit-identical (two runs on the same device); the attrs name the network.
-    kw = dict(activation="relu", eta_c=0.3, depth=3, parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=256, batch_size=2, progress=False, error_replicas=0, seed=4,
+    kw = dict(activation="relu", eta_c=0.3, depth=3,
+              parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=256, batch_size=2, progress=False, error_replicas=0, seed=4,
               device=device)
     base = nfd.simulate(_X, _Y, **kw)
-    other = nfd.simulate(_X, _Y, record=nfd.Record(probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5]), **kw)
+    other = nfd.simulate(_X, _Y, record=nfd.Record(probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5]),
+                         **kw)
     for name in ("f", "loss", "h2", "g2", "sigma_pivot", "theta_pivot"):
         assert np.array_equal(base[name].values, other[name].values, equal_nan=True), name
     assert other.attrs["block"] == "post-nonlin-ms" and other.attrs["style"] == "post"
@@ -148,7 +150,8 @@ def test_ms_options_never_change_a_training_number(device):
 
 def test_ms_error_replicas_calibrate():
     # The replicas run after the run (as two-layer blocks); they report finite errors.
-    ds = nfd.simulate(_X, _Y, activation="relu", eta_c=0.3, depth=3, parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=512,
+    ds = nfd.simulate(_X, _Y, activation="relu", eta_c=0.3, depth=3,
+                      parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=512,
                       batch_size=2, progress=False, seed=1)
     assert np.isfinite(ds.f_se.values).all()
     assert np.isfinite(ds.f_se_inflation.values).all()
@@ -223,7 +226,8 @@ def test_ms_relu_networks_approach_the_particle_limit_with_width(backward, monke
     # with q = 1.08 (coupled) and 0.98 (decoupled) between 32 and 128. Power: a limit
     # without MS (its mean subtraction dropped) has T² 1.3e5 and 1.1e5 at n = 512.
     bound = _hotelling_bound()
-    kw = dict(eta_c=0.3, activation="relu", depth=_L, parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=2**18, backward=backward, seed=11, progress=False)
+    kw = dict(eta_c=0.3, activation="relu", depth=_L,
+              parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=2**18, backward=backward, seed=11, progress=False)
     lim = nfd.simulate(_NET_X, _NET_Y, **kw)
     gaps = [_gap(_networks(n, backward, "relu", 0.3), lim) for n in _WIDTHS]
     assert gaps[0][0] > bound and gaps[-1][0] < bound, gaps
@@ -241,7 +245,8 @@ def test_ms_identity_networks_approach_the_oracle_at_rate_one_over_n(backward):
     # [0.8, 1.2] (a limit that is wrong by δ would level the bias off at δ, q → 0).
     # Measured bias 0.091, 0.022, 0.0050 (coupled), 0.065, 0.016, 0.0041 (decoupled):
     # q = 1.04 and 1.00.
-    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.1, depth=_L, parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
+    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.1, depth=_L,
+                           parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
     bias = [_gap(_networks(n, backward, "identity", 0.1), lim)[1] for n in _WIDTHS]
     assert bias[0] > bias[1] > bias[2] > 0, bias
     q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
@@ -271,7 +276,8 @@ def test_compare_pairs_the_networks_with_this_limit_only():
 # ---------------------------------------------------------------------------
 
 def _adam_pair(**kw):
-    base = dict(activation="relu", depth=4, parametrization=nfd.Parametrization(block="post-nonlin-ms"), record=nfd.Record(probes=(_XP, _YP)), particles=512, dtype="float64",
+    base = dict(activation="relu", depth=4,
+                parametrization=nfd.Parametrization(block="post-nonlin-ms"), record=nfd.Record(probes=(_XP, _YP)), particles=512, dtype="float64",
                 error_replicas=0, progress=False, seed=3, batch_size=_B)
     return nfd.simulate(_X, _Y, **{**base, **kw})
 
@@ -337,7 +343,8 @@ def test_ms_adam_relu_networks_match_the_limit_at_three_widths(optimizer, backwa
                 backward=backward, progress=False)
 
     def limit():
-        runs = np.stack([nfd.simulate(X, y, depth=_L, record=nfd.Record(eig_steps=[]), particles=2048, seed=s,
+        runs = np.stack([nfd.simulate(X, y, depth=_L, record=nfd.Record(eig_steps=[]),
+                                      particles=2048, seed=s,
                                       error_replicas=0, dtype="float64",
                                       particle_init="whitened", **opts).f.values[1:, 0]
                          for s in range(R)])

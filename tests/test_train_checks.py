@@ -86,7 +86,8 @@ def test_divergence_guard_checks_probe_passes():
                        match=r"^probe evaluation at step 1: diverging features E\[h\^2\] "
                              r"at layer \d+"):
         train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, record=nfd.Record(probes=(X16, Y16)), **NET)
-    ds = train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, record=nfd.Record(probes=(X16, Y16)), divergence=None,
+    ds = train_resnet(X16[:4], 4 * Y16[:4], eta_c=30.0, record=nfd.Record(probes=(X16, Y16)),
+                      divergence=None,
                       **NET)
     assert np.isfinite(ds.probe_f).all()
 
@@ -170,8 +171,10 @@ def test_options_never_change_the_training_numbers():
     kw = dict(width=32, depth=3, seeds=[0, 5], batch_size=4, eta_c=0.5, device="cpu",
               dtype="float64", progress=False)
     for block in ("one-layer", "two-layer"):
-        bare = train_resnet(X, y, parametrization=nfd.Parametrization(block=block), record=nfd.Record(collapse=False), **kw)
-        full = train_resnet(X, y, parametrization=nfd.Parametrization(block=block), record=nfd.Record(collapse=True, probes=(X[:5], y[:5]), eig_steps=[0, 3]), **kw)
+        bare = train_resnet(X, y, parametrization=nfd.Parametrization(block=block),
+                            record=nfd.Record(collapse=False), **kw)
+        full = train_resnet(X, y, parametrization=nfd.Parametrization(block=block),
+                            record=nfd.Record(collapse=True, probes=(X[:5], y[:5]), eig_steps=[0, 3]), **kw)
         for name in ("f", "loss", "dloss", "h2", "g2"):
             np.testing.assert_array_equal(bare[name].values, full[name].values,
                                           err_msg=f"{block}: {name}")

@@ -35,7 +35,9 @@ _Y = np.sign(_X[:, 0])
 
 
 def _limit(backward, rate, eta):
-    return nfd.linear_limit(_X, _Y, eta_c=eta, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), backward=backward)
+    return nfd.linear_limit(_X, _Y, eta_c=eta, depth=_L,
+                            parametrization=nfd.Parametrization(block="two-layer",
+                                                                first_layer_lr=rate), backward=backward)
 
 
 def _hotelling(f, target):
@@ -125,7 +127,9 @@ def test_two_layer_limit_collapse_exponents():
     y = np.sign(X[:, 0])
 
     def run(L, rate, backward):
-        return nfd.linear_limit(X, y, eta_c=0.05, depth=L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), backward=backward)
+        return nfd.linear_limit(X, y, eta_c=0.05, depth=L,
+                                parametrization=nfd.Parametrization(block="two-layer",
+                                                                    first_layer_lr=rate), backward=backward)
 
     def slope(rate, backward, name):
         a, b = (float(run(L, rate, backward)[name].values[1:].mean()) for L in (32, 64))
@@ -152,6 +156,8 @@ def test_two_layer_probe_at_a_training_input_gives_its_training_output(backward)
     X = sphere(np.random.default_rng(0), 6, _D)
     y = np.sign(X[:, 0])
     for rate in ("depth-mup", "depth-aware"):
-        ds = nfd.linear_limit(X, y, eta_c=0.1, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate), record=nfd.Record(probes=(X[[3]], y[[3]]), probe_steps=[3]), backward=backward)
+        ds = nfd.linear_limit(X, y, eta_c=0.1, depth=_L,
+                              parametrization=nfd.Parametrization(block="two-layer",
+                                                                  first_layer_lr=rate), record=nfd.Record(probes=(X[[3]], y[[3]]), probe_steps=[3]), backward=backward)
         assert float(ds.probe_f.values[0, 0]) == pytest.approx(float(ds.f.values[3, 0]),
                                                                rel=1e-12)

@@ -106,10 +106,13 @@ def test_two_layer_optimizer_options_and_vector_outputs_match_linear_limit(backw
 def test_two_layer_options_never_change_a_training_number(device):
     # record_collapse, probes, paths and eig_steps only read the state: f, loss, h2,
     # g2 and the pivots stay bit-identical (two runs on the same device).
-    kw = dict(activation="tanh", eta_c=0.3, depth=3, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"), particles=256, batch_size=2, progress=False,
+    kw = dict(activation="tanh", eta_c=0.3, depth=3,
+              parametrization=nfd.Parametrization(block="two-layer",
+                                                  first_layer_lr="depth-aware"), particles=256, batch_size=2, progress=False,
               error_replicas=0, seed=4, device=device)
     base = nfd.simulate(_X, _Y, **kw)
-    other = nfd.simulate(_X, _Y, record=nfd.Record(collapse=True, probes=(_XP, _YP), paths=3, eig_steps=[0, 2, 5]), **kw)
+    other = nfd.simulate(_X, _Y, record=nfd.Record(collapse=True, probes=(_XP, _YP), paths=3,
+                                                   eig_steps=[0, 2, 5]), **kw)
     for name in ("f", "loss", "h2", "g2", "sigma_pivot", "theta_pivot"):
         assert np.array_equal(base[name].values, other[name].values, equal_nan=True), name
     assert other.attrs["block"] == "two-layer"
@@ -163,7 +166,8 @@ def test_a_diverging_coupled_run_with_few_particles_advises_more(backward):
     # The coupled limit's Stein estimates are heavy-tailed unless P >> K·B: its
     # divergence message says so (below P = 64·K·B), the decoupled one's does not.
     with pytest.raises(FloatingPointError, match="lower eta_c or T") as err:
-        nfd.simulate(_X, _Y * 100, eta_c=5.0, depth=3, parametrization=nfd.Parametrization(block="two-layer"), particles=256, progress=False,
+        nfd.simulate(_X, _Y * 100, eta_c=5.0, depth=3,
+                     parametrization=nfd.Parametrization(block="two-layer"), particles=256, progress=False,
                      error_replicas=0, backward=backward)
     assert ("raise particles" in str(err.value)) == (backward == "coupled")
 
@@ -173,7 +177,8 @@ def test_two_layer_memory_estimate_is_about_twice_one_layer():
     kw = dict(n_train=512, input_dim=16, depth=32, particles=16384)
     for backward in ("coupled", "decoupled"):
         one = nfd.memory_estimate(backward=backward, **kw)["total"]
-        two = nfd.memory_estimate(backward=backward, parametrization=nfd.Parametrization(block="two-layer"), **kw)["total"]
+        two = nfd.memory_estimate(backward=backward,
+                                  parametrization=nfd.Parametrization(block="two-layer"), **kw)["total"]
         assert 1.9 < two / one < 2.2, two / one
     with pytest.raises(ValueError, match="block"):
         nfd.memory_estimate(parametrization=nfd.Parametrization(block="two"), **kw)
@@ -182,7 +187,8 @@ def test_two_layer_memory_estimate_is_about_twice_one_layer():
 def test_sweep_grid_over_the_first_layer_rate():
     # Every point equals the direct simulate call; a record_collapse grid keeps its
     # block_time dimension.
-    kw = dict(eta_c=0.2, depth=2, parametrization=nfd.Parametrization(block="two-layer"), record=nfd.Record(collapse=True), particles=128, error_replicas=0, batch_size=_B, seed=1)
+    kw = dict(eta_c=0.2, depth=2, parametrization=nfd.Parametrization(block="two-layer"),
+              record=nfd.Record(collapse=True), particles=128, error_replicas=0, batch_size=_B, seed=1)
     ds = validation.sweep_grid(_X, _Y, grid={"first_layer_lr": ["depth-mup", "depth-aware"]},
                                fixed=kw)
     one = nfd.simulate(_X, _Y, progress=False, **dict(kw, parametrization=nfd.Parametrization(
@@ -195,7 +201,8 @@ def test_two_layer_compare_and_cli(tmp_path):
     # nfd.compare refuses a limit of the other block or first-layer rate; the CLI
     # config takes block, first_layer_lr and record_collapse.
     from nfd._cli import load_config
-    kw = dict(eta_c=0.1, depth=3, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"))
+    kw = dict(eta_c=0.1, depth=3, parametrization=nfd.Parametrization(block="two-layer",
+                                                                      first_layer_lr="depth-aware"))
     nets = validation.train_resnet(_X, _Y, width=32, depth=3, eta_c=0.1, seeds=2,
                                    batch_size=_B, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"), progress=False)
     lim = nfd.simulate(_X, _Y, particles=256, batch_size=_B, progress=False,
@@ -259,7 +266,9 @@ def test_two_layer_tanh_networks_match_the_particle_limit_at_two_widths(backward
     eta = _NET_ETA[backward]
 
     def limit(mode, lr):
-        return nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=lr), record=nfd.Record(collapse=True),
+        return nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", depth=_L,
+                            parametrization=nfd.Parametrization(block="two-layer",
+                                                                first_layer_lr=lr), record=nfd.Record(collapse=True),
                             particles=2**17, backward=mode, seed=11, progress=False)
 
     def f_and_var(ds):
@@ -302,7 +311,8 @@ def _check_profiles(nets, eta: float, backward: str, rate: str) -> None:
     sees φ′ inside W_{ℓ,1}'s backward response (Stein moment of a = √τφ′(x)b, not
     √τb): f moves by ≤ 0.4 s.e. without it, E[g²] by up to 3% (|t| 9.4, measured
     coupled depth-μP; with it 1.6)."""
-    lim = [nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate),
+    lim = [nfd.simulate(_NET_X, _NET_Y, eta_c=eta, activation="tanh", depth=_L,
+                        parametrization=nfd.Parametrization(block="two-layer", first_layer_lr=rate),
                         particles=2**15, backward=backward, seed=30 + r, progress=False, error_replicas=0)
            for r in range(8)]
     net = np.concatenate([nets[v].values[:, 1:].reshape(_NET_S, -1) for v in ("h2", "g2")], 1)

@@ -73,7 +73,8 @@ def _oracle_t(loss, backward, dtype, S=10, particles=4096):
     probe_f (every class), h2 and g2 over K = 6 steps of batch 2 with momentum and
     γ₀, and against the other backward mode's limit (power) on f and probe_f."""
     X, y, Xp, yp = _stream(loss, K=6, B=2)
-    kw = dict(loss=loss, eta_c=0.3, depth=4, optimizer=nfd.SGD(momentum=0.4), parametrization=nfd.Parametrization(gamma0=0.8), record=nfd.Record(probes=(Xp, yp)), batch_size=2)
+    kw = dict(loss=loss, eta_c=0.3, depth=4, optimizer=nfd.SGD(momentum=0.4),
+              parametrization=nfd.Parametrization(gamma0=0.8), record=nfd.Record(probes=(Xp, yp)), batch_size=2)
     other = "decoupled" if backward == "coupled" else "coupled"
     exact = nfd.linear_limit(X, y, backward=backward, **kw)
     wrong = nfd.linear_limit(X, y, backward=other, **kw)
@@ -269,7 +270,8 @@ def test_classification_runs_record_probe_accuracy():
                       classes=4)
     assert ds.sizes["output"] == 4 and ds.y.dims == ("step", "sample")
     np.testing.assert_array_equal(ds.probe_accuracy.values, _accuracy(ds))
-    ll = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", depth=3, record=nfd.Record(probes=(Xp, yp)), batch_size=2)
+    ll = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", depth=3,
+                          record=nfd.Record(probes=(Xp, yp)), batch_size=2)
     np.testing.assert_array_equal(ll.probe_accuracy.values, _accuracy(ll))
     nets = validation.train_resnet(X, y, width=16, depth=2, eta_c=0.3, loss="cross_entropy",
                                    seeds=2, batch_size=2, record=nfd.Record(probes=(Xp, yp)), progress=False)
@@ -279,7 +281,8 @@ def test_classification_runs_record_probe_accuracy():
     ds = nfd.simulate(X, ys, eta_c=0.3, loss="logistic", depth=3, record=nfd.Record(probes=(Xp, yps)), particles=512, progress=False, error_replicas=0)
     np.testing.assert_array_equal(ds.probe_accuracy.values,
                                   (np.sign(ds.probe_f) == yps).mean("probe").values)
-    assert "probe_accuracy" not in nfd.simulate(X, ys, eta_c=0.3, depth=3, record=nfd.Record(probes=(Xp, yps)), particles=256, progress=False,
+    assert "probe_accuracy" not in nfd.simulate(X, ys, eta_c=0.3, depth=3,
+                                                record=nfd.Record(probes=(Xp, yps)), particles=256, progress=False,
                                                 error_replicas=0)
 
 
@@ -328,7 +331,8 @@ def test_compare_and_grid_handle_vector_outputs():
     from validation import sweep_grid
 
     X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
-    kw = dict(eta_c=0.3, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)), activation="tanh")
+    kw = dict(eta_c=0.3, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)),
+              activation="tanh")
     lim = nfd.simulate(X, y, depth=2, particles=512, progress=False, error_replicas=1, **kw)
     nets = validation.train_resnet(X, y, depth=2, width=16, seeds=3, progress=False, **kw)
     for var in ("f", "probe_f", "probe_accuracy", "loss"):
@@ -350,12 +354,14 @@ def test_plot_run_draws_one_output_of_vector_runs(tmp_path):
     import nfd.plot
 
     X, y, Xp, yp = _stream("cross_entropy", K=6, B=1, Q=4)
-    kw = dict(eta_c=0.3, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)), activation="tanh")
+    kw = dict(eta_c=0.3, loss="cross_entropy", record=nfd.Record(probes=(Xp, yp)),
+              activation="tanh")
     lim = nfd.simulate(X, y, depth=2, particles=512, progress=False, error_replicas=1, **kw)
     nets = validation.train_resnet(X, y, depth=2, width=16, seeds=3, progress=False, **kw)
     assert nfd.plot.plot_run(lim, nets, tmp_path / "ce.png", output=2).exists()
     Xm, ym, Xpm, ypm = _stream("mse", K=6, B=1, Q=4)
-    mse = nfd.simulate(Xm, ym, eta_c=0.3, depth=2, record=nfd.Record(probes=(Xpm, ypm)), particles=256,
+    mse = nfd.simulate(Xm, ym, eta_c=0.3, depth=2, record=nfd.Record(probes=(Xpm, ypm)),
+                       particles=256,
                        progress=False, error_replicas=1)
     assert nfd.plot.plot_run(mse, path=tmp_path / "mse.png", output=1).exists()
     with pytest.raises(ValueError, match="output=3"):
@@ -419,5 +425,6 @@ def test_a_tie_at_the_maximum_counts_as_wrong():
     f = torch.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 0.5], [3.0, 3.0, 1.0], [0.1, -1.0, -2.0]])
     np.testing.assert_array_equal(loss.correct(f, torch.tensor([0, 1, 0, 0])), [0, 1, 0, 1])
     X, y, Xp, yp = _stream("cross_entropy", K=4, B=2, Q=6)
-    lin = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", depth=2, record=nfd.Record(probes=(Xp, yp)), batch_size=2)
+    lin = nfd.linear_limit(X, y, eta_c=0.3, loss="cross_entropy", depth=2,
+                           record=nfd.Record(probes=(Xp, yp)), batch_size=2)
     assert float(lin.probe_accuracy[0]) == 0.0 and np.all(lin.probe_f.values[0] == 0)

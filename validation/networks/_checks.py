@@ -171,7 +171,8 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, optimizer, param
     eig_steps = [] if eig_steps is None else check_steps("eig_steps", eig_steps, 0, K - 1)
     divergence = check_divergence(divergence)
     dev, dt = resolve_device_dtype(device, dtype)
-    scale = check_input_scale("X", Xn[: K * B], stacklevel=5)  # user → wrapper → train_resnet → here
+    scale = check_input_scale("X", Xn[: K * B],
+                              stacklevel=5)  # user → wrapper → train_resnet → here
     return TrainRun(Xn[: K * B], yn[: K * B], K, B, resolve_seeds(seeds), lossf, net,
                     probe_data, probe_steps or [], eig_steps, dev, dt, divergence, scale,
                     opt)

@@ -78,7 +78,8 @@ def limits_job(*, activation: str, eta_c: float, depths, steps: int, seed: int,
     for j, L in enumerate(depths):
         xi = tuple(nfd.coarsen_innovations(x, L).to(device or "cpu") for x in fine)
         for i, b in enumerate(MODES):
-            ds = nfd.simulate(X, y, eta_c=eta_c, activation=activation, depth=L, parametrization=nfd.Parametrization(T=_T),
+            ds = nfd.simulate(X, y, eta_c=eta_c, activation=activation, depth=L,
+                              parametrization=nfd.Parametrization(T=_T),
                               particles=particles, backward=b, seed=seed, device=device,
                               progress=False, innovations=xi, error_replicas=0)
             for k in out:

@@ -152,7 +152,8 @@ def _kappa_runs(cfg: dict, seed: int, dev) -> xr.Dataset:
     for a in BRANCH_EXPONENTS:
         for L in cfg["kappa_depths"]:
             for s in range(cfg["lim_seeds"]):
-                ds = nfd.simulate(X, y, eta_c=cfg["kappa_eta"], depth=L, parametrization=nfd.Parametrization(branch_exponent=a), record=nfd.Record(paths=cfg["kappa_particles"], eig_steps=[]), batch_size=cfg["B"],
+                ds = nfd.simulate(X, y, eta_c=cfg["kappa_eta"], depth=L,
+                                  parametrization=nfd.Parametrization(branch_exponent=a), record=nfd.Record(paths=cfg["kappa_particles"], eig_steps=[]), batch_size=cfg["B"],
                                   particles=cfg["kappa_particles"],
                                   seed=seed + 2_000_003 + s, error_replicas=0,
                                   progress=False, **_TASK, **({} if dev is None else
