@@ -106,9 +106,9 @@ def workloads(quick: bool) -> dict[str, callable]:
         X, y, eta_c=0.1, batch_size=B, depth=8, record=nfd.Record(probes=probes))  # diverges at 0.4
     P0, L0 = (20_000, 64) if quick else (100_000, 256)
     x1 = X[:1]
-    out[f"forward_sde P={P0} L={L0}"] = lambda: nfd.forward_sde(x1, steps=L0, particles=P0)
+    out[f"forward_sde P={P0} L={L0}"] = lambda: nfd.forward_sde(x1, depth=L0, particles=P0)
     out[f"nngp_kernel particles P={P0} L={L0}"] = lambda: nfd.nngp_kernel(
-        X[:4], method="particles", steps=L0, particles=P0)
+        X[:4], method="particles", depth=L0, particles=P0)
     mv = nfd.ForwardSDE(nfd.get_activation("relu"), 1)
     y0 = torch.randn(P0, 1, generator=torch.Generator().manual_seed(0))
     ts = torch.linspace(0, 1, L0 + 1)

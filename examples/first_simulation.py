@@ -28,10 +28,10 @@ def main(argv=None) -> None:
 
     d = 3
     X = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.0, 1.0]]) * np.sqrt(d)
-    ds = nfd.backward_sde(X, activation="relu", T=args.T, steps=args.steps,
+    ds = nfd.backward_sde(X, activation="relu", T=args.T, depth=args.steps,
                           particles=args.particles, seed=0)
     exact = nfd.nngp_kernel(X, activation="relu", T=args.T, times=ds.time.values)
-    euler = nfd.nngp_kernel(X, activation="relu", T=args.T, steps=args.steps)
+    euler = nfd.nngp_kernel(X, activation="relu", T=args.T, depth=args.steps)
 
     np.set_printoptions(precision=4, suppress=True)
     print(f"NNGP kernel C_T (relu, T={args.T}, L={args.steps}, P={args.particles})")

@@ -138,7 +138,7 @@ def test_relu_at_init_backward_increment_is_exactly_zero_where_the_unit_is_off(t
     # Prop. 6 discretised: g_{t−τ} = g_t + φ′(h_{t−τ}) Σ_b [chol Θ_t]_{ab} ΔW̃^b, so for
     # relu g_{ℓ−1} − g_ℓ = 0.0 exactly wherever h_{ℓ−1} ≤ 0, for every input.
     P = 4096
-    ds = nfd.backward_sde(two_inputs, activation="relu", T=1.5, steps=4, particles=P,
+    ds = nfd.backward_sde(two_inputs, activation="relu", T=1.5, depth=4, particles=P,
                           paths=P, seed=0)
     h, g = ds.h.values, ds.g.values  # (particle, time, input)
     incr = g[:, :-1] - g[:, 1:]
@@ -150,14 +150,14 @@ def test_relu_at_init_backward_increment_is_exactly_zero_where_the_unit_is_off(t
 
 def test_tanh_at_init_moments_match_the_exact_recursion_at_T_2(two_inputs):
     # tanh, T = 2, L = 4: E[h_t h'_t] and E[g_t g'_t] of backward_sde against the
-    # exact L-step recursion (nngp_kernel(steps=L), whose Θ_{ℓ−1} = Θ_ℓ ⊙ (1 +
+    # exact L-step recursion (nngp_kernel(depth=L), whose Θ_{ℓ−1} = Θ_ℓ ⊙ (1 +
     # τ E[φ′φ′](C_{ℓ−1})) takes φ′ at the layer below; tests/test_exact_reference.py
     # checks that recursion by hand). Module rule over S = 8 seeds at P = 100 000 on
     # the m = 3·(L+1)·2 distinct entries (kernel at t > 0 and Θ at t < T; the others
     # are exact). φ′(h_ℓ) instead of φ′(h_{ℓ−1}) puts Θ_0 about 5% low (|t| ≈ 30
     # here, measured), the s.e. of the seed mean being about 0.1%.
     S, L = 8, 4
-    ref = nfd.nngp_kernel(two_inputs, activation="tanh", T=2.0, steps=L)
+    ref = nfd.nngp_kernel(two_inputs, activation="tanh", T=2.0, depth=L)
     iu = np.triu_indices(2)
 
     def entries(ds):
@@ -165,7 +165,7 @@ def test_tanh_at_init_moments_match_the_exact_recursion_at_T_2(two_inputs):
                                ds.theta.values[:-1][:, iu[0], iu[1]].ravel()])
 
     dev = np.stack([entries(nfd.backward_sde(two_inputs, activation="tanh", T=2.0,
-                                             steps=L, particles=100_000, seed=s))
+                                             depth=L, particles=100_000, seed=s))
                     for s in range(S)]) - entries(ref)
     t = t_stats(dev)
     assert np.all(np.abs(t) < t_bound(S, t.size)), (np.abs(t).max(), t_bound(S, t.size))

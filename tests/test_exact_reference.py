@@ -158,9 +158,9 @@ def test_smooth_pair_moments(name, c11, c22, c12):
 @pytest.mark.parametrize("L", [1, 2])
 @pytest.mark.parametrize("T", [1.0, 1.7])
 def test_euler_recursion_by_hand(name, L, T):
-    """C_ℓ and Θ_ℓ of ``nfd.exact_covariance(steps=L)`` equal the recursion written
+    """C_ℓ and Θ_ℓ of ``nfd.exact_covariance(depth=L)`` equal the recursion written
     out by hand, at every layer, to 1e-10."""
-    times, C, Theta = nfd.exact_covariance(_INPUTS[name], name, T, steps=L)
+    times, C, Theta = nfd.exact_covariance(_INPUTS[name], name, T, depth=L)
     C_ref, Theta_ref = _euler_by_hand(name, T, L)
     np.testing.assert_allclose(times, np.arange(L + 1) * T / L, rtol=0, atol=1e-15)
     np.testing.assert_allclose(C, np.stack(C_ref), rtol=1e-10, atol=1e-12)

@@ -23,8 +23,8 @@ def test_particles_match_exact_euler_law(two_inputs, activation):
     # The L-step particle scheme vs the exact law of the L-step scheme (Euler
     # recursion of the covariance ODE), forward kernel and backward moments.
     L = 8
-    ds = nfd.backward_sde(two_inputs, activation=activation, steps=L, particles=100_000, seed=3)
-    ref = nfd.nngp_kernel(two_inputs, activation=activation, steps=L)
+    ds = nfd.backward_sde(two_inputs, activation=activation, depth=L, particles=100_000, seed=3)
+    ref = nfd.nngp_kernel(two_inputs, activation=activation, depth=L)
     for var in ("kernel", "theta"):
         err = np.abs(ds[var].values - ref[var].values)
         assert np.all(err < 5 * ds[f"{var}_se"].values + 1e-7), (var, err.max())
@@ -61,15 +61,15 @@ def test_euler_weak_error_is_first_order():
     exact = math.e
     err, se, det = [], [], []
     for L in Ls:
-        ds = nfd.forward_sde(x, T=2.0, steps=int(L), particles=400_000, seed=int(L))
+        ds = nfd.forward_sde(x, T=2.0, depth=int(L), particles=400_000, seed=int(L))
         err.append(exact - float(ds.kernel[-1, 0, 0]))
         se.append(float(ds.kernel_se[-1, 0, 0]))
-        det.append(exact - exact_covariance(x, "relu", 2.0, steps=int(L))[1][-1, 0, 0])
+        det.append(exact - exact_covariance(x, "relu", 2.0, depth=int(L))[1][-1, 0, 0])
     fit = sde.fit_slope(2.0 / Ls, err, se)
     det_fit = sde.fit_slope(2.0 / Ls, det)
     assert abs(fit.slope - det_fit.slope) < 3 * fit.slope_se, (fit, det_fit)
     fine = np.array([16, 32, 64, 128])
-    det_fine = [exact - exact_covariance(x, "relu", 2.0, steps=int(L))[1][-1, 0, 0] for L in fine]
+    det_fine = [exact - exact_covariance(x, "relu", 2.0, depth=int(L))[1][-1, 0, 0] for L in fine]
     assert sde.fit_slope(2.0 / fine, det_fine).slope == pytest.approx(1.0, abs=0.03)
 
 
@@ -86,9 +86,9 @@ def test_rkhs_monotonicity_prop5(activation):
 
 
 def test_custom_activation_uses_autograd_derivative(two_inputs):
-    ds = nfd.backward_sde(two_inputs, activation=lambda x: torch.tanh(x), steps=4,
+    ds = nfd.backward_sde(two_inputs, activation=lambda x: torch.tanh(x), depth=4,
                           particles=4096, seed=0)
-    ref = nfd.backward_sde(two_inputs, activation="tanh", steps=4, particles=4096, seed=0)
+    ref = nfd.backward_sde(two_inputs, activation="tanh", depth=4, particles=4096, seed=0)
     assert np.allclose(ds.theta.values, ref.theta.values, rtol=1e-5)
 
 
@@ -106,24 +106,24 @@ def test_activation_out_forms_equal_allocating_forms(name):
 
 
 def test_reproducible_by_seed(two_inputs):
-    a = nfd.backward_sde(two_inputs, steps=4, particles=1000, seed=7, paths=3)
-    b = nfd.backward_sde(two_inputs, steps=4, particles=1000, seed=7, paths=3)
-    c = nfd.backward_sde(two_inputs, steps=4, particles=1000, seed=8, paths=3)
+    a = nfd.backward_sde(two_inputs, depth=4, particles=1000, seed=7, paths=3)
+    b = nfd.backward_sde(two_inputs, depth=4, particles=1000, seed=7, paths=3)
+    c = nfd.backward_sde(two_inputs, depth=4, particles=1000, seed=8, paths=3)
     assert a.identical(b)
     assert not np.array_equal(a.h.values, c.h.values)
     assert a.h.dims == ("particle", "time", "input")
 
 
 def test_float64_agrees_with_float32(two_inputs):
-    a = nfd.forward_sde(two_inputs, steps=8, particles=100_000, seed=1, dtype="float64")
-    b = nfd.forward_sde(two_inputs, steps=8, particles=100_000, seed=2, dtype=torch.float32)
+    a = nfd.forward_sde(two_inputs, depth=8, particles=100_000, seed=1, dtype="float64")
+    b = nfd.forward_sde(two_inputs, depth=8, particles=100_000, seed=2, dtype=torch.float32)
     se = np.sqrt(a.kernel_se.values**2 + b.kernel_se.values**2)
     assert np.all(np.abs(a.kernel.values - b.kernel.values) < 5 * se)
 
 
 def test_repeated_inputs_do_not_produce_nan():
     X = np.array([[1.0, 1.0], [1.0, 1.0]])
-    ds = nfd.backward_sde(X, steps=4, particles=2000)
+    ds = nfd.backward_sde(X, depth=4, particles=2000)
     assert np.all(np.isfinite(ds.kernel.values)) and np.all(np.isfinite(ds.theta.values))
     assert np.allclose(ds.kernel.values[..., 0, 0], ds.kernel.values[..., 0, 1], rtol=1e-3)
 
@@ -136,8 +136,8 @@ def test_repeated_inputs_do_not_produce_nan():
         (dict(X="abc"), TypeError, "X"),
         (dict(T=0.0), ValueError, "T"),
         (dict(T=-1.0), ValueError, "T"),
-        (dict(steps=0), ValueError, "steps"),
-        (dict(steps=2.5), TypeError, "steps"),
+        (dict(depth=0), ValueError, "depth"),
+        (dict(depth=2.5), TypeError, "depth"),
         (dict(particles=1), ValueError, "particles"),
         (dict(activation="sigmoidish"), ValueError, "activation"),
         (dict(activation=3), ValueError, "activation"),
@@ -145,7 +145,7 @@ def test_repeated_inputs_do_not_produce_nan():
     ],
 )
 def test_bad_inputs(kwargs, exc, match):
-    args = dict(X=np.ones((2, 3)), steps=2, particles=8) | kwargs
+    args = dict(X=np.ones((2, 3)), depth=2, particles=8) | kwargs
     X = args.pop("X")
     with pytest.raises(exc, match=match):
         nfd.forward_sde(X, **args)

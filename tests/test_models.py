@@ -287,7 +287,7 @@ def test_dataset_schema_and_netcdf_roundtrip(tmp_path):
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
 def test_init_second_moments_match_exact_covariance(activation, backward):
     # ‖h_ℓ‖²/n and ‖g_ℓ‖²/n at step 0, over S seeds, against the depth-L recursion
-    # of exact_covariance(steps=L) (the n → ∞ law of the depth-L network). Rule
+    # of exact_covariance(depth=L) (the n → ∞ law of the depth-L network). Rule
     # (module docstring): the Richardson extrapolation from n = 128, 256 lies within
     # t_crit·SE of the exact value at every layer, 2(L+1) comparisons.
     n, L, S = 128, 8, 24
@@ -295,7 +295,7 @@ def test_init_second_moments_match_exact_covariance(activation, backward):
     runs = [train_resnet(x, [0.5], width=w, depth=L, activation=activation, eta_c=0.0,
                          seeds=S, backward=backward, dtype="float64", device="cpu",
                          progress=False) for w in (n, 2 * n)]
-    _, C, Theta = exact_covariance(x, activation, 1.0, steps=L)
+    _, C, Theta = exact_covariance(x, activation, 1.0, depth=L)
     t = t_crit(2 * (L + 1), S - 1)
     for name, ref in (("h2", C[:, 0, 0]), ("g2", Theta[:, 0, 0])):
         est, se = richardson(*(ds[name].isel(step=0).values for ds in runs))  # (L+1,)
@@ -350,7 +350,7 @@ def test_coordinates_stay_order_one_across_widths_and_depths():
         runs = [train_resnet(X, np.zeros(B), width=n, depth=L, seeds=S, eta_c=0.0,
                              batch_size=B, activation="relu", device="cpu", progress=False)
                 for n in (64, 128)]
-        _, C, Theta = exact_covariance(X[:1], "relu", 1.0, steps=L)
+        _, C, Theta = exact_covariance(X[:1], "relu", 1.0, depth=L)
         for name, layer, ref in (("h2", -1, C[-1, 0, 0]), ("g2", 0, Theta[0, 0, 0])):
             assert 0.5 < ref < 3.0
             # per seed: the batch mean of ‖·‖²/n over the B inputs

@@ -13,7 +13,7 @@ infinite-width, infinite-depth depth-μP ResNet (paper 000, Prop. 2 and App. G.1
    (a plain torch implementation of the network in the docstring of
    ``nfd.ntk_kernel``, ordinary backpropagation through the same W_ℓ) by
    ``torch.autograd``, split by parameter into its readout (v), input-layer (U) and
-   hidden-layer (W_ℓ) parts, against ``nfd.ntk_kernel(steps=L, parts=True)``, the
+   hidden-layer (W_ℓ) parts, against ``nfd.ntk_kernel(depth=L, parts=True)``, the
    exact n → ∞ kernel of the depth-L network (so no depth bias enters).
 
 Statistical rule (as in tests/test_models.py): the finite-width bias c/n of the seed
@@ -64,14 +64,14 @@ def test_identity_closed_form(T, steps):
     # Relative to the largest entry: 1e-9 for the ODE (rtol 1e-10), 1e-13 for the
     # recursion. Inputs of different norms and signs (c₀ ranges over [−1.7, 2.6]).
     X = np.random.default_rng(0).standard_normal((5, 3))
-    ds = nfd.ntk_kernel(X, activation="identity", T=T, steps=steps, parts=True)
+    ds = nfd.ntk_kernel(X, activation="identity", T=T, depth=steps, parts=True)
     ref = _closed_identity(X, T, steps)
     tol = (1e-9 if steps is None else 1e-13) * np.abs(sum(ref)).max()
     for name, r in zip(PARTS, ref):
         np.testing.assert_allclose(ds[name].values, r, rtol=0, atol=tol, err_msg=name)
     np.testing.assert_allclose(ds.ntk.values, sum(ref), rtol=0, atol=tol)
     assert np.array_equal(ds.ntk.values,
-                          nfd.ntk_kernel(X, activation="identity", T=T, steps=steps))
+                          nfd.ntk_kernel(X, activation="identity", T=T, depth=steps))
 
 
 @pytest.mark.parametrize("steps", [None, 8])
@@ -80,7 +80,7 @@ def test_relu_diagonal_closed_form(steps):
     # (1 + τ/2)^L, (1 + τ/2)^L and (T/2)(1 + τ/2)^{L−1}. Relative 1e-10 / 1e-13.
     T = 1.5
     X = sphere(np.random.default_rng(1), 4, 6)
-    ds = nfd.ntk_kernel(X, T=T, steps=steps, parts=True)
+    ds = nfd.ntk_kernel(X, T=T, depth=steps, parts=True)
     g = math.exp(T / 2) if steps is None else (1 + T / steps / 2) ** steps
     hidden = T / 2 * (math.exp(T / 2) if steps is None
                       else (1 + T / steps / 2) ** (steps - 1))
@@ -91,9 +91,9 @@ def test_relu_diagonal_closed_form(steps):
 
 def _backward_form(X, activation, T, L, theta=None):
     """Parts of the depth-L kernel written as the brief's sums over layers,
-    C_L, c₀ Θ_0 and Σ_ℓ τ E[φφ′](C_{ℓ−1}) Θ_ℓ, from ``nfd.nngp_kernel(steps=L)``;
+    C_L, c₀ Θ_0 and Σ_ℓ τ E[φφ′](C_{ℓ−1}) Θ_ℓ, from ``nfd.nngp_kernel(depth=L)``;
     ``theta(Θ) → Θ'`` replaces the backward moments (a deliberately broken kernel)."""
-    ds = nfd.nngp_kernel(X, activation=activation, T=T, steps=L)
+    ds = nfd.nngp_kernel(X, activation=activation, T=T, depth=L)
     C, Th = ds.kernel.values, ds.theta.values
     if theta is not None:
         Th = theta(Th)
@@ -112,7 +112,7 @@ def test_hidden_term_is_the_backward_integral(activation):
     # (error ~ h⁴: measured 3e-11 relu, 4e-13 tanh, 2e-12 erf), 1e-9 relative.
     T, L = 2.0, 16
     X = sphere(np.random.default_rng(2), 4, 3)
-    got = nfd.ntk_kernel(X, activation=activation, T=T, steps=L, parts=True)
+    got = nfd.ntk_kernel(X, activation=activation, T=T, depth=L, parts=True)
     for name, ref in _backward_form(X, activation, T, L).items():
         np.testing.assert_allclose(got[name].values, ref, rtol=1e-12, atol=1e-12)
     t = np.linspace(0.0, T, 129)
@@ -140,19 +140,19 @@ def test_symmetric_psd_and_cross_block(activation, steps):
     # up to rounding (1e-13) at depth L; K(X, X) = K(X).
     rng = np.random.default_rng(3)
     X, X2 = sphere(rng, 4, 3), sphere(rng, 2, 3)
-    ds = nfd.ntk_kernel(X, activation=activation, steps=steps, parts=True)
+    ds = nfd.ntk_kernel(X, activation=activation, depth=steps, parts=True)
     for name in ("ntk",) + PARTS:
         K = ds[name].values
         assert np.array_equal(K, K.T), name
         assert np.linalg.eigvalsh(K)[0] > -1e-12 * np.trace(K), name
     tol = 1e-9 if steps is None else 1e-13
-    joint = nfd.ntk_kernel(np.concatenate([X, X2]), activation=activation, steps=steps)
-    cross = nfd.ntk_kernel(X, X2, activation=activation, steps=steps)
+    joint = nfd.ntk_kernel(np.concatenate([X, X2]), activation=activation, depth=steps)
+    cross = nfd.ntk_kernel(X, X2, activation=activation, depth=steps)
     assert cross.shape == (4, 2)
     np.testing.assert_allclose(cross, joint[:4, 4:], rtol=0, atol=tol * np.abs(joint).max())
-    np.testing.assert_allclose(nfd.ntk_kernel(X, X, activation=activation, steps=steps),
+    np.testing.assert_allclose(nfd.ntk_kernel(X, X, activation=activation, depth=steps),
                                ds.ntk.values, rtol=0, atol=tol * np.abs(joint).max())
-    one = nfd.ntk_kernel(X2[0], X, activation=activation, steps=steps)  # a 1-d row
+    one = nfd.ntk_kernel(X2[0], X, activation=activation, depth=steps)  # a 1-d row
     np.testing.assert_allclose(one, joint[4:5, :4], rtol=0, atol=tol * np.abs(joint).max())
 
 
@@ -164,7 +164,7 @@ def test_depth_convergence_is_first_order(activation):
     X = sphere(np.random.default_rng(4), 4, 3)
     K = nfd.ntk_kernel(X, activation=activation, T=2.0)
     Ls = np.array([16, 32, 64, 128])
-    err = np.array([np.abs(nfd.ntk_kernel(X, activation=activation, T=2.0, steps=int(L))
+    err = np.array([np.abs(nfd.ntk_kernel(X, activation=activation, T=2.0, depth=int(L))
                            - K).max() for L in Ls])
     slope = np.polyfit(np.log(Ls), np.log(err), 1)[0]
     assert abs(slope + 1) < 0.05, (slope, err)
@@ -197,8 +197,8 @@ def test_parts_dataset():
     (dict(X2=np.array([[np.inf, 1.0]])), ValueError, "X2 contains NaN"),
     (dict(T=0.0), ValueError, "T must be finite and > 0"),
     (dict(T="1"), TypeError, "T must be a real number"),
-    (dict(steps=0), ValueError, "steps must be >= 1"),
-    (dict(steps=2.0), TypeError, "steps must be an integer"),
+    (dict(depth=0), ValueError, "depth must be >= 1"),
+    (dict(depth=2.0), TypeError, "depth must be an integer"),
     (dict(rtol=0.0), ValueError, "rtol must be finite and > 0"),
     (dict(rtol=0.5), ValueError, "rtol must be below 1e-2"),
     (dict(nodes=1), ValueError, "nodes must be >= 2"),
@@ -292,7 +292,7 @@ def _mutants(activation, T, L):
 def _check_against_networks(activation, T, L, n, S, depth_bias=False):
     small = _seeds(n, L, activation, T, range(S))
     large = _seeds(2 * n, L, activation, T, range(1000, 1000 + S))
-    ds = nfd.ntk_kernel(_X, activation=activation, T=T, steps=L, parts=True)
+    ds = nfd.ntk_kernel(_X, activation=activation, T=T, depth=L, parts=True)
     ref = {p: ds[p].values for p in PARTS}
     t = _t_values(small, large, ref)
     crit = float(stats.t.isf(FALSE_ALARM / (2 * t.size), S - 1))

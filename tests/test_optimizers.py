@@ -165,7 +165,7 @@ def test_small_gamma0_is_kernel_gradient_descent_at_rate_gamma0_squared(backward
     eps = np.array([0.4, 0.2, 0.1, 0.05, 0.025])
     kernels = _linear_kernels(_X, _X, _L, 1.0)
     # the coupled kernel is nfd.ntk_kernel's (exact for the identity: rtol 1e-10)
-    ntk = nfd.ntk_kernel(_X, activation="identity", T=1.0, steps=_L)
+    ntk = nfd.ntk_kernel(_X, activation="identity", T=1.0, depth=_L)
     np.testing.assert_allclose(ntk, kernels["coupled"], rtol=1e-10, atol=1e-12)
     kernels["coupled"] = ntk
     sgd = nfd.schema.check_sgd(0.3, _K, momentum=0.8)
@@ -342,14 +342,14 @@ def test_networks_with_every_option_match_their_limit_at_two_widths(backward):
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 def test_small_gamma0_particles_follow_kernel_descent_with_ntk_kernel(activation):
     # simulate (coupled, float64, P = 16384, S = 10 seeds) at γ₀ = 0.3 with momentum 0.5
-    # against kernel gradient descent with nfd.ntk_kernel(steps=L) (the exact n → ∞
+    # against kernel gradient descent with nfd.ntk_kernel(depth=L) (the exact n → ∞
     # NTK of the depth-L network at initialization): module rule on the K·B = 12
     # outputs. The feature-learning bias is O(γ₀²) (rate 2.00 in the exact linear
     # test above), measured 0.02 at γ₀ = 0.4 against a seed s.e. of the mean of 0.009
     # (tanh); the Monte Carlo error grows like 1/γ₀. Power: kernel descent with the
     # NTK's hidden-layer term dropped must be rejected by the same rule.
     S, g0 = 10, 0.3
-    parts = nfd.ntk_kernel(_X, activation=activation, T=1.0, steps=_L, parts=True)
+    parts = nfd.ntk_kernel(_X, activation=activation, T=1.0, depth=_L, parts=True)
     sgd = nfd.schema.check_sgd(0.3, _K, momentum=0.5)
     ref = _kernel_descent(parts.ntk.values, _Y, _B, sgd).ravel()
     wrong = _kernel_descent((parts.ntk - parts.hidden).values, _Y, _B, sgd).ravel()

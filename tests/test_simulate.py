@@ -107,7 +107,7 @@ def test_no_learning_reduces_to_the_at_init_sdes():
     ds = nfd.simulate(X, np.zeros(3), eta_c=0.0, activation="tanh", depth=L,
                       record=nfd.Record(paths=P,
                                         eig_steps=[2]), particles=P, seed=1, progress=False, dtype="float64")
-    _, C, Th = exact_covariance(X, "tanh", 1.0, steps=L)
+    _, C, Th = exact_covariance(X, "tanh", 1.0, depth=L)
     H = ds.h_path.values[:, :, 0, :]  # (P, step, time)
     G = ds.g_path.values[:, :, 0, :]
     for paths, ref in ((H, C), (G, Th)):
@@ -255,7 +255,7 @@ def test_bad_innovations_name_the_argument():
         with pytest.raises((ValueError, TypeError), match=match):
             nfd.simulate(X, y, eta_c=0.1, depth=2, particles=16, progress=False,
                          innovations=innovations)
-    with pytest.raises(TypeError, match="steps"):
+    with pytest.raises(TypeError, match="depth"):
         nfd.coarsen_innovations(torch.randn(4, 2, 3), True)
     with pytest.raises(ValueError, match="divisor"):
         nfd.coarsen_innovations(torch.randn(4, 2, 3), 3)

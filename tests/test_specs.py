@@ -296,3 +296,16 @@ PINNED = {
 def test_training_numbers_are_todays(name):
     want, run = PINNED[name]
     np.testing.assert_allclose(run().f.values.ravel(), want, rtol=1e-12, atol=1e-14)
+
+
+def test_depth_is_the_one_name_for_the_depth():
+    # at initialization too (the Euler steps of the L-step scheme = the network's depth)
+    for fn in (nfd.nngp_kernel, nfd.ntk_kernel, nfd.forward_sde, nfd.backward_sde):
+        assert "depth" in inspect.signature(fn).parameters, fn.__name__
+        with pytest.raises(TypeError, match=r"\(steps=4\) was removed: pass depth=4"):
+            fn(X, steps=4)
+    with pytest.raises(TypeError, match="pass depth=4"):
+        nfd.exact_covariance(X, "relu", 1.0, steps=4)
+    import torch
+    with pytest.raises(TypeError, match="pass depth=2"):
+        nfd.coarsen_innovations(torch.zeros(4, 2), steps=2)

@@ -370,7 +370,7 @@ def test_sync_count_per_sgd_step_on_cuda(kind):
 
     def run(K):
         if kind == "at-init":
-            return lambda: nfd.forward_sde(X[:1], steps=4 * K, particles=256, device="cuda")
+            return lambda: nfd.forward_sde(X[:1], depth=4 * K, particles=256, device="cuda")
         first, *options = kind.split()
         opt = ({"optimizer": nfd.Adam()} if options == ["adam"]
                else {"optimizer": nfd.SGD(momentum=0.5)} if options else {})

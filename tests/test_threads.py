@@ -75,9 +75,9 @@ def test_at_init_engine_is_bit_identical_on_1_2_and_3_threads(threads, monkeypat
     runs = []
     for n in (1, 2, 3):
         threads(n)
-        runs.append((nfd.forward_sde(X, steps=3, particles=particles, seed=0, dtype=dtype,
+        runs.append((nfd.forward_sde(X, depth=3, particles=particles, seed=0, dtype=dtype,
                                      activation="tanh"),
-                     nfd.backward_sde(X, steps=3, particles=particles, seed=0, dtype=dtype,
+                     nfd.backward_sde(X, depth=3, particles=particles, seed=0, dtype=dtype,
                                       activation="tanh")))
     for fwd, bwd in runs[1:]:
         assert not _equal(runs[0][0], fwd) and not _equal(runs[0][1], bwd)
@@ -92,14 +92,14 @@ def test_at_init_engine_adapts_only_where_it_is_thread_independent(threads, monk
     runs = []
     for n in (1, 2, 3):
         threads(n)
-        runs.append(nfd.backward_sde(X[:16], steps=3, particles=4097, seed=0))
+        runs.append(nfd.backward_sde(X[:16], depth=3, particles=4097, seed=0))
     assert not _equal(runs[0], runs[1]) and not _equal(runs[0], runs[2])
     teams = []
     real = sde.euler_maruyama
     monkeypatch.setattr(_init_sde, "euler_maruyama",
                         lambda *a, **k: teams.append(k["adapt_threads"]) or real(*a, **k))
-    nfd.forward_sde(X[:16], steps=2, particles=64)
-    nfd.forward_sde(X, steps=2, particles=64)
+    nfd.forward_sde(X[:16], depth=2, particles=64)
+    nfd.forward_sde(X, depth=2, particles=64)
     assert teams == [True, False] and _init_sde.MAX_ADAPTIVE_INPUTS == 16
 
 

@@ -35,7 +35,7 @@ def test_a_vector_X_is_refused_naming_X_and_saying_how_to_reshape_it():
     # a column of 16 samples trains; a single input vector still works where one input
     # is the natural argument (the kernels)
     train_resnet(x.reshape(-1, 1), y, eta_c=0.1, **NET)
-    assert nfd.nngp_kernel(X16[0], steps=2).sizes["input"] == 1
+    assert nfd.nngp_kernel(X16[0], depth=2).sizes["input"] == 1
 
 
 # ------------------------------------------------------------------ labels

@@ -9,7 +9,7 @@ and, under the gradient-independence of Prop. 6, the backward second moments
 Θ_t = E[g_t g'_t] solve −dΘ/dt = E[φ'(u)φ'(u')] ⊙ Θ with Θ_T = 1 (all ones, since
 g_T = v is shared by every input).
 
-With ``steps=L`` the same functions return the Euler recursion
+With ``depth=L`` the same functions return the Euler recursion
 C_{ℓ+1} = C_ℓ + τ E[φφ'](C_ℓ), Θ_{ℓ−1} = Θ_ℓ (1 + τ E[φ'φ'](C_{ℓ−1})), τ = T/L,
 which is the *exact* law of the L-step Euler–Maruyama particle scheme with
 infinitely many particles (equivalently the n → ∞ limit of a depth-L network).
@@ -23,7 +23,7 @@ kernel in its forward form
 
     dP/dt = E[φ'(u)φ'(u')] P + E[φ(u)φ(u')],  P_0 = 0,
 
-whose value P_T = ∫_0^T E[φφ'](C_t) Θ_t dt (paper 000, Prop. 2); with ``steps=L``
+whose value P_T = ∫_0^T E[φφ'](C_t) Θ_t dt (paper 000, Prop. 2); with ``depth=L``
 P_ℓ = P_{ℓ−1}(1 + τ E[φ'φ'](C_{ℓ−1})) + τ E[φφ'](C_{ℓ−1}), so P_L = Σ_ℓ τ Σ_{ℓ−1} Θ_ℓ.
 """
 
@@ -33,6 +33,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .._model import Activation, get_activation
+from .._schema import removed_keywords
 
 __all__ = ["exact_covariance"]
 
@@ -127,12 +128,13 @@ def _square(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, m: int) -> n
     return out
 
 
+@removed_keywords("exact_covariance", {"steps": ("depth", None, None)})
 def exact_covariance(
     X: np.ndarray,
     activation: str | Activation = "relu",
     T: float = 1.0,
     *,
-    steps: int | None = None,
+    depth: int | None = None,
     times: np.ndarray | None = None,
     rtol: float = 1e-10,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,15 +150,15 @@ def exact_covariance(
     activation : str or Activation
     T : float
         Time horizon.
-    steps : int, optional
+    depth : int, optional
         If given, the L-step Euler recursion (exact limit of the EM scheme);
         otherwise the continuous ODE solved by DOP853 at ``rtol``.
     times : ndarray, optional
         Output times for the continuous ODE (default ``t_ℓ = ℓT/64``); ignored
-        when ``steps`` is given (outputs at ``t_ℓ = ℓT/L``, ℓ = 0..L).
+        when ``depth`` is given (outputs at ``t_ℓ = ℓT/L``, ℓ = 0..L).
     rtol : float
         Relative tolerance of the continuous ODE's DOP853 solver (absolute
-        tolerance ``rtol/100``); unused when ``steps`` is given.
+        tolerance ``rtol/100``); unused when ``depth`` is given.
 
     Returns
     -------
@@ -170,5 +172,5 @@ def exact_covariance(
     X = np.asarray(X, float)
     m = X.shape[0]
     rows, cols = np.triu_indices(m)
-    times, out = _solve_pairs(act, X, rows, cols, T, steps=steps, times=times, rtol=rtol)
+    times, out = _solve_pairs(act, X, rows, cols, T, steps=depth, times=times, rtol=rtol)
     return times, _square(out["C"], rows, cols, m), _square(out["Theta"], rows, cols, m)

@@ -7,20 +7,22 @@ import numpy as np
 import xarray as xr
 
 from .._model import get_activation
-from .._schema import base_attrs, check_choice, check_int, check_matrix, check_positive_float
+from .._schema import (base_attrs, check_choice, check_int, check_matrix, check_positive_float,
+                       removed_keywords)
 from ._exact import _solve_pairs, _square, exact_covariance
 from ._sde import backward_sde
 
 __all__ = ["nngp_kernel", "ntk_kernel"]
 
 
+@removed_keywords("nngp_kernel", {"steps": ("depth", None, None)})
 def nngp_kernel(
     X,
     *,
     activation="relu",
     T: float = 1.0,
     method: str = "exact",
-    steps: int | None = None,
+    depth: int | None = None,
     times=None,
     particles: int = 65536,
     seed: int = 0,
@@ -43,7 +45,7 @@ def nngp_kernel(
         with closed forms for relu (arc-cosine), abs, erf (arcsin) and identity, and
         Gauss–Hermite quadrature otherwise. ``"particles"`` simulates the SDEs
         (:func:`nfd.backward_sde`) and reports Monte Carlo standard errors.
-    steps : int, optional
+    depth : int, optional
         ``"exact"``: if given, the L-step Euler recursion — the exact law of the
         L-step scheme, i.e. the n → ∞ limit of a depth-L network — instead of the
         continuous ODE. ``"particles"``: Euler steps (default 64).
@@ -61,24 +63,24 @@ def nngp_kernel(
     check_choice("method", method, ("exact", "particles"))
     Xn = check_matrix("X", X)
     T = check_positive_float("T", T)
-    if steps is not None:
-        steps = check_int("steps", steps, 1)
+    if depth is not None:
+        depth = check_int("depth", depth, 1)
     if method == "particles":
-        return backward_sde(Xn, activation=activation, T=T, steps=steps or 64,
+        return backward_sde(Xn, activation=activation, T=T, depth=depth or 64,
                             particles=particles, seed=seed, device=device, dtype=dtype)
     act = get_activation(activation)
     if times is not None:
         times = np.asarray(times, float)
         if times.ndim != 1 or np.any(times < 0) or np.any(times > T):
             raise ValueError("times must be a 1-d array within [0, T]")
-    t, C, Theta = exact_covariance(Xn, act, T, steps=steps, times=times)
+    t, C, Theta = exact_covariance(Xn, act, T, depth=depth, times=times)
     m = Xn.shape[0]
     dims = ("time", "input", "input2")
     ds = xr.Dataset(
         {"kernel": (dims, C), "theta": (dims, Theta)},
         coords={"time": t, "input": np.arange(m), "input2": np.arange(m)},
         attrs=base_attrs(limit="at-initialization", method="exact", activation=act.name,
-                         T=T, steps=steps, input_dim=Xn.shape[1],
+                         T=T, steps=depth, input_dim=Xn.shape[1],
                          quadrature="closed form" if act.closed_form else "Gauss-Hermite"),
     )
     ds["kernel"].attrs["long_name"] = "C_t(x, x') (Prop. 3)"
@@ -86,13 +88,14 @@ def nngp_kernel(
     return ds
 
 
+@removed_keywords("ntk_kernel", {"steps": ("depth", None, None)})
 def ntk_kernel(
     X,
     X2=None,
     *,
     activation="relu",
     T: float = 1.0,
-    steps: int | None = None,
+    depth: int | None = None,
     rtol: float = 1e-10,
     nodes: int = 80,
     parts: bool = False,
@@ -139,13 +142,13 @@ def ntk_kernel(
         Gaussian moments, every other φ a ``nodes`` × ``nodes`` Gauss–Hermite rule.
     T : float
         Time horizon (the T of eq. 1).
-    steps : int, optional
+    depth : int, optional
         Depth L: the exact n → ∞ kernel of the depth-L network (the recursions
         ``C_ℓ = C_{ℓ−1} + τΣ_{ℓ−1}``, ``Θ_{ℓ−1} = Θ_ℓ(1 + τE[φ′φ′]_{ℓ−1})`` and the sum
         above), which differs from the L → ∞ kernel by O(1/L). Default: L → ∞.
     rtol : float
         Relative tolerance of the continuous ODE (DOP853, absolute tolerance
-        rtol/100); ignored with ``steps``. Measured at the default 1e-10 against the
+        rtol/100); ignored with ``depth``. Measured at the default 1e-10 against the
         closed forms (identity: ``(2 + T) e^T x·x′/d``; relu diagonal:
         ``(2 + T/2) e^{T/2}`` at ‖x‖² = d): relative errors 2e-12 at T = 1, 2e-11
         at T = 3, 4e-11 at T = 5. The L-step recursion matches its closed form to
@@ -170,13 +173,13 @@ def ntk_kernel(
     Raises
     ------
     TypeError
-        ``X`` or ``X2`` not array-like of numbers, ``T``, ``rtol`` not real, ``steps``
+        ``X`` or ``X2`` not array-like of numbers, ``T``, ``rtol`` not real, ``depth``
         or ``nodes`` not an integer, ``parts`` not a bool, or an unusable activation
         callable.
     ValueError
         ``X``/``X2`` not of shape (·, d) with finite entries, ``X2`` with another d
         than ``X``, ``T`` or ``rtol`` not finite and positive (``rtol`` below 1e-2),
-        ``steps`` < 1, ``nodes`` outside 2..360, or an unknown activation name.
+        ``depth`` < 1, ``nodes`` outside 2..360, or an unknown activation name.
 
     Notes
     -----
@@ -190,7 +193,7 @@ def ntk_kernel(
     >>> import numpy as np, nfd
     >>> X = np.array([[1.0, 0.0], [0.6, 0.8]]) * np.sqrt(2)
     >>> K = nfd.ntk_kernel(X)                          # (2, 2), L → ∞
-    >>> K_test = nfd.ntk_kernel(X, X[:1], steps=32)    # (2, 1), depth 32
+    >>> K_test = nfd.ntk_kernel(X, X[:1], depth=32)    # (2, 1), depth 32
     """
     Xn = check_matrix("X", X)
     N, d = Xn.shape
@@ -199,8 +202,8 @@ def ntk_kernel(
         if X2n.shape[1] != d:
             raise ValueError(f"X2 must have d = {d} columns like X, got {X2n.shape[1]}")
     T = check_positive_float("T", T)
-    if steps is not None:
-        steps = check_int("steps", steps, 1)
+    if depth is not None:
+        depth = check_int("depth", depth, 1)
     rtol = check_positive_float("rtol", rtol)
     if rtol >= 1e-2:
         raise ValueError(f"rtol must be below 1e-2, got {rtol}")
@@ -220,7 +223,7 @@ def ntk_kernel(
         diag = np.arange(N + M)
         rows, cols = np.concatenate([diag, ii]), np.concatenate([diag, N + jj])
         keep = slice(N + M, None)
-    _, sol = _solve_pairs(act, Z, rows, cols, T, steps=steps, times=np.array([0.0, T]),
+    _, sol = _solve_pairs(act, Z, rows, cols, T, steps=depth, times=np.array([0.0, T]),
                           rtol=rtol, ntk=True, nodes=nodes)
     c0 = np.einsum("kd,kd->k", Z[rows], Z[cols]) / d
     terms = {"readout": sol["C"][-1], "input_layer": c0 * sol["Theta"][0],
@@ -235,7 +238,7 @@ def ntk_kernel(
         {"ntk": (dims, ntk), **{k: (dims, v) for k, v in terms.items()}},
         coords={"input": np.arange(N), "input2": np.arange(M)},
         attrs=base_attrs(limit="at-initialization", method="exact", activation=act.name,
-                         T=T, steps=steps, rtol=rtol, input_dim=d, cross=X2 is not None,
+                         T=T, steps=depth, rtol=rtol, input_dim=d, cross=X2 is not None,
                          quadrature="closed form" if act.closed_form else "Gauss-Hermite"),
     )
     for name, long_name in _NTK_NAMES.items():

@@ -29,7 +29,7 @@ import xarray as xr
 from sde import McKeanVlasovSDE, euler_maruyama, psd_factor, serial
 
 from .._model import Activation, get_activation
-from .._schema import (base_attrs, check_int, check_matrix, check_positive_float,
+from .._schema import (base_attrs, check_int, check_matrix, check_positive_float, removed_keywords,
                        resolve_device_dtype)
 
 __all__ = ["forward_sde", "backward_sde", "ForwardSDE"]
@@ -137,7 +137,7 @@ def _moments(y: torch.Tensor) -> torch.Tensor:
 def _run(X, activation, T, steps, particles, seed, device, dtype, paths, backward):
     Xn = check_matrix("X", X)
     T = check_positive_float("T", T)
-    steps = check_int("steps", steps, 1)
+    steps = check_int("depth", steps, 1)
     particles = check_int("particles", particles, 2)
     paths = check_int("paths", paths, 0)
     if paths > particles:
@@ -194,8 +194,9 @@ def _run(X, activation, T, steps, particles, seed, device, dtype, paths, backwar
     return ds
 
 
+@removed_keywords("forward_sde", {"steps": ("depth", None, None)})
 def forward_sde(
-    X, *, activation="relu", T: float = 1.0, steps: int = 64, particles: int = 4096,
+    X, *, activation="relu", T: float = 1.0, depth: int = 64, particles: int = 4096,
     seed: int = 0, device=None, dtype=None, paths: int = 0,
 ) -> xr.Dataset:
     """Simulate the at-initialization forward SDE (paper 002, Props. 2 and 3).
@@ -212,8 +213,8 @@ def forward_sde(
         φ (see :func:`nfd.get_activation`).
     T : float
         Time horizon (the T of eq. 1).
-    steps : int
-        Euler–Maruyama steps L; the L-step scheme is the n → ∞ limit of a depth-L
+    depth : int
+        L, the Euler–Maruyama steps; the L-step scheme is the n → ∞ limit of a depth-L
         network.
     particles : int
         P ≥ 2; expectations are particle means.
@@ -234,11 +235,12 @@ def forward_sde(
         ``kernel_se``: its Monte Carlo standard error; ``h`` (particle, time, input)
         when ``paths > 0``. Parameters in ``attrs``.
     """
-    return _run(X, activation, T, steps, particles, seed, device, dtype, paths, False)
+    return _run(X, activation, T, depth, particles, seed, device, dtype, paths, False)
 
 
+@removed_keywords("backward_sde", {"steps": ("depth", None, None)})
 def backward_sde(
-    X, *, activation="relu", T: float = 1.0, steps: int = 64, particles: int = 4096,
+    X, *, activation="relu", T: float = 1.0, depth: int = 64, particles: int = 4096,
     seed: int = 0, device=None, dtype=None, paths: int = 0,
 ) -> xr.Dataset:
     """Simulate the at-initialization backward SDE (paper 002, Prop. 6) with its forward.
@@ -254,8 +256,8 @@ def backward_sde(
         φ (see :func:`nfd.get_activation`).
     T : float
         Time horizon (the T of eq. 1).
-    steps : int
-        Euler–Maruyama steps L; the L-step scheme is the n → ∞ limit of a depth-L
+    depth : int
+        L, the Euler–Maruyama steps; the L-step scheme is the n → ∞ limit of a depth-L
         network.
     particles : int
         P ≥ 2; expectations are particle means.
@@ -275,4 +277,4 @@ def backward_sde(
         input2) = E[g_t(x)g_t(x')] with ``theta_se``, and ``g`` paths when
         ``paths > 0``.
     """
-    return _run(X, activation, T, steps, particles, seed, device, dtype, paths, True)
+    return _run(X, activation, T, depth, particles, seed, device, dtype, paths, True)

@@ -19,31 +19,35 @@ import numbers
 
 import torch
 
+from .._schema import removed_keywords
+
 __all__ = ["coarsen_innovations"]
 
 
-def coarsen_innovations(innovations: torch.Tensor, steps: int) -> torch.Tensor:
-    """Innovations of a ``steps``-step grid from those of a finer grid.
+@removed_keywords("coarsen_innovations", {"steps": ("depth", None, None)})
+def coarsen_innovations(innovations: torch.Tensor, depth: int) -> torch.Tensor:
+    """Innovations of a ``depth``-step grid (a run of that depth) from those of a
+    finer grid.
 
     Parameters
     ----------
     innovations : Tensor, shape (L_fine, ...)
         Standard normal innovations, time index first (as
         :class:`sde.GrowingGaussianDriver` stores them).
-    steps : int
-        Number of coarse steps; must divide L_fine.
+    depth : int
+        The coarse grid's steps (its run's depth); must divide L_fine.
 
     Returns
     -------
-    Tensor, shape (steps, ...)
-        ξ_coarse[ℓ] = Σ_{j<r} ξ_fine[rℓ + j] / √r, r = L_fine / steps: again standard
+    Tensor, shape (depth, ...)
+        ξ_coarse[ℓ] = Σ_{j<r} ξ_fine[rℓ + j] / √r, r = L_fine / depth: again standard
         normal and independent across ℓ (module docstring: how close the paths are).
     """
     fine = innovations.shape[0]
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
-        raise TypeError(f"steps must be an integer, got {steps!r}")
-    steps = int(steps)
-    if steps < 1 or fine % steps:
-        raise ValueError(f"steps must be a positive divisor of the {fine} fine steps, got {steps!r}")
-    r = fine // steps
-    return innovations.reshape(steps, r, *innovations.shape[1:]).sum(1) / math.sqrt(r)
+    if isinstance(depth, bool) or not isinstance(depth, numbers.Integral):
+        raise TypeError(f"depth must be an integer, got {depth!r}")
+    depth = int(depth)
+    if depth < 1 or fine % depth:
+        raise ValueError(f"depth must be a positive divisor of the {fine} fine steps, got {depth!r}")
+    r = fine // depth
+    return innovations.reshape(depth, r, *innovations.shape[1:]).sum(1) / math.sqrt(r)

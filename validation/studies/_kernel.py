@@ -154,7 +154,7 @@ def run_kernel(*, quick: bool = False, store=None, scheduler: str | None = None,
                           nfd.nngp_kernel(X, activation=act, T=T, times=_HALVES * T)
                           .kernel.values)
     ds["exact_kernel_depth"] = (("depth", "time", "input", "input2"), np.stack([
-        nfd.nngp_kernel(X, activation=act, T=T, steps=L).kernel.values[
+        nfd.nngp_kernel(X, activation=act, T=T, depth=L).kernel.values[
             np.rint(_HALVES * L).astype(int)] for L in cfg["depths"]]))
     CT = ds["exact_kernel"].isel(time=-1)
     norm2 = float((CT**2).sum())

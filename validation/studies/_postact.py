@@ -22,7 +22,7 @@ References, per depth:
   h_{ℓ−1,i}/√n and so grows only like exp(c₁√(TL/n)).
 * Pre-act: E[h_{L,i}] = 0 exactly (W_ℓ → −W_ℓ symmetry) and, as n → ∞,
   ‖h_L‖²/n → C^{(L)}(x, x), the depth-L Euler recursion of the covariance ODE of
-  Prop. 3 (:func:`nfd.nngp_kernel` with ``steps=L``), bounded by its L → ∞ limit.
+  Prop. 3 (:func:`nfd.nngp_kernel` with ``depth=L``), bounded by its L → ∞ limit.
 
 Depth exponents: ``value = b·L^(−q)`` by :func:`validation._fit.fit_power_law`
 (no plateau, log least squares, bootstrap over seeds); the growth exponent is −q.
@@ -154,7 +154,7 @@ def run_postact(*, quick: bool = False, store=None, scheduler: str | None = None
     ds["meanfield_mean_h"] = ("depth", m_mf)
     ds["meanfield_h2"] = ("depth", q_mf)
     ds["exact_h2"] = ("depth", [
-        float(np.diagonal(nfd.nngp_kernel(X, activation=_TASK["activation"], T=T, steps=int(d))
+        float(np.diagonal(nfd.nngp_kernel(X, activation=_TASK["activation"], T=T, depth=int(d))
                           .kernel.isel(time=-1).values).mean()) for d in cfg["depths"]])
     ds.attrs = base_attrs(study="postact", quick=quick, seed=seed, c1=_C1, c2=0.0,
                           input_norm=r, **cfg, **_TASK)
