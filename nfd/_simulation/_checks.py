@@ -17,6 +17,7 @@ from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_
                        check_positive_float, check_record, check_steps, default_steps,
                        resolve_device_dtype)
 from .._optim import SGD, Adam, block_style, check_block, check_stream, optimizer_keywords
+from ._adam import adam_dtypes
 
 __all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_whitening",
            "PARTICLE_INITS"]
@@ -80,6 +81,9 @@ class Config:
     #: the initial particles (u, v): "iid" draws, or "whitened" jointly
     #: (``nfd._simulation._state.whiten_jointly``)
     particle_init: str = "iid"
+    #: the dtype of Adam's dense states when it differs from ``dtype``, the particles'
+    #: (``nfd._simulation._adam.adam_dtypes``); None: ``dtype``
+    adam_dtype: torch.dtype | None = None
 
     @property
     def N(self) -> int:
@@ -199,8 +203,12 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
     eig_steps = (default_steps(K, DEFAULT_EIG_STEPS, False) if eig_steps is None
                  else check_steps("eig_steps", eig_steps, 0, K - 1))
     device, dtype = resolve_device_dtype(device, dtype)
-    rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
+    adam_dtype = None
+    if adam is not None:
+        dtype, adam_dtype = adam_dtypes(dtype)
+        given = tuple(None if xi is None else xi.to(dtype) for xi in given)
+    rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     block, first_layer_lr, record_collapse = check_block(block, first_layer_lr,
                                                          record_collapse, given)
     if adam is not None and block == "two-layer":
@@ -212,7 +220,8 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
     return Config(Xn, yn, sgd, T, L, B, lossf, act, Xp, yp, probe_steps, eig_steps, P,
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
-                  param=param, particle_init=particle_init)
+                  param=param, particle_init=particle_init,
+                  adam_dtype=None if adam_dtype == dtype else adam_dtype)
 
 
 

@@ -12,6 +12,7 @@ from .._model import Parametrization, check_parametrization
 from .._optim import (BACKWARD_LIMITS, BLOCKS, SGD, OptimizerSpec, SGDSpec, check_optimizer,
                       optimizer_keywords)
 from ._checks import check_limit_parametrization
+from ._adam import adam_dtypes
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]
@@ -66,6 +67,8 @@ def memory_estimate(
     batch_size, probes, paths : int
         B, number of probe inputs, number of recorded particle paths.
     dtype : torch.dtype
+        As for :func:`nfd.simulate`; under Adam the dtype of the dense states only,
+        every other buffer being float64 (``nfd._simulation._adam.adam_dtypes``).
     backward : {"coupled", "decoupled"}
         The ``backward`` argument of :func:`nfd.simulate`.
     eta_c, optimizer
@@ -125,9 +128,12 @@ def memory_estimate(
     check_choice("block", block, BLOCKS)
     check_parametrization(param.branch_exponent, param.trainable, block)
     _, dtype = resolve_device_dtype("cpu", dtype)
-    item = torch.tensor([], dtype=dtype).element_size()
     opt = check_optimizer(eta_c=0.0 if eta_c is None else eta_c, K=max(N // B, 1),
                           gamma0=param.gamma0, **optimizer_keywords(optimizer))
+    state_item = torch.tensor([], dtype=dtype).element_size()
+    if not isinstance(opt, SGD):  # Adam's particles run in float64 (adam_dtypes)
+        dtype = adam_dtypes(dtype)[0]
+    item = torch.tensor([], dtype=dtype).element_size()
     plain = isinstance(opt, SGD) and opt.plain
     width = max(B, probes, 1)
     rows = history_rows(N)  # the history's rows (a few zero rows beyond N)
@@ -152,7 +158,7 @@ def memory_estimate(
     elif block == "post-nonlin-ms":
         est.update(_ms_block_entries(N, L, P, item, backward, width))
     if not isinstance(opt, SGD):
-        est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * item
+        est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * state_item
     if C >= 2:
         est["outputs"] = ((2 * C - 1) * P + width * C * P) * item + N * C * (8 + item)
     est["total"] = sum(est.values())

@@ -172,8 +172,8 @@ def simulate(
         P = 4096 in float32; :func:`nfd.memory_estimate`), and a layer-step costs
         O(P²·B) instead of O(K·B·P). Refused with ``gamma0`` ≠ 1 and two-layer
         blocks (``nfd.Adam`` has no ``weight_decay``: torch's L2 term has no
-        width-independent meaning; use ``nfd.AdamW``). Use P ≥ 16·K·B and, where
-        the amplification warning fires, ``dtype="float64"`` (:ref:`arg-optimizer`).
+        width-independent meaning; use ``nfd.AdamW``). Use P ≥ 16·K·B
+        (:ref:`arg-optimizer`); ``dtype`` is then that of the dense states.
         (β₁, β₂) each in [0, 1), default (0.9, 0.999), torch's; ε ≥ 0 in the
         rescaled units above (Θ(1) as n → ∞), default 1e-8, torch's. ε = 0 is
         sign-like descent; it gives NaN wherever a gradient entry is exactly 0 (as
@@ -270,7 +270,11 @@ def simulate(
     device : str or torch.device, optional
         Default: CUDA if available, else CPU.
     dtype : torch.dtype or str, optional
-        Default float32.
+        Default float32. With ``nfd.Adam`` / ``nfd.AdamW`` it is the dtype of the
+        dense states only: the particles, histories and drivers run in float64
+        (float32's driver floor moved Adam runs by up to 3.5 of their standard errors
+        and narrowed those; the states hold nearly all the memory: :ref:`arg-optimizer`),
+        and the results are float64.
     rel_jitter : float, optional
         Relative eigenvalue floor of the growing drivers (singular covariances from
         repeated inputs or dead units are regularised; ``sigma_floored`` and

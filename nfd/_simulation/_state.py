@@ -128,7 +128,8 @@ def _estimate(cfg: Config) -> dict[str, int]:
     opt = (SGDSpec(cfg.sgd.momentum, cfg.sgd.weight_decay) if cfg.adam is None
            else AdamW() if cfg.adam.decoupled_decay else AdamSpec())
     return memory_estimate(n_train=cfg.N, input_dim=cfg.d, depth=cfg.L, particles=cfg.P,
-                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths, dtype=cfg.dtype,
+                           batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths,
+                           dtype=cfg.adam_dtype or cfg.dtype,
                            backward=cfg.backward, eta_c=cfg.sgd.eta_c, optimizer=opt,
                            parametrization=Parametrization(gamma0=cfg.sgd.gamma0,
                                                            block=cfg.block),
