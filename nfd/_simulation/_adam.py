@@ -71,7 +71,7 @@ def adam_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
     particles carry relative rounding errors of about 1e-6), and with it the Stein
     truncation (``sde.STEIN_TRUNCATION``) drops every response component whose
     conditional variance is below 1e-3 of its own. Under Adam that moved the limit
-    by 0.5–3.5 of its standard errors and narrowed them up to 2.6 times (wine, 3
+    by 0.2–3.5 of its standard errors and narrowed them up to 2.6 times (wine, 3
     classes, L = 16, K = 70 of batch 4, AdamW, P = 1024–4096; float32 against
     float64 on the same draws), and a float64 run given float32's floor reproduced
     the float32 run to 0.13 standard errors, while promoting the dense states alone
