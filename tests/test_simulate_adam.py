@@ -461,8 +461,9 @@ def test_the_default_dtype_gives_the_float64_limit_under_adam():
     # the float32 run of before (float32 draws and floor) by 1.8.
     K, B = 40, 2
     X, y, Xp, yp = _three_classes(K, B, 12)
-    kw = dict(X=X, y=y, probes=(Xp, yp), activation="relu", loss="cross_entropy",
-              classes=3, batch_size=B, optimizer="adamw", weight_decay=0.01,
+    kw = dict(X=X, y=y, record=nfd.Record(probes=(Xp, yp)), activation="relu",
+              loss="cross_entropy", classes=3, batch_size=B,
+              optimizer=nfd.AdamW(weight_decay=0.01),
               eta_c=nfd.warmup_cosine(K, peak=0.1, warmup=K // 10), seed=0)
     default = _run(dtype=None, **kw)
     wide = _run(**kw)  # float64
