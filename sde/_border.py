@@ -183,7 +183,7 @@ def _block_tail(hist: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
     schur, lower = _block_factor(block - gram, floor, ceil)
     pivot2, shrink, skip = _regularise(var, schur, var - schur, floor, ceil)
     rows = torch.cat((hist.transpose(1, 2), lower), 2).mul_(shrink[..., None])
-    rows.diagonal(k, dim1=1, dim2=2).copy_(pivot2.sqrt())
+    torch.sqrt(pivot2, out=rows.diagonal(k, dim1=1, dim2=2))  # straight onto the diagonal
     return rows, schur.amin(1, keepdim=True), skip
 
 
@@ -201,11 +201,11 @@ def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor):
     for j in range(schur.shape[1] - 1):
         at = floor[:, j]
         pivot2 = torch.maximum(diag[:, j], at)
-        column = schur[:, j, j + 1:].div(pivot2.sqrt()[:, None]).masked_fill_(
-            (pivot2 <= ceil[:, j])[:, None], 0.0)
+        # the column straight into its place below the diagonal (no copy)
+        column = torch.div(schur[:, j, j + 1:], pivot2.sqrt()[:, None],
+                           out=schur[:, j + 1:, j]).masked_fill_((pivot2 <= ceil[:, j])[:, None], 0.0)
         for m, c in zip(each, column.unbind(0)):
             m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
-        schur[:, j + 1:, j] = column
     return diag, torch.tril(schur, -1)
 
 
