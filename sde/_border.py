@@ -153,60 +153,68 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     on a GPU, every layer), and the skip mask (B,).
     """
     rows, min_eig, skip = border_blocks([inv], col[None], rel_jitter)
-    return rows[0], min_eig[0], skip[0]
+    return rows[0].contiguous(), min_eig[0], skip[0]  # row-major for the caller's products
 
 
 def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
     """:func:`border_block` for G independent drivers at once (one driver's border is
     this with G = 1): ``invs`` their G inverses (k, k), ``cols`` (G, k+B, B). The
     products are made per driver, each into its own aligned slab, the elementwise
-    rest once for all G (the same bits per element). Returns rows (G, B, k+B),
-    min_eig (G, 1), skip (G, B)."""
+    rest once for all G (the same bits per element). Returns rows (G, B, k+B), the
+    transpose of a tensor whose slabs (k+B, B) are contiguous (their first k rows are
+    the products' own slabs, so the rows need no copy; read them elementwise or copy
+    them before a product), min_eig (G, 1), skip (G, B)."""
     G, k, b = cols.shape[0], cols.shape[1] - cols.shape[2], cols.shape[2]
-    hist = grouped(G, (k, b), cols.dtype, cols.device)
+    slabs = grouped(G, (k + b, b), cols.dtype, cols.device)
     gram = grouped(G, (b, b), cols.dtype, cols.device)
-    for inv, col, h, g in zip(invs, cols[:, :k].unbind(0), hist.unbind(0), gram.unbind(0)):
+    for inv, col, h, g in zip(invs, cols[:, :k].unbind(0), slabs[:, :k].unbind(0),
+                              gram.unbind(0)):
         torch.mm(inv, col, out=h)
         torch.mm(h.T, h, out=g)
-    return _block_tail(hist, gram, cols[:, k:], rel_jitter)
+    return _block_tail(slabs, gram, cols[:, k:], rel_jitter)
 
 
-def _block_tail(hist: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
+def _block_tail(slabs: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
                 rel_jitter: float):
-    """The rest of :func:`border_block` for G drivers from their regressions on the
-    history ``hist`` (G, k, B), its Gram matrix ``gram`` = histᵀhist (G, B, B) and the
-    blocks (G, B, B)."""
-    k = hist.shape[1]
+    """The rest of :func:`border_block` for G drivers from ``slabs`` (G, k+B, B), whose
+    first k rows hold their regressions on the history (k, B), the Gram matrix
+    ``gram`` of those (G, B, B) and the blocks (G, B, B). The last B rows of the slabs
+    receive the transposed factors of the Schur complements, then all is scaled by
+    the shrinks: the slabs' transposes are the rows."""
+    k = slabs.shape[1] - block.shape[1]
     var = torch.diagonal(block, dim1=1, dim2=2)
     floor = _floor(var, rel_jitter)
     ceil = floor * SKIP_MARGIN
-    schur, lower = _block_factor(block - gram, floor, ceil)
+    upper = slabs[:, k:].zero_()
+    schur = _block_factor(block - gram, floor, ceil, upper)
     pivot2, shrink, skip = _regularise(var, schur, var - schur, floor, ceil)
-    rows = torch.cat((hist.transpose(1, 2), lower), 2).mul_(shrink[..., None])
+    rows = slabs.mul_(shrink[:, None]).transpose(1, 2)
     torch.sqrt(pivot2, out=rows.diagonal(k, dim1=1, dim2=2))  # straight onto the diagonal
     return rows, schur.amin(1, keepdim=True), skip
 
 
-def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor):
+def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor,
+                  upper: torch.Tensor) -> torch.Tensor:
     """The Cholesky factors of G Schur complements (G, B, B; only their upper
     triangles are read, and they are overwritten) column by column, each pivot
     floored at ``floor`` (G, B) and the column of a pivot at the floor (at most
-    ``ceil`` = floor · SKIP_MARGIN, :func:`skipped`) set to zero. Returns each component's squared pivot before the
-    floor (its conditional variance given the history and the block's earlier
-    components that are not skipped) (G, B) and the strictly lower factors (G, B, B).
-    The rank-one updates are made per matrix (``addr_``, whose bits a batched
-    product need not match)."""
+    ``ceil`` = floor · SKIP_MARGIN, :func:`skipped`) set to zero. The strictly lower
+    factors are written transposed into the strict upper triangles of ``upper``
+    (G, B, B; the caller's zeros elsewhere). Returns each component's squared pivot
+    before the floor (its conditional variance given the history and the block's
+    earlier components that are not skipped) (G, B). The rank-one updates are made
+    per matrix (``addr_``, whose bits a batched product need not match)."""
     diag = torch.diagonal(schur, dim1=1, dim2=2)
     each = schur.unbind(0)
     for j in range(schur.shape[1] - 1):
         at = floor[:, j]
         pivot2 = torch.maximum(diag[:, j], at)
-        # the column straight into its place below the diagonal (no copy)
+        # the column straight into its place in ``upper`` (no copy)
         column = torch.div(schur[:, j, j + 1:], pivot2.sqrt()[:, None],
-                           out=schur[:, j + 1:, j]).masked_fill_((pivot2 <= ceil[:, j])[:, None], 0.0)
+                           out=upper[:, j, j + 1:]).masked_fill_((pivot2 <= ceil[:, j])[:, None], 0.0)
         for m, c in zip(each, column.unbind(0)):
             m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
-    return diag, torch.tril(schur, -1)
+    return diag
 
 
 def truncated_rows(inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
