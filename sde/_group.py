@@ -87,7 +87,11 @@ class DriverGroup:
         weights : Tensor, shape (G, B, k+B), float64
         min_eig : Tensor, shape (G, 1)
         skip : Tensor, shape (G, B), bool
-            Each member's :meth:`GrowingGaussianDriver.border` results.
+            Each member's :meth:`GrowingGaussianDriver.border` results, the same
+            bits. For B ≥ 2 ``weights`` is the transpose of a tensor whose slabs are
+            row-major (k+B, B) (its border writes them in place, no copy): read it
+            elementwise, or make a row-major copy before a product that must give
+            the bits of the member's own (row-major) weights.
         """
         b = column.shape[2]
         k = self._size(t)
