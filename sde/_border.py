@@ -211,7 +211,8 @@ def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor,
         pivot2 = torch.maximum(diag[:, j], at)
         # the column straight into its place in ``upper`` (no copy)
         column = torch.div(schur[:, j, j + 1:], pivot2.sqrt()[:, None],
-                           out=upper[:, j, j + 1:]).masked_fill_((pivot2 <= ceil[:, j])[:, None], 0.0)
+                           out=upper[:, j, j + 1:])
+        column.masked_fill_((pivot2 <= ceil[:, j])[:, None], 0.0)
         for m, c in zip(each, column.unbind(0)):
             m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
     return diag
