@@ -269,7 +269,9 @@ def condition_groups(invs: list[torch.Tensor], cross: torch.Tensor, var: torch.T
     inverses (k, k), ``cross`` (G, k, B), ``var`` (G, B); the products per driver,
     the rest once for all G. Returns weights (G, B, k), pivots (G, B), min_eig (G,)
     and skip (G, B)."""
-    coef = torch.stack([inv @ c for inv, c in zip(invs, cross.unbind(0))])
+    coef = grouped(len(invs), cross.shape[1:], cross.dtype, cross.device)
+    for inv, c, out in zip(invs, cross.unbind(0), coef.unbind(0)):
+        torch.mm(inv, c, out=out)  # each into its own aligned slab: no stack
     return _condition_tail(coef, var, rel_jitter)
 
 
