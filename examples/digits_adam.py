@@ -3,7 +3,7 @@
 ``examples/digits_multiclass.py`` with ``--optimizer adam`` and a peak η_c of 0.02:
 ordinary-backprop depth-μP ResNets (relu, softmax cross-entropy over the ten digit
 classes, batch 8) trained by exactly ``torch.optim.Adam`` in depth-μP's parameter
-groups (:class:`nfd.schema.Adam`: U and V at lr η_c, every W_ℓ at η_c·√(T/(Ln)),
+groups (:class:`nfd.schema.AdamRun`: U and V at lr η_c, every W_ℓ at η_c·√(T/(Ln)),
 eps scaled alike), with a warm-up and a cosine decay, at several widths, beside
 ``nfd.simulate(optimizer="adam")``, their n → ∞ limit with dense P×P Adam states
 per layer. Every option of that script applies (``--quick``, ``--widths``,

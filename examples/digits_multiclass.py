@@ -246,7 +246,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum")
     ap.add_argument("--optimizer", choices=nfd.schema.OPTIMIZERS, default="sgd",
                     help="torch.optim.SGD (default) or Adam / AdamW in depth-muP's groups "
-                         "(nfd.schema.Adam); the figure is then digits_adam.png")
+                         "(nfd.schema.AdamRun); the figure is then digits_adam.png")
     ap.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.999))
     ap.add_argument("--eps", type=float, default=1e-8, help="Adam's eps (rescaled units)")
     ap.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's lambda")

@@ -89,7 +89,7 @@ error_replicas = 2
 # weight_decay/(gamma0^2*n). name = "adam" (betas, eps) or "adamw" (betas, eps,
 # weight_decay) trains with torch.optim.Adam / AdamW under depth-muP's groups: U, V at
 # lr eta_c, every W at eta_c*sqrt(T/(L*n)); betas and eps in the rescaled units of
-# nfd.schema.Adam (gamma0 = 1). The limit then keeps dense particles x particles states
+# nfd.schema.AdamRun (gamma0 = 1). The limit then keeps dense particles x particles states
 # per layer: see nfd.memory_estimate.
 [optimizer]
 name = "sgd"

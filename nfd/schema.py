@@ -7,8 +7,8 @@ Every name is re-exported from nfd's private subpackages (``_schema``, ``_optim`
 """
 
 from ._model import MS_BLOCK, PARAMETERS, Parametrization, check_parametrization, power
-from ._optim import (BLOCKS, FIRST_LAYER_RATES, HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD,
-                     Adam, adam_step_, check_optimizer, check_optimizer_spec, check_sgd,
+from ._optim import (BLOCKS, FIRST_LAYER_RATES, HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, AdamRun,
+                     SGDRun, adam_step_, check_optimizer, check_optimizer_spec, check_sgd,
                      optimizer_keywords, scale_step)
 from ._schema import (
     COORDS,
@@ -97,12 +97,12 @@ __all__ = [
     "DEFAULT_DIVERGENCE",
     "available_memory",
     "ensure_fits",
-    "SGD",
+    "SGDRun",
     "check_sgd",
     "OPTIMIZERS",
     "OPTIMIZER_TITLES",
     "HIDDEN_LRS",
-    "Adam",
+    "AdamRun",
     "check_optimizer",
     "adam_step_",
     "scale_step",

@@ -1,11 +1,11 @@
 """The finite networks train with exactly ``torch.optim.Adam`` / ``AdamW`` in the
-depth-μP groups of issue 34 (Tensor Programs VI, Def. 6.1; :class:`nfd.schema.Adam`).
+depth-μP groups of issue 34 (Tensor Programs VI, Def. 6.1; :class:`nfd.schema.AdamRun`).
 
 The reference is eq. 1 of paper 002 written out in plain torch, h₀ = Ux/√d,
 h_ℓ = h_{ℓ−1} + √(T/(Ln)) W_ℓ φ(h_{ℓ−1}), f = Vᵀh_L/n, its parameters leaf tensors
 copied from the ensemble, trained by autograd and ``torch.optim.Adam`` / ``AdamW``
 with the groups of the issue's table, computed here from the formulas (not through
-``Adam.groups``, so that the table itself is checked):
+``AdamRun.groups``, so that the table itself is checked):
 
     U: lr η_c(k), eps ε/n, weight_decay λ;  W: lr η_c(k)√(T/(Ln)),
     eps ε√(T/L)/n^{3/2}, weight_decay λ/√(T/(Ln));  V: as U.

@@ -194,7 +194,7 @@ def test_scaled_gradients_keep_g_L_equal_to_v():
 
 
 def test_decoupled_copy_decays_as_the_scalar_recurrence():
-    # D_k = W̃ − W = a_k D_0 with a_k of nfd.schema.SGD.weight_scales, bit for bit in a_k
+    # D_k = W̃ − W = a_k D_0 with a_k of nfd.schema.SGDRun.weight_scales, bit for bit in a_k
     kw = dict(momentum=0.9, weight_decay=0.4, gamma0=0.8)
     net = ResNetEnsemble(D, width=N, depth=L, seeds=[2], backward="decoupled", device="cpu",
                          dtype=F64, activation="tanh", **kw)

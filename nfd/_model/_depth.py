@@ -103,7 +103,7 @@ class Parametrization:
     hidden_lr : {"depth-mup", "block-only"}
         The hidden rate's depth rule under Adam: depth-μP's (the default), or
         Tensor Programs VI's block-multiplier-only baseline ((α, γ) = (½, 0), its
-        Fig. 10: √L times depth-μP's rate; :class:`nfd.schema.Adam`).
+        Fig. 10: √L times depth-μP's rate; :class:`nfd.schema.AdamRun`).
     first_layer_lr : {"depth-mup", "depth-aware"}
         Two-layer blocks: W_{ℓ,1} learns at m·η_c·γ₀²·n with m = 1 or √L (eq. 8).
     gamma0 : float
@@ -418,7 +418,7 @@ class Parametrization:
         Parameters
         ----------
         hidden_lr : {"depth-mup", "block-only"}
-            Adam's hidden-rate rule (:class:`nfd.schema.Adam`); any value other
+            Adam's hidden-rate rule (:class:`nfd.schema.AdamRun`); any value other
             than ``"block-only"`` reads as ``"depth-mup"``.
 
         Returns

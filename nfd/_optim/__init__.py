@@ -2,7 +2,7 @@
 and γ₀; Adam and AdamW) in depth-μP's parameter groups, exactly as ``torch.optim``
 applies them, and the checks of a training stream and its block structure."""
 
-from ._optimizers import (HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, SGD, Adam, adam_step_,
+from ._optimizers import (HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, AdamRun, SGDRun, adam_step_,
                           check_optimizer, check_sgd, scale_step, warmup_cosine)
 from ._training import (BACKWARD_LIMITS, BLOCKS, FIRST_LAYER_RATES, block_attrs, block_style,
                         check_block, check_stream)

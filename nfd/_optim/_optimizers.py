@@ -15,7 +15,7 @@ App. L for weight decay, there in continuous time):
     θ_k = a_k θ_0 − Σ_{s<k} c_{k,s} ∇̂_s.
 
 The scalars a_k, c_{k,s} follow from the same recurrence on coefficient vectors
-(:meth:`SGD.coefficients`). Plain SGD at one learning rate (β = λ = 0) has a_k = 1,
+(:meth:`SGDRun.coefficients`). Plain SGD at one learning rate (β = λ = 0) has a_k = 1,
 c_{k,s} = η_c. In both limits the initial weights enter only through their
 Gaussian drivers, which are therefore scaled by a_k, and each earlier trajectory's
 gradient enters the drifts with weight γ₀·c_{k,s}·χ_i/B
@@ -35,16 +35,16 @@ import torch
 from .._schema import check_int, check_positive_float
 from .._model import Parametrization, power
 
-__all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "HIDDEN_LRS", "SGD", "Adam", "check_sgd",
+__all__ = ["OPTIMIZERS", "OPTIMIZER_TITLES", "HIDDEN_LRS", "SGDRun", "AdamRun", "check_sgd",
            "check_optimizer", "adam_step_", "scale_step", "warmup_cosine"]
 
 #: The optimizers of both limits and of the finite networks: ``torch.optim.SGD``,
 #: ``torch.optim.Adam`` and ``torch.optim.AdamW`` with the per-group scaling of
-#: :class:`Adam` (issue 34's contract).
+#: :class:`AdamRun` (issue 34's contract).
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: How messages and figures name them: torch's class names.
 OPTIMIZER_TITLES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
-#: Adam's depth rules for the hidden rate (:class:`Adam`): depth-μP's η_c·√(T/(Ln)),
+#: Adam's depth rules for the hidden rate (:class:`AdamRun`): depth-μP's η_c·√(T/(Ln)),
 #: and the "block multiplier only" baseline η_c·√(T/n) of Tensor Programs VI, Fig. 10
 #: ((α, γ) = (½, 0): the branch is scaled, the learning rate is not).
 HIDDEN_LRS = ("depth-mup", "block-only")
@@ -82,7 +82,7 @@ def scale_step(a: float, p: float, eta_c: float, momentum: float,
 
 
 @dataclass(frozen=True, eq=False)
-class SGD:
+class SGDRun:
     """The validated optimizer of a run of K SGD steps.
 
     Attributes
@@ -202,8 +202,8 @@ def _schedule(eta_c, K: int) -> np.ndarray:
 
 def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *,
               momentum: float = 0.0, weight_decay: float = 0.0,
-              gamma0: float = 1.0) -> SGD:
-    """The optimizer of a run of K steps from the user's arguments (:class:`SGD`).
+              gamma0: float = 1.0) -> SGDRun:
+    """The optimizer of a run of K steps from the user's arguments (:class:`SGDRun`).
 
     Parameters
     ----------
@@ -223,7 +223,7 @@ def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *
 
     Returns
     -------
-    SGD
+    SGDRun
 
     Raises
     ------
@@ -242,11 +242,11 @@ def check_sgd(eta_c: float | Sequence[float] | Callable[[int], float], K: int, *
     if not 0 < g0 * g0 < float("inf"):
         raise ValueError(f"gamma0 must be between 1e-150 and 1e150 (the learning rate holds "
                          f"gamma0^2), got {gamma0!r}")
-    return SGD(lr, beta, lam, g0)
+    return SGDRun(lr, beta, lam, g0)
 
 
 @dataclass(frozen=True, eq=False)
-class Adam:
+class AdamRun:
     """The validated ``torch.optim.Adam`` / ``AdamW`` of a run of K steps, in the
     width- and depth-independent units of depth-μP (Tensor Programs VI, Def. 6.1
     "entrywise optimizers" and Table 1's depth-μP Adam row).
@@ -407,8 +407,8 @@ class Adam:
 
 
 def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
-               k: int, opt: Adam, work: torch.Tensor | None = None) -> None:
-    """Step k (0-based) of :class:`Adam` on one state, in place, as torch computes it
+               k: int, opt: AdamRun, work: torch.Tensor | None = None) -> None:
+    """Step k (0-based) of :class:`AdamRun` on one state, in place, as torch computes it
     (``torch.optim.Adam`` / ``AdamW``, single-tensor form)::
 
         m ← β₁ m + (1 − β₁) G,     v ← β₂ v + (1 − β₂) G²
@@ -416,8 +416,8 @@ def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.
         A ← (1 − η_c(k) λ) A + η_c(k) D
 
     so that the parameter after k + 1 steps is a_{k+1} θ₀ − (its group's lr
-    multiplier) · A (:meth:`Adam.weight_scales`). G is the rescaled gradient of the
-    table in :class:`Adam` and A the accumulated, decayed displacement in units of
+    multiplier) · A (:meth:`AdamRun.weight_scales`). G is the rescaled gradient of the
+    table in :class:`AdamRun` and A the accumulated, decayed displacement in units of
     η_c. m and v are updated as torch updates them (``lerp_``, ``addcmul_``); the
     direction is computed as (√(1−β₂ᵗ)/(1−β₁ᵗ))·m/(√v + ε√(1−β₂ᵗ)), the same number
     up to rounding with two passes fewer over the state (the limit's states are P×P).
@@ -432,7 +432,7 @@ def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.
         G, the rescaled gradient of step k.
     k : int
         The step, 0-based.
-    opt : Adam
+    opt : AdamRun
         The optimizer: betas, ε, η_c(k) and, for AdamW, λ.
     work : torch.Tensor, optional
         A buffer of G's shape, which saves allocating √v at every call.
@@ -451,9 +451,9 @@ def adam_step_(acc: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.
 
 def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
                     weight_decay: float = 0.0, gamma0: float = 1.0, betas=None,
-                    eps=None, hidden_lr: str = "depth-mup") -> SGD | Adam:
-    """The optimizer of a run of K steps from the user's arguments: :class:`SGD`
-    for ``optimizer="sgd"`` (:func:`check_sgd`), :class:`Adam` for ``"adam"`` and
+                    eps=None, hidden_lr: str = "depth-mup") -> SGDRun | AdamRun:
+    """The optimizer of a run of K steps from the user's arguments: :class:`SGDRun`
+    for ``optimizer="sgd"`` (:func:`check_sgd`), :class:`AdamRun` for ``"adam"`` and
     ``"adamw"``.
 
     Parameters
@@ -467,7 +467,7 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
         Adam's (β₁, β₂), each in [0, 1); None stands for torch's default
         (0.9, 0.999). SGD takes none.
     eps : float, optional
-        Adam's ε ≥ 0 (:class:`Adam`); None stands for torch's default 1e-8. SGD
+        Adam's ε ≥ 0 (:class:`AdamRun`); None stands for torch's default 1e-8. SGD
         takes none.
     hidden_lr : {"depth-mup", "block-only"}
         Adam's depth rule of the hidden rate (:data:`HIDDEN_LRS`); ``"depth-mup"``
@@ -475,7 +475,7 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
 
     Returns
     -------
-    SGD or Adam
+    SGDRun or AdamRun
 
     Raises
     ------
@@ -514,7 +514,7 @@ def check_optimizer(optimizer: str, eta_c, K: int, *, momentum: float = 0.0,
                          "the gradient, which has no width-independent meaning here; use "
                          "optimizer='adamw' (decoupled decay: every step shrinks the "
                          "weights by 1 - eta_c*weight_decay)")
-    return Adam(base.eta_c, _check_betas(betas), _check_eps(eps), base.weight_decay,
+    return AdamRun(base.eta_c, _check_betas(betas), _check_eps(eps), base.weight_decay,
                 optimizer == "adamw", hidden_lr)
 
 

@@ -8,7 +8,7 @@ depth-μP derives every parameter group's torch lr. Each class holds only the op
 its torch optimizer has in nfd, so that a mismatch (``momentum`` with Adam, a decay
 with plain Adam, ``betas`` with SGD) cannot be written, and checks its own fields
 with the messages of the keywords it replaces. The run's validated optimizer, with
-its schedule, is :class:`nfd.schema.SGD` / :class:`nfd.schema.Adam`
+its schedule, is :class:`nfd.schema.SGDRun` / :class:`nfd.schema.AdamRun`
 (:func:`resolve_optimizer`).
 """
 
@@ -77,7 +77,7 @@ class _Spec:
 @dataclass(frozen=True)
 class SGD(_Spec):
     """``torch.optim.SGD`` (dampening 0, no Nesterov) on every parameter group, at
-    lr η_c(k)·γ₀²·n (paper 000, App. K.5 and L; :class:`nfd.schema.SGD`).
+    lr η_c(k)·γ₀²·n (paper 000, App. K.5 and L; :class:`nfd.schema.SGDRun`).
 
     Parameters
     ----------
@@ -101,7 +101,7 @@ class SGD(_Spec):
 @dataclass(frozen=True)
 class Adam(_Spec):
     """``torch.optim.Adam`` in depth-μP's parameter groups (Tensor Programs VI, Def. 6.1
-    and Table 1; :class:`nfd.schema.Adam`). No ``weight_decay``: torch's L2 term has
+    and Table 1; :class:`nfd.schema.AdamRun`). No ``weight_decay``: torch's L2 term has
     no width-independent meaning here (use :class:`AdamW`).
 
     Parameters
@@ -109,7 +109,7 @@ class Adam(_Spec):
     betas : (float, float)
         (β₁, β₂), each in [0, 1); torch's default (0.9, 0.999).
     eps : float
-        ε ≥ 0 in the rescaled units of :class:`nfd.schema.Adam` (Θ(1) as n → ∞);
+        ε ≥ 0 in the rescaled units of :class:`nfd.schema.AdamRun` (Θ(1) as n → ∞);
         torch's default 1e-8. ε = 0 is sign-like descent (NaN wherever a gradient
         entry is exactly 0, as in torch).
     """

@@ -36,8 +36,8 @@ def check_stream(X, y, *, eta_c, T, steps, batch_size, backward, loss, probes,
     :func:`nfd.simulate` and :func:`nfd.linear_limit`.
 
     Returns ``(X, y, sgd, T, L, B, loss, X_probe, y_probe, probe_steps, C)`` as
-    validated arrays, numbers, the optimizer (:class:`nfd.schema.SGD` or
-    :class:`nfd.schema.Adam`, from ``optimizer``, ``eta_c``, ``momentum``,
+    validated arrays, numbers, the optimizer (:class:`nfd.schema.SGDRun` or
+    :class:`nfd.schema.AdamRun`, from ``optimizer``, ``eta_c``, ``momentum``,
     ``weight_decay``, ``gamma0``, ``betas``, ``eps``, ``hidden_lr``) and a
     :class:`nfd.Loss`;
     the probes are ``None`` and the step list empty without probes. C is the

@@ -2,7 +2,7 @@
 (Tensor Programs VI, Def. 6.1; the "nonlinear outer product" of Tensor Programs IVb).
 
 The network and its ``torch.optim.Adam`` / ``AdamW`` parameter groups are those of
-:class:`nfd.schema.Adam` (issue 34's table). Each group's Adam direction is
+:class:`nfd.schema.AdamRun` (issue 34's table). Each group's Adam direction is
 elementwise in its *rescaled* gradient, which has no n or L in it:
 
     W_ℓ:  G_ℓ[i, j] = Σ_b w_b g_ℓ^{(b)}[i] φ(h_{ℓ−1}^{(b)})[j]
@@ -51,7 +51,7 @@ import warnings
 import numpy as np
 import torch
 
-from .._optim import Adam, adam_step_
+from .._optim import AdamRun, adam_step_
 
 __all__ = ["DenseAdam", "SignDescent", "adam_dtypes", "adam_state",
            "warn_if_first_sign_unresolved", "SIGN_RESOLUTION"]
@@ -106,7 +106,7 @@ class DenseAdam:
     """The Adam states of one particle system: per layer m_ℓ, v_ℓ, A_ℓ (L, P, P);
     for U and V their (P, d) and (P,) or (P, C) states (module docstring)."""
 
-    def __init__(self, opt: Adam, L: int, P: int, d: int, C: int, T: float, device,
+    def __init__(self, opt: AdamRun, L: int, P: int, d: int, C: int, T: float, device,
                  dtype, branch_exponent: float = 0.5) -> None:
         kw = {"device": device, "dtype": dtype}  # the states' dtype (:func:`adam_dtypes`)
         # τ·m: the learned block's drift, m = √L (L^{1−α}) for hidden_lr="block-only"
@@ -164,7 +164,7 @@ class SignDescent:
     is a history of signs (rank K), with coefficient η_c(s)·a_k/a_{s+1} at step k.
     The reference for :class:`DenseAdam` (module docstring); same interface."""
 
-    def __init__(self, opt: Adam, L: int, P: int, d: int, C: int, T: float, N: int,
+    def __init__(self, opt: AdamRun, L: int, P: int, d: int, C: int, T: float, N: int,
                  device, dtype, branch_exponent: float = 0.5) -> None:
         if C != 1:
             raise ValueError("SignDescent is the reference for scalar outputs")

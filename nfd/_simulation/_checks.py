@@ -16,7 +16,7 @@ from .._model import Activation, Loss, Parametrization, check_parametrization, g
 from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_int,
                        check_positive_float, check_record, check_steps, default_steps,
                        resolve_device_dtype)
-from .._optim import SGD, Adam, block_style, check_block, check_stream, optimizer_keywords
+from .._optim import AdamRun, SGDRun, block_style, check_block, check_stream, optimizer_keywords
 from ._adam import adam_dtypes
 
 __all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_whitening",
@@ -45,7 +45,7 @@ class Config:
 
     X: np.ndarray
     y: np.ndarray
-    sgd: SGD
+    sgd: SGDRun
     T: float
     L: int
     B: int
@@ -72,7 +72,7 @@ class Config:
     first_layer_lr: str = "depth-mup"  # two-layer blocks: W_{ℓ,1}'s rate, m = 1 or √L
     record_collapse: bool = False  # two-layer blocks: internal_update, residual_update
     #: Adam / AdamW (issue 34), with ``sgd`` then the plain schedule; None for SGD
-    adam: Adam | None = None
+    adam: AdamRun | None = None
     #: Adam's states: "dense" (P×P per layer) or "sign", the factored reference of
     #: sign descent at batch 1 (``nfd._simulation._adam``)
     adam_path: str = "dense"
@@ -181,9 +181,9 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
     record_collapse = bool(record.collapse)
     block, first_layer_lr = param.block, param.first_layer_lr
     branch_exponent, trainable = param.branch_exponent, param.trainable
-    adam = sgd if isinstance(sgd, Adam) else None
+    adam = sgd if isinstance(sgd, AdamRun) else None
     if adam is not None:
-        sgd = SGD(adam.eta_c)
+        sgd = SGDRun(adam.eta_c)
     K = Xn.shape[0] // B
     P = check_int("particles", particles, 2)
     paths = check_int("paths", paths, 0)

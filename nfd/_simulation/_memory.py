@@ -9,7 +9,7 @@ from sde import GrowingGaussianDriver
 
 from .._schema import REMOVED_KEYWORDS, check_choice, check_int, removed_keywords, resolve_device_dtype
 from .._model import Parametrization, check_parametrization
-from .._optim import (BACKWARD_LIMITS, BLOCKS, SGD, OptimizerSpec, SGDSpec, check_optimizer,
+from .._optim import (BACKWARD_LIMITS, BLOCKS, SGDRun, OptimizerSpec, SGDSpec, check_optimizer,
                       optimizer_keywords)
 from ._checks import check_limit_parametrization
 from ._adam import adam_dtypes
@@ -131,10 +131,10 @@ def memory_estimate(
     opt = check_optimizer(eta_c=0.0 if eta_c is None else eta_c, K=max(N // B, 1),
                           gamma0=param.gamma0, **optimizer_keywords(optimizer))
     state_item = torch.tensor([], dtype=dtype).element_size()
-    if not isinstance(opt, SGD):  # Adam's particles run in float64 (adam_dtypes)
+    if not isinstance(opt, SGDRun):  # Adam's particles run in float64 (adam_dtypes)
         dtype = adam_dtypes(dtype)[0]
     item = torch.tensor([], dtype=dtype).element_size()
-    plain = isinstance(opt, SGD) and opt.plain
+    plain = isinstance(opt, SGDRun) and opt.plain
     width = max(B, probes, 1)
     rows = history_rows(N)  # the history's rows (a few zero rows beyond N)
     est = {
@@ -157,7 +157,7 @@ def memory_estimate(
         est.update(_two_layer_entries(N, L, P, item, backward, width, B))
     elif block == "post-nonlin-ms":
         est.update(_ms_block_entries(N, L, P, item, backward, width))
-    if not isinstance(opt, SGD):
+    if not isinstance(opt, SGDRun):
         est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * state_item
     if C >= 2:
         est["outputs"] = ((2 * C - 1) * P + width * C * P) * item + N * C * (8 + item)

@@ -163,7 +163,7 @@ def simulate(
         ``nfd.Adam(betas, eps)`` / ``nfd.AdamW(betas, eps, weight_decay)``:
         ``torch.optim.Adam`` / ``AdamW`` with
         depth-μP's per-group scaling (Tensor Programs VI, Def. 6.1 and Table 1;
-        :class:`nfd.schema.Adam`): U and V at lr η_c(k) with eps ε/n, every W_ℓ
+        :class:`nfd.schema.AdamRun`): U and V at lr η_c(k) with eps ε/n, every W_ℓ
         at lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2}, AdamW's weight_decay λ
         (λ/√(T/(Ln)) on W), so that each group's direction m̂/(√v̂ + ε) is that of
         its rescaled gradient and every step moves each layer's features by

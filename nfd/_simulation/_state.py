@@ -236,7 +236,7 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
 
 def _coefficients(cfg: Config) -> Iterator[tuple[float, np.ndarray]]:
     """(a_k, c_k), k = 0..K: SGD's recurrence (``nfd._optim``); under Adam a_k of
-    AdamW's decay (:meth:`nfd.schema.Adam.weight_scales`) and no gradient weights."""
+    AdamW's decay (:meth:`nfd.schema.AdamRun.weight_scales`) and no gradient weights."""
     if cfg.adam is None:
         return cfg.sgd.coefficients()
     return ((float(a), np.zeros(k)) for k, a in enumerate(cfg.adam.weight_scales()))

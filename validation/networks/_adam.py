@@ -1,8 +1,8 @@
 """``torch.optim.Adam`` / ``AdamW`` for the finite networks (issue 34): the networks
-the contract of :class:`nfd.schema.Adam` is derived for, and the torch optimizer on
+the contract of :class:`nfd.schema.AdamRun` is derived for, and the torch optimizer on
 an ensemble's parameter tensors in that contract's parameter groups.
 
-The groups are the table of :class:`nfd.schema.Adam` (Tensor Programs VI,
+The groups are the table of :class:`nfd.schema.AdamRun` (Tensor Programs VI,
 Def. 6.1), for the network of eq. 1 of paper 002 with f = Vᵀh_L/n: U and V at lr
 η_c(k) with eps ε/n and AdamW weight_decay λ; every W_ℓ at lr η_c(k)·√(T/(Ln)) with
 eps ε·√(T/L)/n^{3/2} and weight_decay λ/√(T/(Ln)). Adam is elementwise, so one group
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from nfd.schema import Adam, Parametrization
+from nfd.schema import AdamRun, Parametrization
 
 from ._tp6 import MS_BLOCK
 
@@ -44,17 +44,17 @@ def check_adam_network(optimizer: str, **arch: str) -> None:
         if value != ADAM_NETWORK[name]:
             raise ValueError(
                 f"{name}={value!r} is not available with optimizer={optimizer!r}: the "
-                "per-group scaling of Adam (nfd.schema.Adam) is derived for the one-layer "
+                "per-group scaling of Adam (nfd.schema.AdamRun) is derived for the one-layer "
                 "pre-activation depth-muP network in the feature regime (eq. 1); use "
                 f"{name}={ADAM_NETWORK[name]!r} or optimizer='sgd'")
 
 
-def torch_adam(params: dict[str, torch.Tensor], opt: Adam, *, width: int, depth: int,
+def torch_adam(params: dict[str, torch.Tensor], opt: AdamRun, *, width: int, depth: int,
                T: float, param: Parametrization = Parametrization()) -> torch.optim.Optimizer:
     """``torch.optim.Adam`` (or ``AdamW`` when ``opt.decoupled_decay``) on ``params``
     (``"U"``, ``"W"``, ``"V"``: the stored tensors, updated in place), one param group
     each with the ``eps``, ``weight_decay`` and ``lr_mult`` of
-    :meth:`nfd.schema.Adam.groups` and its ``name``; ``betas`` of ``opt``,
+    :meth:`nfd.schema.AdamRun.groups` and its ``name``; ``betas`` of ``opt``,
     ``foreach=False`` (one tensor at a time: the memory of
     :func:`validation.network_memory_estimate`). Each parameter gets a zero dense
     ``grad`` to fill before a step; set each group's ``lr`` to η_c(k)·``lr_mult``.

@@ -40,8 +40,8 @@ from nfd.schema import (
     BLOCKS as LIMIT_BLOCKS,
     FIRST_LAYER_RATES,
     PARAMETERS,
-    SGD,
-    Adam,
+    AdamRun,
+    SGDRun,
     Parametrization,
     check_choice,
     check_int,
@@ -243,7 +243,7 @@ class ResNetEnsemble(ABC):
         ``torch.optim.SGD`` (the default; ``momentum``, ``weight_decay``,
         ``gamma0`` below), or exactly ``torch.optim.Adam`` / ``AdamW`` in the
         depth-μP parametrization of Tensor Programs VI (Def. 6.1, Table 1;
-        :class:`nfd.schema.Adam`), on the stored U, W (one (L, S, n, n) tensor) and
+        :class:`nfd.schema.AdamRun`), on the stored U, W (one (L, S, n, n) tensor) and
         V, one param group per row of that class's table (U and V at lr η_c(k)
         with eps ε/n, every W_ℓ at lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2};
         AdamW's weight_decay λ, and λ/√(T/(Ln)) on W).
@@ -268,12 +268,12 @@ class ResNetEnsemble(ABC):
         Adam's ε ≥ 0 in the rescaled units of the table (default 1e-8); torch's
         eps of each group is in the table. SGD takes none.
     hidden_lr : {"depth-mup", "block-only"}
-        Adam's hidden rate (:class:`nfd.schema.Adam`): depth-μP's table, or
+        Adam's hidden rate (:class:`nfd.schema.AdamRun`): depth-μP's table, or
         W_ℓ at √L times it (Tensor Programs VI's "block multiplier only"). Adam only.
     branch_exponent : float
         α ∈ [½, 1] (``nfd._model._depth``; pre-activation one-layer depth-μP networks):
         branch s = (T/L)^α/√n, W_ℓ at lr η·(T/L)^{1−2α} under SGD (η·m for Adam's
-        table, eps and weight_decay per :meth:`nfd.schema.Adam.groups`) and torch
+        table, eps and weight_decay per :meth:`nfd.schema.AdamRun.groups`) and torch
         ``weight_decay`` divided by (T/L)^{1−2α}, so lr·weight_decay = η_c·λ as in
         U and v. ½ (the default) is depth-μP, 1 CompleteP.
         With ``block="post-nonlin-ms"``: paper 001's α (§6.3, Def. 6.2), any α ≥ 0,
@@ -492,7 +492,7 @@ class ResNetEnsemble(ABC):
                         dk.normal_(generator=gen).sub_(self._w[k][l, i])
         self._w0 = {k: w.clone() for k, w in self._w.items()} if self.record_collapse else {}
 
-    def _init_optimizer(self, opt: SGD | Adam) -> None:
+    def _init_optimizer(self, opt: SGDRun | AdamRun) -> None:
         """Momentum buffers (zero, as torch's first step sets buf = d) when β > 0, the
         ``torch.optim.Adam`` / ``AdamW`` of an Adam run (:func:`._adam.torch_adam`), and
         the decay a_k of the decoupled copy's difference D = W̃ − W, per family."""
@@ -613,7 +613,7 @@ class ResNetEnsemble(ABC):
         """The scale a_k of the decoupled copy's difference, per weight family.
 
         After k updates W̃⁽ᵏ⁾ − W⁽ᵏ⁾ = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of
-        :meth:`nfd.schema.SGD.weight_scales` (:meth:`nfd.schema.Adam.weight_scales`
+        :meth:`nfd.schema.SGDRun.weight_scales` (:meth:`nfd.schema.AdamRun.weight_scales`
         with Adam) at the family's learning rates; 1 without weight decay.
 
         Returns
@@ -918,7 +918,7 @@ class ResNetEnsemble(ABC):
         rank-B GEMM, plus one scaling with weight decay). The decoupled copy W̃
         receives W's gradient and its own weight decay and momentum, so D = W̃ − W
         follows the same update with no gradient: D_k = a_k D_0 (``torch.optim.SGD``
-        on D, with the scalar a_k of :meth:`nfd.schema.SGD.weight_scales`, tracked
+        on D, with the scalar a_k of :meth:`nfd.schema.SGDRun.weight_scales`, tracked
         here and used as the scale of D_0 in the backward product).
 
         Adam: the batch-mean gradients are written into each parameter's dense
@@ -926,7 +926,7 @@ class ResNetEnsemble(ABC):
         :class:`ResNetEnsemble`) and torch's optimizer steps. W̃ would receive W's
         gradient, hence W's Adam state, so D = W̃ − W only decays:
         D_k = a_k D_0 with a_k = Π_{s<k} (1 − η_c(s)·λ) (1 for Adam,
-        :meth:`nfd.schema.Adam.weight_scales`).
+        :meth:`nfd.schema.AdamRun.weight_scales`).
 
         Parameters
         ----------

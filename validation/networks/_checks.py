@@ -10,8 +10,8 @@ import torch
 
 import nfd
 from nfd.schema import (
-    SGD,
-    Adam,
+    AdamRun,
+    SGDRun,
     DEFAULT_PROBE_STEPS,
     check_choice,
     check_divergence,
@@ -45,7 +45,7 @@ class TrainRun:
     ``net`` holds the keyword arguments of :class:`validation.ResNetEnsemble`
     (``activation`` already an :class:`nfd.Activation`; ``eta_c`` the constant or
     the schedule's peak, ``outputs`` the number C of outputs); ``opt`` the
-    optimizer (:class:`nfd.schema.SGD` or :class:`nfd.schema.Adam`), whose
+    optimizer (:class:`nfd.schema.SGDRun` or :class:`nfd.schema.AdamRun`), whose
     ``opt.eta_c[k]`` step k uses. ``y`` is (K·B,), (K·B, C) or
     int64 class labels (K·B,) (``loss.labels``).
     """
@@ -64,7 +64,7 @@ class TrainRun:
     dtype: torch.dtype
     divergence: float | None
     input_scale: float
-    opt: SGD | Adam
+    opt: SGDRun | AdamRun
 
     @property
     def d(self) -> int:

@@ -87,7 +87,7 @@ def to_dataset(run: TrainRun, net: ResNetEnsemble, rec: Records,
 def run_attrs(run: TrainRun, net: ResNetEnsemble) -> dict:
     """Every parameter of the run, netCDF-safe, with the keys of ``nfd.simulate``
     where they mean the same thing (``model="network"``), the optimizer's
-    :meth:`nfd.schema.SGD.attrs` or :meth:`nfd.schema.Adam.attrs` (``eta_c`` the
+    :meth:`nfd.schema.SGDRun.attrs` or :meth:`nfd.schema.AdamRun.attrs` (``eta_c`` the
     constant or the schedule's peak) and torch's values at that ``eta_c``
     (:func:`_torch_values`)."""
     feature = net.regime == "feature"

@@ -30,7 +30,7 @@ Backward (eq. 3, 24): g_ℓ := γ₀ (√n/α) ∂f/∂h_ℓ, so g_L = v for eve
 W̃ drawn at initialization that receives the same gradients as W (Corollary 1) and
 its own weight decay and momentum. The optimizer below is linear, so the
 difference D = W̃ − W follows it with no gradient: D_k = a_k D_0, a_k the scalar
-of :meth:`nfd.schema.SGD.weight_scales` at the family's learning rate (1 without
+of :meth:`nfd.schema.SGDRun.weight_scales` at the family's learning rate (1 without
 weight decay). It is stored as the constant D_0 = W̃⁽⁰⁾ − W⁽⁰⁾ and a_k is tracked
 as a scalar (:attr:`ResNetEnsemble.backward_scale`), so
 W̃⁽ᵏ⁾ = W⁽ᵏ⁾ + a_k D_0 holds by construction and W̃ᵀg = Wᵀg + a_k D_0ᵀg costs one
@@ -85,10 +85,10 @@ with torch ``weight_decay`` λ/fan-in, so that lr·weight_decay = η_c·λ
 Adam (issue 34, ``optimizer="adam"`` / ``"adamw"``, eq. 1 in the feature regime
 only): exactly ``torch.optim.Adam`` / ``AdamW`` on the stored U, W and V, one param
 group each in the depth-μP parametrization of Tensor Programs VI (Def. 6.1; the
-table of :mod:`._adam` and :class:`nfd.schema.Adam`), stepping on the dense
+table of :mod:`._adam` and :class:`nfd.schema.AdamRun`), stepping on the dense
 batch-mean gradients above. The decoupled copy would receive W's gradient and so
 W's Adam state: D = W̃ − W only decays, D_k = a_k D_0 with
-a_k = Π_{s<k} (1 − η_c(s)λ) (:meth:`nfd.schema.Adam.weight_scales`).
+a_k = Π_{s<k} (1 − η_c(s)λ) (:meth:`nfd.schema.AdamRun.weight_scales`).
 
 Storage is layer-major, ``(L, S, n, n)``, so each layer's ensemble slice is one
 contiguous batched-GEMM operand; the public properties return ``(S, L, n, n)``

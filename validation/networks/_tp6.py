@@ -20,11 +20,11 @@ with L → L/T this is exactly
 * SGD (Q = the gradient): torch lr η_c·n·τ^{γ−α} on W (U and v at η_c·n: μP);
 * Adam / AdamW (Q = Adam's normalized step, Def. 6.1): torch lr η_c·τ^γ/√n on W,
   eps ε·τ^α/n^{3/2} (ε added to n^{3/2}τ^{−α}·g, Θ(1)), AdamW weight_decay
-  λ/(τ^γ/√n); U and V at lr η_c with eps ε/n (:class:`nfd.schema.Adam`),
+  λ/(τ^γ/√n); U and V at lr η_c with eps ε/n (:class:`nfd.schema.AdamRun`),
 
 with η_c = paper 001's η (the same number). ``lr_exponent=γ`` sets γ; without it
 the rate is nfd's rule at the branch exponent α (``hidden_lr``, the table of
-:class:`nfd.schema.Adam`, :meth:`nfd.Parametrization.sgd_hidden_mult`):
+:class:`nfd.schema.AdamRun`, :meth:`nfd.Parametrization.sgd_hidden_mult`):
 γ = 1 − α for ``"depth-mup"``, and γ = 0 times T^{1−α} for Adam's ``"block-only"``.
 The table between the two conventions is the guide's page on this block
 (docs/guide/tp6_block.md).

@@ -78,10 +78,10 @@ def train_resnet(
     of f = (α/√n)vᵀh_L/γ₀, with ``lr`` = η_c(k)·γ₀²/α² at step k (times √L for
     W_{ℓ,1} under ``first_layer_lr="depth-aware"``), ``momentum`` = β,
     ``weight_decay`` = λα²/γ₀², dampening 0, no Nesterov (issue 22; the scalars
-    of :class:`nfd.schema.SGD`). At the defaults this is plain SGD at η = η_c/α².
+    of :class:`nfd.schema.SGDRun`). At the defaults this is plain SGD at η = η_c/α².
     With ``optimizer=nfd.Adam(...)`` / ``nfd.AdamW(...)`` it is exactly ``torch.optim.Adam`` /
     ``AdamW`` in the depth-μP parametrization of Tensor Programs VI (Def. 6.1,
-    Table 1; :class:`nfd.schema.Adam`, issue 34) on the pre-activation network of
+    Table 1; :class:`nfd.schema.AdamRun`, issue 34) on the pre-activation network of
     eq. 1 in the feature regime, f = Vᵀh_L/n, with ``betas`` and one param group
     per row of that class's table (U and V at lr η_c(k) with eps ε/n, every W_ℓ at
     lr η_c(k)·√(T/(Ln)) with eps ε·√(T/L)/n^{3/2}; AdamW's weight_decay λ, and
@@ -123,12 +123,12 @@ def train_resnet(
         β in [0, 1) (dampening 0, no Nesterov; one buffer per parameter), torch's
         ``weight_decay`` λα²/γ₀² (λ/(γ₀²n) in the feature regime), so that
         lr·weight_decay = η_c(k)·λ; with ``backward="decoupled"`` the copy W̃ decays
-        too: W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of :meth:`nfd.schema.SGD.weight_scales`.
+        too: W̃ − W = a_k (W̃⁽⁰⁾ − W⁽⁰⁾), a_k of :meth:`nfd.schema.SGDRun.weight_scales`.
         ``nfd.Adam(betas, eps)`` / ``nfd.AdamW(betas, eps, weight_decay)``: (β₁, β₂)
         in [0, 1) (default torch's (0.9, 0.999)), ε ≥ 0 in the rescaled units of the
         table (default 1e-8), AdamW's λ the decoupled decay of the table (each step
         shrinks every parameter by 1 − η_c(k)·λ, and W̃ − W alike: a_k of
-        :meth:`nfd.schema.Adam.weight_scales`).
+        :meth:`nfd.schema.AdamRun.weight_scales`).
     parametrization : nfd.Parametrization
         The network (default depth-μP, :class:`nfd.Parametrization`; presets
         :meth:`~nfd.Parametrization.complete_p`, :meth:`~nfd.Parametrization.mup`,
@@ -140,7 +140,7 @@ def train_resnet(
         ``block="post-nonlin-ms"``, else ``"pre"``); ``hidden_lr``, Adam's hidden
         rate: the table's (default), or Tensor Programs VI's "block multiplier only"
         baseline, every W_ℓ at lr η_c(k)·√(T/n) (√L times the table's;
-        :class:`nfd.schema.Adam`); ``branch_exponent`` α ∈ [½, 1]: branch
+        :class:`nfd.schema.AdamRun`); ``branch_exponent`` α ∈ [½, 1]: branch
         (T/L)^α/√n and the hidden rate that keeps each layer's update Θ(T/L)
         (pre-activation depth-μP networks; with ``block="post-nonlin-ms"`` any
         α ≥ 0, paper 001's α, §6.3); ``trainable``, the parameters that learn (must
@@ -215,9 +215,9 @@ def train_resnet(
 
         ``attrs`` hold every parameter (netCDF-serializable, the keys of
         ``nfd.simulate`` where shared; ``model="network"``), with ``optimizer``
-        and the optimizer's :meth:`nfd.schema.SGD.attrs`: ``eta_c`` (the constant
+        and the optimizer's :meth:`nfd.schema.SGDRun.attrs`: ``eta_c`` (the constant
         or a schedule's peak), ``eta_c_schedule``, ``momentum``, ``weight_decay``,
-        ``gamma0`` (Adam: :meth:`nfd.schema.Adam.attrs`, with ``betas`` and
+        ``gamma0`` (Adam: :meth:`nfd.schema.AdamRun.attrs`, with ``betas`` and
         ``eps``); ``learning_rate_value`` is torch's lr at that ``eta_c``,
         ``weight_decay_value`` torch's weight_decay (Adam: W's group's, with
         ``eps_value``, and U's and V's as ``learning_rate_U_value``,

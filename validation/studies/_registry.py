@@ -185,7 +185,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("adam", 10, "Adam's learning rate across depth: depth-μP against the block "
           "multiplier only (Tensor Programs VI, Def. 6.1, Fig. 10)",
           "Ten-class digits (softmax cross-entropy, relu, batch B, K steps at a constant "
-          "η_c, betas (0.9, 0.999), ε = 1e-8 in the rescaled units of nfd.schema.Adam): "
+          "η_c, betas (0.9, 0.999), ε = 1e-8 in the rescaled units of nfd.schema.AdamRun): "
           "depth-μP ResNets (eq. 1) trained by exactly torch.optim.Adam in two rules for "
           "the hidden rate, depth-μP (every W_ℓ at lr η_c·√(T/(Ln)), TP VI's η/√L) and "
           "the block multiplier only (W_ℓ at lr η_c·√(T/n), (α, γ) = (½, 0)); U and V at "

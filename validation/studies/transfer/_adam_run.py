@@ -3,7 +3,7 @@ against the "block multiplier only" baseline (Tensor Programs VI, Def. 6.1, Tabl
 and Fig. 10; issue 34), finite networks beside their n → ∞ limit.
 
 Both rules train eq. 1 of paper 002 (h_ℓ = h_{ℓ−1} + √(T/(Ln)) W_ℓ φ(h_{ℓ−1})) with
-exactly ``torch.optim.Adam`` in the groups of :class:`nfd.schema.Adam`; they differ
+exactly ``torch.optim.Adam`` in the groups of :class:`nfd.schema.AdamRun`; they differ
 only in the hidden rate:
 
 * ``hidden_lr="depth-mup"``: every W_ℓ at lr η_c·√(T/(Ln)) (TP VI's η/√L);

@@ -19,7 +19,7 @@ images only, |x|² = d), relu, batch B, K steps at a constant η_c, ordinary bac
   √(T/n), constant rate, paper 002 Fig. 4b) and the standard parametrization
   (``scaling="standard"``: weights N(0, 1/fan-in), f = vᵀh_L, one torch lr η_c for
   every weight; TP VI Fig. 10 bottom);
-* Adam (``optimizer="adam"``, the depth-μP hidden rule of :class:`nfd.schema.Adam`
+* Adam (``optimizer="adam"``, the depth-μP hidden rule of :class:`nfd.schema.AdamRun`
   generalised to α: every W_ℓ at lr η_c·(T/L)^{1−α}/√n, so that CompleteP's is
   depth-independent), networks and limit on study 10's grid and settings (dense P×P
   Adam states, P = 16·K·B, float64), the same depths, widths and seeds;
