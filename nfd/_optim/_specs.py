@@ -14,14 +14,13 @@ its schedule, is :class:`nfd.schema.SGDRun` / :class:`nfd.schema.AdamRun`
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, fields
 from typing import ClassVar, Union
 
 import numpy as np
 
 from .._schema import check_positive_float
-from ._optimizers import DEFAULT_BETAS, DEFAULT_EPS
+from ._optimizers import DEFAULT_BETAS, DEFAULT_EPS, _check_betas
 
 __all__ = ["SGD", "Adam", "AdamW", "OptimizerSpec", "optimizer_from_dict",
            "optimizer_from_attrs"]
@@ -34,23 +33,6 @@ def _momentum(momentum) -> float:
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r} (torch.optim.SGD's "
                          "momentum: 0.9 is usual)")
     return beta
-
-
-def _betas(betas) -> tuple[float, float]:
-    """(β₁, β₂) in [0, 1)²."""
-    if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
-        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-    out = []
-    for i, b in enumerate(betas):
-        if getattr(b, "ndim", None) == 0 and hasattr(b, "item"):  # numpy / torch 0-d
-            b = b.item()
-        if isinstance(b, bool) or not isinstance(b, numbers.Real):
-            raise TypeError(f"betas[{i}] must be a real number, got {type(b).__name__}")
-        if not 0.0 <= float(b) < 1.0:
-            raise ValueError(f"betas[{i}] must be in [0, 1), got {b!r} (torch's default "
-                             "betas are (0.9, 0.999))")
-        out.append(float(b))
-    return out[0], out[1]
 
 
 class _Spec:
@@ -119,7 +101,7 @@ class Adam(_Spec):
     eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", _betas(self.betas))
+        object.__setattr__(self, "betas", _check_betas(self.betas))
         object.__setattr__(self, "eps", check_positive_float("eps", self.eps, allow_zero=True))
 
 
@@ -145,7 +127,7 @@ class AdamW(_Spec):
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", _betas(self.betas))
+        object.__setattr__(self, "betas", _check_betas(self.betas))
         object.__setattr__(self, "eps", check_positive_float("eps", self.eps, allow_zero=True))
         object.__setattr__(self, "weight_decay", check_positive_float(
             "weight_decay", self.weight_decay, allow_zero=True))
