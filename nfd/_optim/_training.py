@@ -93,9 +93,11 @@ def block_style(block: str) -> str:
     return "post" if block == "post-nonlin-ms" else "pre"
 
 
-def block_attrs(block: str) -> dict:
+def block_attrs(block: str, block_multiplier: float = 1.0) -> dict:
     """The block options a limit run of ``block`` stands for, as
     ``validation.train_resnet`` records them (:func:`nfd.compare` refuses a network
-    with others): Tensor Programs VI's block with multiplier 1 and no LayerNorm; none
-    for the other blocks."""
-    return {"block_multiplier": 1.0, "layernorm": 0} if block == "post-nonlin-ms" else {}
+    with others): Tensor Programs VI's block with its multiplier a
+    (``block_multiplier``) and no LayerNorm; none for the other blocks."""
+    if block != "post-nonlin-ms":
+        return {}
+    return {"block_multiplier": float(block_multiplier), "layernorm": 0}

@@ -84,6 +84,8 @@ class Config:
     #: the dtype of Adam's dense states when it differs from ``dtype``, the particles'
     #: (``nfd._simulation._adam.adam_dtypes``); None: ``dtype``
     adam_dtype: torch.dtype | None = None
+    #: Tensor Programs VI's block multiplier a (paper 001 §10.2; 1 for other blocks)
+    block_multiplier: float = 1.0
 
     @property
     def N(self) -> int:
@@ -130,9 +132,9 @@ class Config:
 def check_limit_parametrization(param, what: str) -> Parametrization:
     """``param`` if it is a :class:`~nfd.Parametrization` the limits integrate (the
     depth-μP stream in the feature regime, with the style of its block, and Tensor
-    Programs VI's block at multiplier 1 without LayerNorm or γ; the block, α and the
-    rates are checked with the run): the networks' other parametrizations are refused,
-    naming ``validation.train_resnet``.
+    Programs VI's block at any multiplier a without LayerNorm or γ; the block, α and
+    the rates are checked with the run): the networks' other parametrizations are
+    refused, naming ``validation.train_resnet``.
 
     Parameters
     ----------
@@ -151,13 +153,12 @@ def check_limit_parametrization(param, what: str) -> Parametrization:
     for name, value, want in (("scaling", param.scaling, "depth-mup"),
                               ("regime", param.regime, "feature"),
                               ("style", param.style, block_style(param.block)),
-                              ("block_multiplier", param.block_multiplier, 1.0),
                               ("layernorm", param.layernorm, False),
                               ("lr_exponent", param.lr_exponent, None)):
         if value != want:
             raise ValueError(f"parametrization.{name}={value!r}: nfd.{what} integrates the "
                              f"limit of the depth-muP networks of eq. 1 and 6 and of Tensor "
-                             f"Programs VI's block at multiplier 1 without LayerNorm "
+                             f"Programs VI's block without LayerNorm or lr_exponent "
                              f"({name}={want!r}); the other parametrizations are "
                              "validation.train_resnet's")
     return param
@@ -181,6 +182,7 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
     record_collapse = bool(record.collapse)
     block, first_layer_lr = param.block, param.first_layer_lr
     branch_exponent, trainable = param.branch_exponent, param.trainable
+    block_multiplier = param.block_multiplier
     adam = sgd if isinstance(sgd, AdamRun) else None
     if adam is not None:
         sgd = SGDRun(adam.eta_c)
@@ -221,7 +223,8 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
                   param=param, particle_init=particle_init,
-                  adam_dtype=None if adam_dtype == dtype else adam_dtype)
+                  adam_dtype=None if adam_dtype == dtype else adam_dtype,
+                  block_multiplier=block_multiplier)
 
 
 

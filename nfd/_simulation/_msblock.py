@@ -83,8 +83,11 @@ class MSModel(RowsModel):
     def __init__(self, act: Activation, L: int, T: float, u, v, hist: TwoLayerHistory,
                  drivers: tuple[GrowingGaussianDriver, GrowingGaussianDriver],
                  coupled: bool, probe_gen: torch.Generator,
-                 param: Parametrization = Parametrization()) -> None:
+                 param: Parametrization = Parametrization(),
+                 block_multiplier: float = 1.0) -> None:
         super().__init__(act, L, T, u, v, hist, *drivers, coupled, probe_gen, param)
+        #: s = a·√τ, the branch's factor and a_ℓ's (block multiplier a, paper 001 §10.2)
+        self.branch_scale = block_multiplier * self.sqrt_tau
         self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
 
     def _layer(self, t: int, p: torch.Tensor, fresh: torch.Tensor | None,
@@ -102,7 +105,7 @@ class MSModel(RowsModel):
             self.dense.forward(t + 1, p / self.sqrt_tau, x)
         x_out.copy_(x)
         phi = self.act.phi(x)
-        torch.add(p, mean_subtract(phi), alpha=self.sqrt_tau, out=h_out)
+        torch.add(p, mean_subtract(phi), alpha=self.branch_scale, out=h_out)
         return pivot, skip
 
     def forward(self, x: torch.Tensor, out: torch.Tensor, piv: torch.Tensor,
@@ -158,7 +161,7 @@ class MSModel(RowsModel):
             a = hist.a[t, n:n + B]
             a.copy_(mean_subtract(g))
             self.act.dphi_into(self._x[t], dphi)
-            a.mul_(dphi).mul_(self.sqrt_tau)
+            a.mul_(dphi).mul_(self.branch_scale)
             zt, gram, pivot, skip = self._source(self.bwd, t, hist.a[t], a, None)
             resp = self._respond(self.fwd, t, n + B, a) if self.coupled else None
             drift = (gram * -self.coef[:, None]).to(g.dtype) if n else None

@@ -126,11 +126,15 @@ class _LinearSystem:
     under the optimizer's state (a_k, w) of :meth:`set_step`."""
 
     def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1,
-                 param: Parametrization = Parametrization()) -> None:
+                 param: Parametrization = Parametrization(),
+                 block_multiplier: float = 1.0) -> None:
         N, d = X.shape
         self.X, self.L, self.d, self.coupled = X, L, d, coupled
+        # Tensor Programs VI's block multiplier a (docs/guide/tp6_limit.md §3): the
+        # branch a·τ^α on the drivers and responses, and a²·τ on the drifts (a_ℓ = a√τ·g)
         self.tau = T / L
-        self.noise = param.branch(self.tau)  # τ^α of the drivers and responses (√τ at ½)
+        self.drift_unit = self.tau * block_multiplier**2 if block_multiplier != 1.0 else self.tau
+        self.noise = param.branch(T / L) * block_multiplier  # τ^α (√τ at ½), times a
         self.train_u, self.train_v = param.trains("U"), param.trains("V")
         self.C = C
         dim = d + C + 2 * L * N  # u, v (C columns), forward and backward innovations
@@ -172,7 +176,7 @@ class _LinearSystem:
 
     def forward(self, x: np.ndarray, commit: bool) -> np.ndarray:
         """h_0..h_L (L+1, B, dim) of a block of inputs."""
-        n, tau, rt = self.n, self.tau, self.noise * self.a
+        n, tau, rt = self.n, self.drift_unit, self.noise * self.a
         h = np.zeros((self.L + 1, x.shape[0], self.H.shape[2]))
         self._embed(x, h[0])
         for l in range(1, self.L + 1):
@@ -195,7 +199,7 @@ class _LinearSystem:
 
     def backward(self, h: np.ndarray, gL: np.ndarray) -> np.ndarray:
         """g_0..g_L (L+1, B, dim) of the block just committed by :meth:`forward`."""
-        n, B, tau, rt = self.n, h.shape[1], self.tau, self.noise * self.a
+        n, B, tau, rt = self.n, h.shape[1], self.drift_unit, self.noise * self.a
         g = np.zeros_like(h)
         g[self.L] = gL
         for l in range(self.L, 0, -1):
@@ -408,6 +412,7 @@ def linear_limit(
         probe_steps=record.probe_steps, gamma0=param.gamma0, classes=classes,
         hidden_lr=param.hidden_lr, **optimizer_keywords(optimizer))
     block, first_layer_lr = param.block, param.first_layer_lr
+    multiplier = param.block_multiplier
     check_block(block, first_layer_lr, False, None)
     param = check_parametrization(param.branch_exponent, param.trainable, block)
     two = block == "two-layer"
@@ -428,8 +433,9 @@ def linear_limit(
         yt = torch.as_tensor(target, dtype=torch.int64 if lossf.labels else torch.float64)
         return float(lossf.correct(torch.as_tensor(f), yt).mean())
 
-    sys_ = (_TwoLayerSystem if two else _LinearSystem)(Xn, L, T, backward == "coupled", C,
-                                                        param)
+    sys_ = (_TwoLayerSystem(Xn, L, T, backward == "coupled", C, param) if two else
+            _LinearSystem(Xn, L, T, backward == "coupled", C, param,
+                          multiplier))
     Q = len(yp)
     out = {name: np.full(shape, np.nan) for name, shape in {
         "f": (K, B) + vec, "loss": (K, B), "dloss": (K, B) + vec, "h2": (K, L + 1),
@@ -450,7 +456,7 @@ def linear_limit(
                        batch_size=B, sgd_steps=K, input_dim=d,
                        **({"outputs": C} if C > 1 else {}), style=block_style(block),
                        block=block, scaling="depth-mup", regime="feature",
-                       **block_attrs(block),
+                       **block_attrs(block, multiplier),
                        **({"first_layer_lr": first_layer_lr} if two else {}),
                        **param.attrs(), **data_attrs(Xn, Xp if Q else None))
     return _dataset(out, yn, yp, probe_steps, lossf, C, T, attrs)

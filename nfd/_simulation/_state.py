@@ -312,7 +312,8 @@ def _ms_block(cfg: Config, u, v, gens) -> tuple:
                                           responses=cfg.coupled, **kw)
                     for role in ("forward", "backward"))
     model = MSModel(cfg.act, cfg.L, cfg.T, u, v, hist, drivers, coupled=cfg.coupled,
-                    probe_gen=gens["probes"], param=cfg.param)
+                    probe_gen=gens["probes"], param=cfg.param,
+                    block_multiplier=cfg.block_multiplier)
     return model, hist, drivers
 
 
