@@ -96,7 +96,7 @@ def test_consumers_refuse_what_only_they_cannot_do():
     # a network-only parametrization is valid, but the limits integrate depth-muP
     for param in (nfd.Parametrization.mup(), nfd.Parametrization.standard(),
                   nfd.Parametrization(style="post"),
-                  nfd.Parametrization.tp6(0.5, 0.5), nfd.Parametrization.tp6(0.5, None, layernorm=True)):
+                  nfd.Parametrization.tp6(0.5, None, layernorm=True)):
         with pytest.raises(ValueError, match="validation.train_resnet"):
             nfd.simulate(X, Y, parametrization=param, **LIMIT)
     with pytest.raises(ValueError, match="branch_exponent must lie in"):

@@ -555,8 +555,9 @@ def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
         The trained families among "U", "W", "V" (:data:`PARAMETERS`); must
         contain "W".
     block : str
-        The residual block (``"one-layer"`` or ``"two-layer"``); only checked
-        against α, which must be ½ unless it is ``"one-layer"``.
+        The residual block (``"one-layer"``, ``"two-layer"`` or
+        ``"post-nonlin-ms"``); only checked against α, which must be ½ for
+        ``"two-layer"``.
 
     Returns
     -------
@@ -571,7 +572,7 @@ def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
         iterable.
     ValueError
         α outside [½, 1]; α ≠ ½ with two-layer blocks (derived for one-layer blocks
-        only); a name in ``trainable`` other than "U", "W", "V" (the readout is "V",
+        and Tensor Programs VI's only); a name in ``trainable`` other than "U", "W", "V" (the readout is "V",
         also for a scalar output), a repeated one, or no "W".
     """
     if isinstance(branch_exponent, bool) or not isinstance(branch_exponent, numbers.Real):
@@ -581,8 +582,8 @@ def check_parametrization(branch_exponent=0.5, trainable=PARAMETERS,
     if not 0.5 <= alpha <= 1.0:
         raise ValueError(f"branch_exponent must lie in [0.5, 1] (0.5: depth-muP, 1: "
                          f"CompleteP), got {branch_exponent!r}")
-    if alpha != 0.5 and block != "one-layer":
+    if alpha != 0.5 and block not in ("one-layer", MS_BLOCK):
         raise ValueError(f"branch_exponent={branch_exponent!r} with block={block!r}: the "
-                         "branch exponent is derived for one-layer blocks only; use "
-                         "block='one-layer' or branch_exponent=0.5")
+                         f"branch exponent is derived for one-layer blocks and {MS_BLOCK!r} "
+                         "only; use one of them or branch_exponent=0.5")
     return Parametrization(alpha, _check_trainable(trainable))

@@ -93,11 +93,16 @@ def block_style(block: str) -> str:
     return "post" if block == "post-nonlin-ms" else "pre"
 
 
-def block_attrs(block: str, block_multiplier: float = 1.0) -> dict:
+def block_attrs(block: str, block_multiplier: float = 1.0,
+                lr_exponent: float | None = None) -> dict:
     """The block options a limit run of ``block`` stands for, as
     ``validation.train_resnet`` records them (:func:`nfd.compare` refuses a network
     with others): Tensor Programs VI's block with its multiplier a
-    (``block_multiplier``) and no LayerNorm; none for the other blocks."""
+    (``block_multiplier``), no LayerNorm and, when given, its hidden-rate exponent γ
+    (``lr_exponent``); none for the other blocks."""
     if block != "post-nonlin-ms":
         return {}
-    return {"block_multiplier": float(block_multiplier), "layernorm": 0}
+    out = {"block_multiplier": float(block_multiplier), "layernorm": 0}
+    if lr_exponent is not None:
+        out["lr_exponent"] = float(lr_exponent)
+    return out

@@ -86,6 +86,9 @@ class Config:
     adam_dtype: torch.dtype | None = None
     #: Tensor Programs VI's block multiplier a (paper 001 §10.2; 1 for other blocks)
     block_multiplier: float = 1.0
+    #: Tensor Programs VI's hidden-rate exponent γ (paper 001 Def. 6.2), or None: nfd's
+    #: rule of the branch exponent and ``hidden_lr``
+    lr_exponent: float | None = None
 
     @property
     def N(self) -> int:
@@ -132,9 +135,9 @@ class Config:
 def check_limit_parametrization(param, what: str) -> Parametrization:
     """``param`` if it is a :class:`~nfd.Parametrization` the limits integrate (the
     depth-μP stream in the feature regime, with the style of its block, and Tensor
-    Programs VI's block at any multiplier a without LayerNorm or γ; the block, α and
-    the rates are checked with the run): the networks' other parametrizations are
-    refused, naming ``validation.train_resnet``.
+    Programs VI's block at any multiplier a and hidden-rate exponent γ, without
+    LayerNorm; the block, α and the rates are checked with the run): the networks'
+    other parametrizations are refused, naming ``validation.train_resnet``.
 
     Parameters
     ----------
@@ -153,12 +156,11 @@ def check_limit_parametrization(param, what: str) -> Parametrization:
     for name, value, want in (("scaling", param.scaling, "depth-mup"),
                               ("regime", param.regime, "feature"),
                               ("style", param.style, block_style(param.block)),
-                              ("layernorm", param.layernorm, False),
-                              ("lr_exponent", param.lr_exponent, None)):
+                              ("layernorm", param.layernorm, False)):
         if value != want:
             raise ValueError(f"parametrization.{name}={value!r}: nfd.{what} integrates the "
                              f"limit of the depth-muP networks of eq. 1 and 6 and of Tensor "
-                             f"Programs VI's block without LayerNorm or lr_exponent "
+                             f"Programs VI's block without LayerNorm "
                              f"({name}={want!r}); the other parametrizations are "
                              "validation.train_resnet's")
     return param
@@ -182,7 +184,11 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
     record_collapse = bool(record.collapse)
     block, first_layer_lr = param.block, param.first_layer_lr
     branch_exponent, trainable = param.branch_exponent, param.trainable
-    block_multiplier = param.block_multiplier
+    block_multiplier, lr_exponent = param.block_multiplier, param.lr_exponent
+    if lr_exponent is not None and param.hidden_lr != "depth-mup":
+        raise ValueError(f"parametrization.lr_exponent={lr_exponent!r} with hidden_lr="
+                         f"{param.hidden_lr!r}: both set the hidden rate; pass one "
+                         "(lr_exponent=0 is 'block-only' at T = 1)")
     adam = sgd if isinstance(sgd, AdamRun) else None
     if adam is not None:
         sgd = SGDRun(adam.eta_c)
@@ -224,7 +230,7 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
                   param=param, particle_init=particle_init,
                   adam_dtype=None if adam_dtype == dtype else adam_dtype,
-                  block_multiplier=block_multiplier)
+                  block_multiplier=block_multiplier, lr_exponent=lr_exponent)
 
 
 

@@ -53,18 +53,26 @@ def _attrs(cfg: Config) -> dict:
         learning_rate=_learning_rate(cfg),
         # the network whose limit this is (eq. 1), as train_resnet records it
         style=block_style(cfg.block), block=cfg.block, scaling="depth-mup",
-        regime="feature", **block_attrs(cfg.block, cfg.block_multiplier),
+        regime="feature", **block_attrs(cfg.block, cfg.block_multiplier, cfg.lr_exponent),
         **({"first_layer_lr": cfg.first_layer_lr} if cfg.two_layer else {}),
         **cfg.param.attrs(), **data_attrs(cfg.X, cfg.Xp),
     )
 
 
 def _learning_rate(cfg: Config) -> str:
-    """torch's lr of the matching network, in words (``nfd._model._depth``)."""
-    if cfg.adam is not None:
-        return cfg.param.rate_words(cfg.adam.name, hidden_lr=cfg.adam.hidden_lr)
+    """torch's lr of the matching network, in words (``nfd._model._depth``); with
+    Tensor Programs VI's γ (``lr_exponent``) W's is η_c·n·(T/L)^{γ−α} (SGD) or
+    η_c·(T/L)^γ/√n (Adam), as ``validation`` writes it."""
     base = "eta_c*n" if cfg.sgd.gamma0 == 1 else "eta_c*gamma0^2*n"
-    return cfg.param.rate_words("sgd", base)
+    words = (cfg.param.rate_words("sgd", base) if cfg.adam is None else
+             cfg.param.rate_words(cfg.adam.name, hidden_lr=cfg.adam.hidden_lr))
+    if cfg.lr_exponent is None:
+        return words
+    gamma = cfg.lr_exponent
+    hidden = (f"{base}*(T/L)^{gamma - cfg.param.branch_exponent:g}" if cfg.adam is None
+              else f"eta_c*(T/L)^{gamma:g}/sqrt(n)")
+    io = words.rpartition("W: ")[0] if "W: " in words else f"U, V: {base}; "
+    return f"{io}W: {hidden}"
 
 
 def assemble(cfg: Config, rec: dict[str, torch.Tensor]) -> xr.Dataset:

@@ -59,7 +59,7 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._model import Activation, Parametrization
+from .._model import Activation, Parametrization, power
 from ._twolayer import RowsModel, TwoLayerHistory
 
 __all__ = ["MSModel", "mean_subtract"]
@@ -84,10 +84,19 @@ class MSModel(RowsModel):
                  drivers: tuple[GrowingGaussianDriver, GrowingGaussianDriver],
                  coupled: bool, probe_gen: torch.Generator,
                  param: Parametrization = Parametrization(),
-                 block_multiplier: float = 1.0) -> None:
+                 block_multiplier: float = 1.0, lr_exponent: float | None = None) -> None:
         super().__init__(act, L, T, u, v, hist, *drivers, coupled, probe_gen, param)
-        #: s = a·√τ, the branch's factor and a_ℓ's (block multiplier a, paper 001 §10.2)
-        self.branch_scale = block_multiplier * self.sqrt_tau
+        alpha = param.branch_exponent
+        #: τ^α (√τ at α = ½): a_ℓ/τ^α = a·ā are the rows of W_ℓ's rescaled gradient
+        self.row_unit = self.sqrt_tau if alpha == 0.5 else self.noise_unit
+        #: s = a·τ^α, the branch's factor and a_ℓ's (block multiplier a, paper 001 §10.2)
+        self.branch_scale = block_multiplier * self.row_unit
+        #: m_W, SGD's rate of W_ℓ over U's and v's: τ^{γ−α}, or τ^{1−2α} without γ
+        self.drift_mult = (param.sgd_hidden_mult(self.tau) if lr_exponent is None
+                           else power(self.tau, lr_exponent - alpha))
+        #: Adam at γ: W_ℓ at lr η_c·τ^γ/√n instead of τ^{1−α}: its drifts' rows times τ^{γ+α−1}
+        self.adam_mult = (1.0 if lr_exponent is None
+                          else power(self.tau, lr_exponent + alpha - 1.0))
         self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
 
     def _layer(self, t: int, p: torch.Tensor, fresh: torch.Tensor | None,
@@ -99,14 +108,22 @@ class MSModel(RowsModel):
         n = self.hist.n
         z, gram, pivot, skip = self._source(self.fwd, t, self.hist.h[t], p, fresh)
         resp = self._respond(self.bwd, t, n, p) if self.coupled and n else None
-        drift = (gram * -self.coef[:, None]).to(p.dtype) if n else None
+        drift = (gram * -self._drift_coef()[:, None]).to(p.dtype) if n else None
         x, _ = self._half(None, z, self.hist.a[t], resp, drift, self.scale, 1.0)
-        if self.dense is not None:  # Adam: x −= √τ(·m) A_ℓ h_{ℓ−1}/P
-            self.dense.forward(t + 1, p / self.sqrt_tau, x)
+        if self.dense is not None:  # Adam: x −= τ^{1−α}(·m) A_ℓ h_{ℓ−1}/P
+            rows = p / self.row_unit
+            self.dense.forward(t + 1, rows if self.adam_mult == 1.0 else
+                               rows.mul_(self.adam_mult), x)
         x_out.copy_(x)
         phi = self.act.phi(x)
         torch.add(p, mean_subtract(phi), alpha=self.branch_scale, out=h_out)
         return pivot, skip
+
+    def _drift_coef(self) -> torch.Tensor:
+        """W_ℓ's history weights m_W·w_i (w = :attr:`coef`): its optimizer coefficients
+        are m_W times U's and v's at the same a_k, since the network divides W's
+        weight decay by m_W (docs/guide/tp6_block.md)."""
+        return self.coef if self.drift_mult == 1.0 else self.coef * self.drift_mult
 
     def forward(self, x: torch.Tensor, out: torch.Tensor, piv: torch.Tensor,
                 floored: torch.Tensor) -> torch.Tensor:
@@ -164,11 +181,12 @@ class MSModel(RowsModel):
             a.mul_(dphi).mul_(self.branch_scale)
             zt, gram, pivot, skip = self._source(self.bwd, t, hist.a[t], a, None)
             resp = self._respond(self.fwd, t, n + B, a) if self.coupled else None
-            drift = (gram * -self.coef[:, None]).to(g.dtype) if n else None
+            drift = (gram * -self._drift_coef()[:, None]).to(g.dtype) if n else None
             new, _ = self._half(g, zt, hist.h[t], resp, drift, self.scale, 1.0)
-            if self.dense is not None:  # Adam: g_{ℓ−1} −= τ(·m) ā A_ℓ/P, then A_ℓ's step
-                rescaled = a / self.sqrt_tau
-                self.dense.backward(t + 1, rescaled, new)
+            if self.dense is not None:  # Adam: g_{ℓ−1} −= τ(·m) a·ā A_ℓ/P, then A_ℓ's step
+                rescaled = a / self.row_unit
+                self.dense.backward(t + 1, rescaled if self.adam_mult == 1.0 else
+                                    rescaled * self.adam_mult, new)
                 self.dense.update_layer(t + 1, rescaled, hist.h[t, n:n + B])
             hist.g[t, n:n + B] = new
             pivots.append(pivot)

@@ -127,13 +127,17 @@ class _LinearSystem:
 
     def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1,
                  param: Parametrization = Parametrization(),
-                 block_multiplier: float = 1.0) -> None:
+                 block_multiplier: float = 1.0, lr_exponent: float | None = None) -> None:
         N, d = X.shape
         self.X, self.L, self.d, self.coupled = X, L, d, coupled
-        # Tensor Programs VI's block multiplier a (docs/guide/tp6_limit.md §3): the
-        # branch a·τ^α on the drivers and responses, and a²·τ on the drifts (a_ℓ = a√τ·g)
         self.tau = T / L
-        self.drift_unit = self.tau * block_multiplier**2 if block_multiplier != 1.0 else self.tau
+        # Tensor Programs VI's block (docs/guide/tp6_limit.md §3): the branch s = a·τ^α on
+        # the drivers and responses, and s²·m_W on the drifts (a_ℓ = s·g, W at rate
+        # η_c·n·m_W, m_W = τ^{γ−α}): a²τ without γ, a²τ^{α+γ} with it
+        self.drift_unit = self.tau if block_multiplier == 1.0 else self.tau * block_multiplier**2
+        if lr_exponent is not None:
+            self.drift_unit = block_multiplier**2 * self.tau**(param.branch_exponent
+                                                               + lr_exponent)
         self.noise = param.branch(T / L) * block_multiplier  # τ^α (√τ at ½), times a
         self.train_u, self.train_v = param.trains("U"), param.trains("V")
         self.C = C
@@ -412,7 +416,7 @@ def linear_limit(
         probe_steps=record.probe_steps, gamma0=param.gamma0, classes=classes,
         hidden_lr=param.hidden_lr, **optimizer_keywords(optimizer))
     block, first_layer_lr = param.block, param.first_layer_lr
-    multiplier = param.block_multiplier
+    multiplier, lr_exponent = param.block_multiplier, param.lr_exponent
     check_block(block, first_layer_lr, False, None)
     param = check_parametrization(param.branch_exponent, param.trainable, block)
     two = block == "two-layer"
@@ -435,7 +439,7 @@ def linear_limit(
 
     sys_ = (_TwoLayerSystem(Xn, L, T, backward == "coupled", C, param) if two else
             _LinearSystem(Xn, L, T, backward == "coupled", C, param,
-                          multiplier))
+                          multiplier, lr_exponent))
     Q = len(yp)
     out = {name: np.full(shape, np.nan) for name, shape in {
         "f": (K, B) + vec, "loss": (K, B), "dloss": (K, B) + vec, "h2": (K, L + 1),
@@ -456,7 +460,7 @@ def linear_limit(
                        batch_size=B, sgd_steps=K, input_dim=d,
                        **({"outputs": C} if C > 1 else {}), style=block_style(block),
                        block=block, scaling="depth-mup", regime="feature",
-                       **block_attrs(block, multiplier),
+                       **block_attrs(block, multiplier, lr_exponent),
                        **({"first_layer_lr": first_layer_lr} if two else {}),
                        **param.attrs(), **data_attrs(Xn, Xp if Q else None))
     return _dataset(out, yn, yp, probe_steps, lossf, C, T, attrs)
