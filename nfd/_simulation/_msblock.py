@@ -3,19 +3,22 @@ post-nonlinearity block with Mean Subtraction (paper 001 §6.3), whose n → ∞
 finite L has two Gaussian sources per layer and one mean-field term. Equations and
 their derivation: docs/guide/tp6_limit.md.
 
-The network (τ = T/L, depth-μP α = ½, block multiplier 1; f = vᵀh_L/n):
+The network (τ = T/L, block multiplier a, branch exponent α; f = vᵀh_L/n):
 
-    u_ℓ = W_ℓ h_{ℓ−1}/√n,    h_ℓ = h_{ℓ−1} + √τ·MS(φ(u_ℓ)),    MS(p) = p − ⟨p, 1⟩/n,
+    u_ℓ = W_ℓ h_{ℓ−1}/√n,    h_ℓ = h_{ℓ−1} + s·MS(φ(u_ℓ)),    MS(p) = p − ⟨p, 1⟩/n,
 
-every parameter trained by ``torch.optim.SGD`` at lr η_c·n (``validation``'s
+s = a·τ^α (√τ at depth-μP's α = ½, a = 1), U and v trained by ``torch.optim.SGD`` at
+lr η_c·n and W at η_c·n·m_W, m_W = τ^{γ−α} with Tensor Programs VI's γ
+(``lr_exponent``), τ^{1−2α} without it (1 at α = ½; ``validation``'s
 ``block="post-nonlin-ms"``). Its limit, trajectory k of SGD step k (sums over the
-history i, w_i = γ₀c_{k,s(i)}χ_i/B as for one-layer blocks):
+history i, w_i = γ₀c_{k,s(i)}χ_i/B as for one-layer blocks; W's weights are m_W·w_i,
+its weight decay being divided by m_W):
 
-    x_ℓ^{(k)}     = a_k [z_ℓ + Σ_{s<k} R_ℓ(k,s) a_ℓ^{(s)}] − Σ_i w_i C_{ℓ−1}[i,k] a_ℓ^{(i)}
-    h_ℓ^{(k)}     = h_{ℓ−1}^{(k)} + √τ (φ(x_ℓ^{(k)}) − E[φ(x_ℓ^{(k)})])
-    a_ℓ^{(k)}     = √τ φ′(x_ℓ^{(k)}) (g_ℓ^{(k)} − E[g_ℓ^{(k)}])
+    x_ℓ^{(k)}     = a_k [z_ℓ + Σ_{s<k} R_ℓ(k,s) a_ℓ^{(s)}] − m_W Σ_i w_i C_{ℓ−1}[i,k] a_ℓ^{(i)}
+    h_ℓ^{(k)}     = h_{ℓ−1}^{(k)} + s (φ(x_ℓ^{(k)}) − E[φ(x_ℓ^{(k)})])
+    a_ℓ^{(k)}     = s φ′(x_ℓ^{(k)}) (g_ℓ^{(k)} − E[g_ℓ^{(k)}])
     g_{ℓ−1}^{(k)} = g_ℓ^{(k)} + a_k [z̃_ℓ + Σ_{s≤k} R̃_ℓ(k,s) h_{ℓ−1}^{(s)}]
-                    − Σ_i w_i A_ℓ[i,k] h_{ℓ−1}^{(i)}
+                    − m_W Σ_i w_i A_ℓ[i,k] h_{ℓ−1}^{(i)}
 
 with h_0, g_L and f̊ = E[g_L h_L]/γ₀ as for one-layer blocks, the kernels
 C_{ℓ−1} = E[h_{ℓ−1}h_{ℓ−1}′] and A_ℓ = E[a_ℓa_ℓ′], and two growing drivers per layer
@@ -31,19 +34,21 @@ neurons' mean ⟨·, 1⟩/n is the particles' E: the mean-field term. Ordinary b
 by Stein's lemma from the innovations of the driver they differentiate by; the
 decoupled network's backward copy makes both zero.
 
-Adam and AdamW (``nfd._simulation._adam``; the network's W_ℓ at lr η_c·√(τ/n), eps
-ε·√τ/n^{3/2}, paper 001 Def. 6.1 at (α, γ) = (½, ½), docs/guide/tp6_block.md): W_ℓ's
-rescaled gradient is G_ℓ[i, j] = Σ_b w_b ā_ℓ^{(b)}[i] h_{ℓ−1}^{(b)}[j] with
-ā = a/√τ = φ′(x)(g − E[g]) (the network's gradient is √τ/n^{3/2} times it, so its eps
-is ε on G), and its learned part A_ℓ (a dense P×P state, the SGD drifts' weights
-being zero) moves the fields by
+Adam and AdamW (``nfd._simulation._adam``; the network's W_ℓ at lr η_c·ρ/√n,
+ρ = τ^{1−α} (√τ at α = ½) or τ^γ with ``lr_exponent``, eps ε·τ^α/n^{3/2}, paper 001
+Def. 6.1–6.2, docs/guide/tp6_block.md; the eps holds no a): W_ℓ's rescaled gradient
+is G_ℓ[i, j] = Σ_b w_b (a·ā_ℓ^{(b)}[i]) h_{ℓ−1}^{(b)}[j] with a_ℓ = s·ā,
+ā = φ′(x)(g − E[g]) (the network's gradient is τ^α/n^{3/2} times it, so its eps is ε
+on G), and its learned part A_ℓ (a dense P×P state, the SGD drifts' weights being
+zero) moves the fields by
 
-    x_ℓ^{(k)} −= √τ m (1/P) Σ_j A_ℓ[i, j] h_{ℓ−1}^{(k)}[j],
-    g_{ℓ−1}^{(k)} −= τ m (1/P) Σ_i A_ℓ[i, j] ā_ℓ^{(k)}[i]
+    x_ℓ^{(k)} −= ρ m (1/P) Σ_j A_ℓ[i, j] h_{ℓ−1}^{(k)}[j],
+    g_{ℓ−1}^{(k)} −= ρ τ^α m (1/P) Σ_i A_ℓ[i, j] (a·ā_ℓ^{(k)}[i])
 
-(m = √L under ``hidden_lr="block-only"``, W at lr η_c·√(T/n), else 1): the particle
-means of ΔW_ℓh/√n and ΔW_ℓᵀa/√n. :class:`~nfd._simulation._adam.DenseAdam` applies
-τm, so it is handed h/√τ and ā.
+(m = L^{1−α} under ``hidden_lr="block-only"``, W at lr η_c·T^{1−α}/√n, else 1): the
+particle means of ΔW_ℓh/√n and ΔW_ℓᵀa/√n. :class:`~nfd._simulation._adam.DenseAdam`
+applies τm, so it is handed h/τ^α and a·ā = a_ℓ/τ^α, both times τ^{γ+α−1} in its
+drifts with γ (its update takes a·ā itself).
 
 In the limit E[h_ℓ] = E[g_ℓ] = 0 at every layer (E[u] = E[v] = 0, and every other
 term is a Gaussian source or a deterministic combination of earlier fields), so the

@@ -30,8 +30,9 @@ m = √L for ``first_layer_lr="depth-aware"``); the particle counterpart is
 Tensor Programs VI's block (``block="post-nonlin-ms"``, paper 001 §6.3;
 docs/guide/tp6_limit.md): with φ = id the forward Mean Subtraction removes
 E[x_ℓ] = 0 and the backward one E[g_ℓ] = 0, so its limit is exactly that of the linear
-one-layer block, h_ℓ = h_{ℓ−1} + √τ W_ℓh_{ℓ−1}/√n, the same network up to MS: the
-one-layer system, recorded with the block's attrs. Its particle counterpart
+one-layer block, h_ℓ = h_{ℓ−1} + s W_ℓh_{ℓ−1}/√n (s = a·τ^α, W at rate η_c·n·m_W),
+the same network up to MS: the one-layer system with branch s and drifts s²m_W,
+recorded with the block's attrs. Its particle counterpart
 (``nfd._simulation._msblock``) integrates other equations (sources of W_ℓh and
 W_ℓᵀa, not of W_ℓφ and W_ℓᵀg), so the oracle tests those.
 
@@ -387,9 +388,11 @@ def linear_limit(
         W_{ℓ,1} learns at η_c·n·m, m = 1 or √L, eq. 8, its optimizer coefficients
         those of the recurrence at m·η_c); ``branch_exponent`` α ∈ [½, 1] (one-layer
         blocks), which scales the drivers and response terms by (T/L)^{α−½};
-        ``block="post-nonlin-ms"``, Tensor Programs VI's block (paper 001 §6.3, block
-        multiplier 1), whose φ = id limit is exactly the one-layer block's
-        (docs/guide/tp6_limit.md §3), recorded with its attrs; and
+        ``block="post-nonlin-ms"``, Tensor Programs VI's block (paper 001 §6.3) with
+        its ``block_multiplier`` a, ``branch_exponent`` α and ``lr_exponent`` γ,
+        whose φ = id limit is the one-layer block's system with branch a·τ^α and
+        drifts a²τ^{α+γ} (a²τ without γ; at α = ½ the one-layer block at T' = a²T:
+        docs/guide/tp6_limit.md §3), recorded with its attrs; and
         ``trainable`` (a frozen U or v keeps its initial value;
         ``trainable=("W",)`` is the setting of paper 000 eq. 7 and paper 001 §3–4).
     backward : {"coupled", "decoupled"}

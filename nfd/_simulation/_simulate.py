@@ -191,8 +191,10 @@ def simulate(
         (``f_se``).
 
         ``block``: ``"post-nonlin-ms"``: Tensor Programs VI's block (paper 001
-        §6.3), h_ℓ = h_{ℓ−1} + √τ·MS(φ(W_ℓh_{ℓ−1}/√n)) with MS the mean subtraction
-        over neurons (block multiplier 1, no LayerNorm, α = ½; SGD, Adam and AdamW),
+        §6.3), h_ℓ = h_{ℓ−1} + a·τ^α·MS(φ(W_ℓh_{ℓ−1}/√n)) with MS the mean
+        subtraction over neurons (``block_multiplier`` a, ``branch_exponent`` α ∈
+        [½, 1] and ``lr_exponent`` γ, paper 001 Def. 6.2: W_ℓ at lr η_c·n·τ^{γ−α}
+        under SGD, η_c·τ^γ/√n under Adam; no LayerNorm yet; SGD, Adam and AdamW),
         whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and W_ℓᵀa_ℓ/√n, and
         subtracts the particle mean of φ (``nfd._simulation._msblock``,
         :doc:`/guide/tp6_limit`). Then ``sigma_*`` are those of the h_ℓ driver (Σ is
@@ -227,7 +229,8 @@ def simulate(
         every group). In the limit every drift is that of α = ½, while the
         initial weights' drivers and the coupled limit's response terms scale by
         (T/L)^{α−½} (``nfd._model._depth``): for α > ½ they vanish as L → ∞ and the
-        limit becomes an ODE in depth time. One-layer blocks only.
+        limit becomes an ODE in depth time. One-layer blocks and
+        ``"post-nonlin-ms"`` (whose limit at α: :doc:`/guide/tp6_limit`).
 
         ``trainable``: the parameters that learn (default all three); must contain "W". A
         frozen U or readout v keeps its initial value (no update, no decay): the
