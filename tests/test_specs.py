@@ -95,8 +95,7 @@ def test_presets_map_the_report_parametrizations():
 def test_consumers_refuse_what_only_they_cannot_do():
     # a network-only parametrization is valid, but the limits integrate depth-muP
     for param in (nfd.Parametrization.mup(), nfd.Parametrization.standard(),
-                  nfd.Parametrization(style="post"),
-                  nfd.Parametrization.tp6(0.5, None, layernorm=True)):
+                  nfd.Parametrization(style="post")):
         with pytest.raises(ValueError, match="validation.train_resnet"):
             nfd.simulate(X, Y, parametrization=param, **LIMIT)
     with pytest.raises(ValueError, match="branch_exponent must lie in"):

@@ -94,15 +94,15 @@ def block_style(block: str) -> str:
 
 
 def block_attrs(block: str, block_multiplier: float = 1.0,
-                lr_exponent: float | None = None) -> dict:
+                lr_exponent: float | None = None, layernorm: bool = False) -> dict:
     """The block options a limit run of ``block`` stands for, as
     ``validation.train_resnet`` records them (:func:`nfd.compare` refuses a network
     with others): Tensor Programs VI's block with its multiplier a
-    (``block_multiplier``), no LayerNorm and, when given, its hidden-rate exponent γ
-    (``lr_exponent``); none for the other blocks."""
+    (``block_multiplier``), ``layernorm`` (0 or 1) and, when given, its hidden-rate
+    exponent γ (``lr_exponent``); none for the other blocks."""
     if block != "post-nonlin-ms":
         return {}
-    out = {"block_multiplier": float(block_multiplier), "layernorm": 0}
+    out = {"block_multiplier": float(block_multiplier), "layernorm": int(layernorm)}
     if lr_exponent is not None:
         out["lr_exponent"] = float(lr_exponent)
     return out

@@ -89,6 +89,8 @@ class Config:
     #: Tensor Programs VI's hidden-rate exponent γ (paper 001 Def. 6.2), or None: nfd's
     #: rule of the branch exponent and ``hidden_lr``
     lr_exponent: float | None = None
+    #: Tensor Programs VI's pre-LayerNorm (paper 001 Fig. 12)
+    layernorm: bool = False
 
     @property
     def N(self) -> int:
@@ -135,9 +137,9 @@ class Config:
 def check_limit_parametrization(param, what: str) -> Parametrization:
     """``param`` if it is a :class:`~nfd.Parametrization` the limits integrate (the
     depth-μP stream in the feature regime, with the style of its block, and Tensor
-    Programs VI's block at any multiplier a and hidden-rate exponent γ, without
-    LayerNorm; the block, α and the rates are checked with the run): the networks'
-    other parametrizations are refused, naming ``validation.train_resnet``.
+    Programs VI's block with its multiplier a, hidden-rate exponent γ and
+    pre-LayerNorm; the block, α and the rates are checked with the run): the
+    networks' other parametrizations are refused, naming ``validation.train_resnet``.
 
     Parameters
     ----------
@@ -155,12 +157,11 @@ def check_limit_parametrization(param, what: str) -> Parametrization:
                         f"{type(param).__name__}")
     for name, value, want in (("scaling", param.scaling, "depth-mup"),
                               ("regime", param.regime, "feature"),
-                              ("style", param.style, block_style(param.block)),
-                              ("layernorm", param.layernorm, False)):
+                              ("style", param.style, block_style(param.block))):
         if value != want:
             raise ValueError(f"parametrization.{name}={value!r}: nfd.{what} integrates the "
                              f"limit of the depth-muP networks of eq. 1 and 6 and of Tensor "
-                             f"Programs VI's block without LayerNorm "
+                             f"Programs VI's block "
                              f"({name}={want!r}); the other parametrizations are "
                              "validation.train_resnet's")
     return param
@@ -185,6 +186,7 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
     block, first_layer_lr = param.block, param.first_layer_lr
     branch_exponent, trainable = param.branch_exponent, param.trainable
     block_multiplier, lr_exponent = param.block_multiplier, param.lr_exponent
+    layernorm = param.layernorm
     if lr_exponent is not None and param.hidden_lr != "depth-mup":
         raise ValueError(f"parametrization.lr_exponent={lr_exponent!r} with hidden_lr="
                          f"{param.hidden_lr!r}: both set the hidden rate; pass one "
@@ -230,7 +232,8 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
                   param=param, particle_init=particle_init,
                   adam_dtype=None if adam_dtype == dtype else adam_dtype,
-                  block_multiplier=block_multiplier, lr_exponent=lr_exponent)
+                  block_multiplier=block_multiplier, lr_exponent=lr_exponent,
+                  layernorm=layernorm)
 
 
 

@@ -53,7 +53,8 @@ def _attrs(cfg: Config) -> dict:
         learning_rate=_learning_rate(cfg),
         # the network whose limit this is (eq. 1), as train_resnet records it
         style=block_style(cfg.block), block=cfg.block, scaling="depth-mup",
-        regime="feature", **block_attrs(cfg.block, cfg.block_multiplier, cfg.lr_exponent),
+        regime="feature", **block_attrs(cfg.block, cfg.block_multiplier, cfg.lr_exponent,
+                                             cfg.layernorm),
         **({"first_layer_lr": cfg.first_layer_lr} if cfg.two_layer else {}),
         **cfg.param.attrs(), **data_attrs(cfg.X, cfg.Xp),
     )

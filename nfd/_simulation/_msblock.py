@@ -67,13 +67,34 @@ from sde import GrowingGaussianDriver
 from .._model import Activation, Parametrization, power
 from ._twolayer import RowsModel, TwoLayerHistory
 
-__all__ = ["MSModel", "mean_subtract"]
+__all__ = ["MSModel", "mean_subtract", "layer_norm", "layer_norm_backward", "LAYERNORM_EPS"]
+
+#: ε of the pre-LayerNorm: torch's ``layer_norm`` default, as ``validation``'s networks
+LAYERNORM_EPS = 1e-5
 
 
 def mean_subtract(p: torch.Tensor) -> torch.Tensor:
     """MS in the limit: p − E[p], the particle mean of each row of p (B, P) subtracted
     (paper 001 §6.3's ⟨p, 1⟩/n over the neurons), as a new tensor."""
     return p - p.mean(1, keepdim=True)
+
+
+def layer_norm(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pre-LayerNorm in the limit (paper 001 Fig. 12, no affine): z = r(h − E[h]),
+    r = (Var[h] + ε)^{−1/2} per row of h (B, P), the particle mean and biased variance
+    in place of the neurons' (ε = 10⁻⁵, torch's default, as the networks). Returns
+    (z, r), r of shape (B, 1)."""
+    var, mean = torch.var_mean(h, dim=1, keepdim=True, correction=0)
+    r = var.add_(LAYERNORM_EPS).rsqrt_()
+    return (h - mean).mul_(r), r
+
+
+def layer_norm_backward(gam: torch.Tensor, z: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """LayerNorm's backward map in the limit, r(Γ − E[Γ] − z E[Γz]) per row (B, P)
+    (docs/guide/tp6_limit.md §7: E[Γ] and E[Γz] are the mean-field terms), as a new
+    tensor."""
+    c = (gam * z).mean(1, keepdim=True)
+    return mean_subtract(gam).sub_(z * c).mul_(r)
 
 
 class MSModel(RowsModel):
@@ -89,8 +110,13 @@ class MSModel(RowsModel):
                  drivers: tuple[GrowingGaussianDriver, GrowingGaussianDriver],
                  coupled: bool, probe_gen: torch.Generator,
                  param: Parametrization = Parametrization(),
-                 block_multiplier: float = 1.0, lr_exponent: float | None = None) -> None:
+                 block_multiplier: float = 1.0, lr_exponent: float | None = None,
+                 layernorm: bool = False) -> None:
         super().__init__(act, L, T, u, v, hist, *drivers, coupled, probe_gen, param)
+        #: pre-LayerNorm (paper 001 Fig. 12): W_ℓ reads z_{ℓ−1} = LN(h_{ℓ−1}), whose
+        #: rows the history keeps in h's place; r_ℓ (L, B, 1) for the backward pass
+        self.layernorm = layernorm
+        self._r = u.new_empty(L, 1, 1)
         alpha = param.branch_exponent
         #: τ^α (√τ at α = ½): a_ℓ/τ^α = a·ā are the rows of W_ℓ's rescaled gradient
         self.row_unit = self.sqrt_tau if alpha == 0.5 else self.noise_unit
@@ -105,18 +131,20 @@ class MSModel(RowsModel):
         self._x = u.new_empty(L, 1, self.P)  # the block's x_ℓ, for φ′ in the backward pass
 
     def _layer(self, t: int, p: torch.Tensor, fresh: torch.Tensor | None,
-               x_out: torch.Tensor, h_out: torch.Tensor):
-        """Forward layer ℓ = t + 1 (module docstring) from p = h_{ℓ−1} (B, P): x_ℓ into
+               x_out: torch.Tensor, h_out: torch.Tensor, q: torch.Tensor | None = None):
+        """Forward layer ℓ = t + 1 (module docstring) from p = h_{ℓ−1} (B, P) and the
+        input q of W_ℓ's product (z_{ℓ−1} = LN(p) with LayerNorm, else p): x_ℓ into
         ``x_out``, h_ℓ into ``h_out``; ``fresh`` (P,): the probes' normal of z (None
         for the training block). Returns the driver's smallest pivot and floored
         count."""
         n = self.hist.n
-        z, gram, pivot, skip = self._source(self.fwd, t, self.hist.h[t], p, fresh)
-        resp = self._respond(self.bwd, t, n, p) if self.coupled and n else None
+        q = p if q is None else q
+        z, gram, pivot, skip = self._source(self.fwd, t, self.hist.h[t], q, fresh)
+        resp = self._respond(self.bwd, t, n, q) if self.coupled and n else None
         drift = (gram * -self._drift_coef()[:, None]).to(p.dtype) if n else None
         x, _ = self._half(None, z, self.hist.a[t], resp, drift, self.scale, 1.0)
         if self.dense is not None:  # Adam: x −= τ^{1−α}(·m) A_ℓ h_{ℓ−1}/P
-            rows = p / self.row_unit
+            rows = q / self.row_unit
             self.dense.forward(t + 1, rows if self.adam_mult == 1.0 else
                                rows.mul_(self.adam_mult), x)
         x_out.copy_(x)
@@ -140,12 +168,18 @@ class MSModel(RowsModel):
         B = x.shape[0]
         if self._x.shape[1] != B:
             self._x = x.new_empty(self.L, B, self.P)
+            self._r = x.new_empty(self.L, B, 1)
         h = out
         self.embed(x, h[0])
         pivots, skips = [], []
         for t in range(self.L):
-            hist.h[t, n:n + B] = h[t]
-            pivot, skip = self._layer(t, h[t], None, self._x[t], h[t + 1])
+            if self.layernorm:
+                z, self._r[t] = layer_norm(h[t])
+                hist.h[t, n:n + B] = z
+            else:
+                hist.h[t, n:n + B] = h[t]
+            pivot, skip = self._layer(t, h[t], None, self._x[t], h[t + 1],
+                                      hist.h[t, n:n + B])
             pivots.append(pivot)
             skips.append(skip)
         piv[:-1] = torch.cat(pivots)
@@ -164,7 +198,8 @@ class MSModel(RowsModel):
         fresh = torch.randn(self.L, self.P, generator=self.probe_gen, device=x.device,
                             dtype=x.dtype)
         for t in range(self.L):
-            self._layer(t, h[t], fresh[t], phi, h[t + 1])
+            self._layer(t, h[t], fresh[t], phi, h[t + 1],
+                        layer_norm(h[t])[0] if self.layernorm else None)
         return h
 
     def backward(self, h: torch.Tensor, gL: torch.Tensor, piv: torch.Tensor,
@@ -187,12 +222,16 @@ class MSModel(RowsModel):
             zt, gram, pivot, skip = self._source(self.bwd, t, hist.a[t], a, None)
             resp = self._respond(self.fwd, t, n + B, a) if self.coupled else None
             drift = (gram * -self._drift_coef()[:, None]).to(g.dtype) if n else None
-            new, _ = self._half(g, zt, hist.h[t], resp, drift, self.scale, 1.0)
-            if self.dense is not None:  # Adam: g_{ℓ−1} −= τ(·m) a·ā A_ℓ/P, then A_ℓ's step
+            # Γ = W_ℓᵀa_ℓ/√n, added to g_ℓ here, or after LayerNorm's backward below
+            new, _ = self._half(None if self.layernorm else g, zt, hist.h[t], resp, drift,
+                                self.scale, 1.0)
+            if self.dense is not None:  # Adam: Γ −= τ(·m) a·ā A_ℓ/P, then A_ℓ's step
                 rescaled = a / self.row_unit
                 self.dense.backward(t + 1, rescaled if self.adam_mult == 1.0 else
                                     rescaled * self.adam_mult, new)
                 self.dense.update_layer(t + 1, rescaled, hist.h[t, n:n + B])
+            if self.layernorm:  # g_{ℓ−1} = g_ℓ + r(Γ − E[Γ] − z E[Γz])
+                new = layer_norm_backward(new, hist.h[t, n:n + B], self._r[t]).add_(g)
             hist.g[t, n:n + B] = new
             pivots.append(pivot)
             skips.append(skip)

@@ -412,6 +412,10 @@ def linear_limit(
     """
     _sgd_only(optimizer)
     param = check_limit_parametrization(parametrization, "linear_limit")
+    if param.layernorm:
+        raise ValueError("parametrization.layernorm=True: linear_limit has no LayerNorm "
+                         "oracle yet (docs/guide/tp6_limit.md §7); use nfd.simulate, or "
+                         "layernorm=False")
     record = _probes_only(record)
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=param.T, steps=depth, batch_size=batch_size,

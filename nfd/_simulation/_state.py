@@ -313,7 +313,8 @@ def _ms_block(cfg: Config, u, v, gens) -> tuple:
                     for role in ("forward", "backward"))
     model = MSModel(cfg.act, cfg.L, cfg.T, u, v, hist, drivers, coupled=cfg.coupled,
                     probe_gen=gens["probes"], param=cfg.param,
-                    block_multiplier=cfg.block_multiplier, lr_exponent=cfg.lr_exponent)
+                    block_multiplier=cfg.block_multiplier, lr_exponent=cfg.lr_exponent,
+                    layernorm=cfg.layernorm)
     return model, hist, drivers
 
 
