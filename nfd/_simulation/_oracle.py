@@ -60,6 +60,7 @@ from .._schema import (REMOVED_KEYWORDS, Record, base_attrs, check_record, data_
 from .._optim import (OptimizerSpec, SGDSpec, block_attrs, block_style, check_block,
                       check_optimizer_spec, check_stream, optimizer_keywords)
 from ._checks import check_limit_parametrization
+from ._msblock import LAYERNORM_EPS as _LAYERNORM_EPS
 
 __all__ = ["linear_limit"]
 
@@ -128,7 +129,8 @@ class _LinearSystem:
 
     def __init__(self, X: np.ndarray, L: int, T: float, coupled: bool, C: int = 1,
                  param: Parametrization = Parametrization(),
-                 block_multiplier: float = 1.0, lr_exponent: float | None = None) -> None:
+                 block_multiplier: float = 1.0, lr_exponent: float | None = None,
+                 layernorm: bool = False) -> None:
         N, d = X.shape
         self.X, self.L, self.d, self.coupled = X, L, d, coupled
         self.tau = T / L
@@ -158,6 +160,22 @@ class _LinearSystem:
             self.v[:, d:d + C] = np.eye(C)
         self.n = 0
         self.a, self.w, self.r = 1.0, np.zeros(0), np.zeros((0, C))
+        # pre-LayerNorm (docs/guide/tp6_limit.md §7): W_ℓ reads z = r·h (E[h] = 0 exactly
+        # here), r = (E[h²] + ε)^{−1/2} per trajectory; Z keeps the committed z rows
+        self.layernorm = layernorm
+        self.Z = np.zeros((L, N, dim)) if layernorm else None
+        self._z = self._rn = None
+
+    def _inputs(self, l: int, h: np.ndarray, commit: bool) -> tuple[np.ndarray, np.ndarray]:
+        """W_ℓ's input of h_{ℓ−1} (B, dim) and its history rows: h and H, or with
+        LayerNorm z = r·h and Z (kept for the backward pass when ``commit``)."""
+        if not self.layernorm:
+            return h, self.H[l - 1]
+        r = 1.0 / np.sqrt(np.einsum("bi,bi->b", h, h) + _LAYERNORM_EPS)
+        z = h * r[:, None]
+        if commit:
+            self._z[l - 1], self._rn[l - 1] = z, r
+        return z, self.Z[l - 1]
 
     def set_step(self, a: float, weights: np.ndarray) -> None:
         """Weights after k updates: W(k) = a·W(0) − Σ_s weights[s]·∇̂_s (``nfd._optim``),
@@ -183,13 +201,15 @@ class _LinearSystem:
         """h_0..h_L (L+1, B, dim) of a block of inputs."""
         n, tau, rt = self.n, self.drift_unit, self.noise * self.a
         h = np.zeros((self.L + 1, x.shape[0], self.H.shape[2]))
+        if self.layernorm and commit:
+            self._z, self._rn = np.zeros_like(h[1:]), np.zeros((self.L, x.shape[0]))
         self._embed(x, h[0])
         for l in range(1, self.L + 1):
-            phi = h[l - 1]
-            drift = -tau * (self.w * (phi @ self.H[l - 1, :n].T))  # (B, n)
+            phi, rows = self._inputs(l, h[l - 1], commit)
+            drift = -tau * (self.w * (phi @ rows[:n].T))  # (B, n)
             if self.coupled:
                 drift = drift + rt * self.bwd.response(l - 1, phi).T
-            h[l] = phi + rt * self.fwd.draw(l - 1, phi, commit) + drift @ self.G[l, :n]
+            h[l] = h[l - 1] + rt * self.fwd.draw(l - 1, phi, commit) + drift @ self.G[l, :n]
         return h
 
     def _embed(self, x: np.ndarray, out: np.ndarray) -> None:
@@ -208,16 +228,23 @@ class _LinearSystem:
         g = np.zeros_like(h)
         g[self.L] = gL
         for l in range(self.L, 0, -1):
+            rows = self.Z[l - 1] if self.layernorm else self.H[l - 1]
             incr = rt * self.bwd.draw(l - 1, g[l], True)
-            incr -= tau * (self.w * (g[l] @ self.G[l, :n].T)) @ self.H[l - 1, :n]
+            incr -= tau * (self.w * (g[l] @ self.G[l, :n].T)) @ rows[:n]
             if self.coupled:
                 incr += rt * self.fwd.response(l - 1, g[l]).T @ self.fwd.rows[l - 1, :n + B]
+            if self.layernorm:  # r(Γ − E[Γ] − z E[Γz]), E[Γ] = 0 exactly
+                z = self._z[l - 1]
+                incr = self._rn[l - 1][:, None] * (
+                    incr - z * np.einsum("bi,bi->b", incr, z)[:, None])
             g[l - 1] = g[l] + incr
         return g
 
     def commit(self, h: np.ndarray, g: np.ndarray, chi: np.ndarray) -> None:
         n, B = self.n, h.shape[1]
         self.H[:, n:n + B], self.G[:, n:n + B], self.chi[n:n + B] = h, g, chi
+        if self.layernorm:
+            self.Z[:, n:n + B] = self._z
         if self.C > 1:
             self.field[n:n + B] = 1.0 / B
         self.n = n + B
@@ -412,10 +439,6 @@ def linear_limit(
     """
     _sgd_only(optimizer)
     param = check_limit_parametrization(parametrization, "linear_limit")
-    if param.layernorm:
-        raise ValueError("parametrization.layernorm=True: linear_limit has no LayerNorm "
-                         "oracle yet (docs/guide/tp6_limit.md §7); use nfd.simulate, or "
-                         "layernorm=False")
     record = _probes_only(record)
     (Xn, yn, sgd, T, L, B, lossf, Xp, yp, probe_steps, C) = check_stream(
         X, y, eta_c=eta_c, T=param.T, steps=depth, batch_size=batch_size,
@@ -423,7 +446,8 @@ def linear_limit(
         probe_steps=record.probe_steps, gamma0=param.gamma0, classes=classes,
         hidden_lr=param.hidden_lr, **optimizer_keywords(optimizer))
     block, first_layer_lr = param.block, param.first_layer_lr
-    multiplier, lr_exponent = param.block_multiplier, param.lr_exponent
+    multiplier, lr_exponent, layernorm = (param.block_multiplier, param.lr_exponent,
+                                          param.layernorm)
     check_block(block, first_layer_lr, False, None)
     param = check_parametrization(param.branch_exponent, param.trainable, block)
     two = block == "two-layer"
@@ -446,7 +470,7 @@ def linear_limit(
 
     sys_ = (_TwoLayerSystem(Xn, L, T, backward == "coupled", C, param) if two else
             _LinearSystem(Xn, L, T, backward == "coupled", C, param,
-                          multiplier, lr_exponent))
+                          multiplier, lr_exponent, layernorm))
     Q = len(yp)
     out = {name: np.full(shape, np.nan) for name, shape in {
         "f": (K, B) + vec, "loss": (K, B), "dloss": (K, B) + vec, "h2": (K, L + 1),
@@ -467,7 +491,7 @@ def linear_limit(
                        batch_size=B, sgd_steps=K, input_dim=d,
                        **({"outputs": C} if C > 1 else {}), style=block_style(block),
                        block=block, scaling="depth-mup", regime="feature",
-                       **block_attrs(block, multiplier, lr_exponent),
+                       **block_attrs(block, multiplier, lr_exponent, layernorm),
                        **({"first_layer_lr": first_layer_lr} if two else {}),
                        **param.attrs(), **data_attrs(Xn, Xp if Q else None))
     return _dataset(out, yn, yp, probe_steps, lossf, C, T, attrs)
