@@ -102,7 +102,7 @@ weight_decay = 0.0
 # parameters that learn ("U", "W", "V"; must contain "W"). Residual blocks: "one-layer"
 # (eq. 1), "two-layer" (eq. 6), whose first layer learns at eta_c*n ("depth-mup") or
 # eta_c*n*sqrt(L) ("depth-aware", eq. 8), or "post-nonlin-ms", Tensor Programs VI's
-# block (paper 001 section 6.3; no LayerNorm yet; SGD, Adam and AdamW), with its block
+# block (paper 001 section 6.3; SGD, Adam and AdamW), with its pre-LayerNorm, block
 # multiplier a (branch a*(T/L)^alpha) and hidden-rate exponent gamma (lr_exponent: W at
 # eta_c*n*(T/L)^(gamma-alpha) under SGD, eta_c*(T/L)^gamma/sqrt(n) under Adam).
 # hidden_lr = "block-only" (Adam): W at eta_c*sqrt(T/n), the TP VI baseline.
@@ -116,6 +116,7 @@ block = "one-layer"
 # hidden_lr = "depth-mup"
 # block_multiplier = 1.0   (block = "post-nonlin-ms" only)
 # lr_exponent = 0.5        (block = "post-nonlin-ms" only)
+# layernorm = false        (block = "post-nonlin-ms" only)
 
 # What to record beside the training numbers (nfd.Record, without the probes, which
 # come from [data]): probe_steps, eig_steps, paths; collapse = true records the

@@ -65,8 +65,8 @@ def compare(networks: xr.Dataset, limit: xr.Dataset, *, var: str = "f") -> xr.Da
         optimizer (``eta_c_schedule, momentum, weight_decay, gamma0``), the
         architecture (``style, block, first_layer_lr, block_multiplier, layernorm,
         scaling, regime``: a limit is the one of eq. 1, with ``block="two-layer"`` of
-        eq. 6, with ``block="post-nonlin-ms"`` of paper 001 §6.3 at its multiplier
-        without LayerNorm)
+        eq. 6, with ``block="post-nonlin-ms"`` of paper 001 §6.3 with its
+        multiplier and LayerNorm)
         and the fingerprints of the training and probe inputs (``X_sha256``,
         ``X_probe_sha256``). An attr missing from either side is not compared,
         except the optimizer's: a run without them is plain SGD at γ₀ = 1.

@@ -50,6 +50,12 @@ particle means of ΔW_ℓh/√n and ΔW_ℓᵀa/√n. :class:`~nfd._simulation._
 applies τm, so it is handed h/τ^α and a·ā = a_ℓ/τ^α, both times τ^{γ+α−1} in its
 drifts with γ (its update takes a·ā itself).
 
+Pre-LayerNorm (``layernorm``, paper 001 Fig. 12): W_ℓ reads z_{ℓ−1} = r(h_{ℓ−1} −
+E[h_{ℓ−1}]), r = (Var[h_{ℓ−1}] + ε)^{−1/2} per trajectory, which takes h's place in the
+forward source, the drifts, the responses and Adam's rows (the history keeps z), and
+the backward pass adds r(Γ − E[Γ] − z E[Γz]) for Γ = W_ℓᵀa_ℓ/√n
+(docs/guide/tp6_limit.md §7).
+
 In the limit E[h_ℓ] = E[g_ℓ] = 0 at every layer (E[u] = E[v] = 0, and every other
 term is a Gaussian source or a deterministic combination of earlier fields), so the
 backward Mean Subtraction only removes the particles' sampling error of E[g_ℓ]; the

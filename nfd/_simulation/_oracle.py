@@ -419,7 +419,9 @@ def linear_limit(
         its ``block_multiplier`` a, ``branch_exponent`` α and ``lr_exponent`` γ,
         whose φ = id limit is the one-layer block's system with branch a·τ^α and
         drifts a²τ^{α+γ} (a²τ without γ; at α = ½ the one-layer block at T' = a²T:
-        docs/guide/tp6_limit.md §3), recorded with its attrs; and
+        docs/guide/tp6_limit.md §3) and its ``layernorm`` (z = r·h with the
+        deterministic r = (E[h²] + ε)^{−1/2}, backward r(Γ − z E[Γz]), §7), recorded
+        with its attrs; and
         ``trainable`` (a frozen U or v keeps its initial value;
         ``trainable=("W",)`` is the setting of paper 000 eq. 7 and paper 001 §3–4).
     backward : {"coupled", "decoupled"}

@@ -194,7 +194,8 @@ def simulate(
         §6.3), h_ℓ = h_{ℓ−1} + a·τ^α·MS(φ(W_ℓh_{ℓ−1}/√n)) with MS the mean
         subtraction over neurons (``block_multiplier`` a, ``branch_exponent`` α ∈
         [½, 1] and ``lr_exponent`` γ, paper 001 Def. 6.2: W_ℓ at lr η_c·n·τ^{γ−α}
-        under SGD, η_c·τ^γ/√n under Adam; no LayerNorm yet; SGD, Adam and AdamW),
+        under SGD, η_c·τ^γ/√n under Adam; ``layernorm``: pre-LayerNorm, paper 001
+        Fig. 12; SGD, Adam and AdamW),
         whose limit has two drivers per layer, of W_ℓh_{ℓ−1}/√n and W_ℓᵀa_ℓ/√n, and
         subtracts the particle mean of φ (``nfd._simulation._msblock``,
         :doc:`/guide/tp6_limit`). Then ``sigma_*`` are those of the h_ℓ driver (Σ is
