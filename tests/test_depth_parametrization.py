@@ -288,7 +288,7 @@ BAD = [
     (dict(trainable=("U", "V")), ValueError, "must contain 'W'"),
     (dict(trainable=("W", "b")), ValueError, "trainable holds 'b'"),
     (dict(trainable=("W", "W")), ValueError, "names a parameter twice"),
-    (dict(branch_exponent=0.75, block="two-layer"), ValueError, "one-layer blocks only"),
+    (dict(branch_exponent=0.75, block="two-layer"), ValueError, "derived for one-layer blocks and"),
 ]
 
 
