@@ -91,7 +91,7 @@ def run_baselines(*, quick: bool = False, store=None, scheduler: str | None = No
     cfg = BASELINE_CONFIG[quick]
     (X, y), probes = task_data("digits", cfg["K"], cfg["n_probe"])
     fixed = dict(_TASK, probe_steps=[cfg["K"]], seeds=[seed + s for s in range(cfg["seeds"])],
-                 record_collapse=False, width=cfg["width"],
+                 collapse=False, width=cfg["width"],
                  **({} if dev is None else {"device": dev}))
     parts = []
     for rule, (options, grid) in RULES.items():

@@ -139,7 +139,7 @@ def _settings(cfg: dict, seed: int, dev, store, scheduler, progress
     run = dict(store=store, study="transfer", scheduler=scheduler, progress=progress)
     common = dict(_TASK, probe_steps=[cfg["K"]], **({} if dev is None else {"device": dev}))
     seeds = [seed + s for s in range(cfg["seeds"])]
-    net = dict(common, seeds=seeds, record_collapse=False)
+    net = dict(common, seeds=seeds, collapse=False)
     # the limits' errors come from their seeds: no error replicas (nfd._simulation._errors)
     lim = dict(common, particles=cfg["particles"], eig_steps=[], error_replicas=0)
     lim_seeds = [seed + 1_000_003 + s for s in range(cfg["lim_seeds"])]
