@@ -1,9 +1,9 @@
 """Deep linear ResNets with U and v frozen, against exact references (issue 35):
 paper 000's one-step kernel (eq. 7) and Tensor Programs VI's Figs. 8–9.
 
-``nfd.linear_limit(trainable=("W",))`` is the exact n → ∞ limit of a depth-L linear
-ResNet (eq. 1, φ = id) whose input and readout weights are frozen, the setting of
-paper 000's main text and of paper 001 §3–4. Three panels:
+``nfd.linear_limit(parametrization=nfd.Parametrization(trainable=("W",)))`` is the
+exact n → ∞ limit of a depth-L linear ResNet (eq. 1, φ = id) whose input and readout
+weights are frozen, the setting of paper 000's main text and of paper 001 §3–4. Three panels:
 
 (a) Paper 000, Fig. 7 / eq. 7: the feature kernel's change H_1(τ) − H_0(τ) after one
     SGD step on one sample, from ``linear_limit`` at L = 16…1024 and from
@@ -135,7 +135,7 @@ def plot(a: dict, bc: dict, depths, path: Path) -> None:
     ax[2].minorticks_off()
     for k in (1, 2):
         ax[k].legend(fontsize=7)
-    fig.suptitle("Deep linear ResNets with U and v frozen: nfd.linear_limit(trainable=('W',)) "
+    fig.suptitle("Deep linear ResNets with U and v frozen: nfd.linear_limit with only W trained "
                  "against networks and closed forms")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

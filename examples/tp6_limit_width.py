@@ -1,8 +1,9 @@
 """Tensor Programs VI's block (paper 001 §6.3): finite networks approach its n → ∞ limit.
 
-``validation.train_resnet(block="post-nonlin-ms")`` networks of widths 32…512 (256 seeds
-each) against ``nfd.simulate(block="post-nonlin-ms")`` (relu, P = 2^18) and against the
-exact oracle ``nfd.linear_limit(block="post-nonlin-ms")`` (φ = id), in both backward
+Networks of widths 32…512 (256 seeds each; ``validation.train_resnet`` with
+``parametrization=nfd.Parametrization(block="post-nonlin-ms")``) against ``nfd.simulate``
+with the same parametrization (relu, P = 2^18) and against the exact oracle
+``nfd.linear_limit`` with it (φ = id), in both backward
 modes: the bias of the networks' mean output, the root mean square over the 15 trained
 steps of (seed mean − limit) with the seed-mean and limit variances subtracted, with
 a 95% bootstrap interval over seeds, against the n^{−1} of a finite network's mean.

@@ -291,7 +291,7 @@ def test_networks_with_every_option_match_their_limit_at_two_widths(backward):
     # tanh, L = 4, d = 8, K = 8 online SGD steps (±1 targets), warm-up (2 steps) +
     # cosine schedule with peak η_c = 0.2 decaying to 0.05, momentum 0.7, weight decay
     # λ = 0.3. The seed mean of f over S = 64 networks (train_resnet, same options)
-    # against simulate(backward=same, steps=L) averaged over R = 8 seeds at P = 16384,
+    # against simulate(backward=same, depth=L) averaged over R = 8 seeds at P = 16384,
     # float64, on the m = 7 trained steps: Hotelling's T² with the across-seed
     # covariance (tests/test_coupled.py, test_coupled_networks_match_simulate_step_by_
     # step_at_two_widths, whose F-quantile rule at level α/2 per width this reuses).

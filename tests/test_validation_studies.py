@@ -190,7 +190,7 @@ def training_study():
 @pytest.mark.parametrize("mode", ["coupled", "decoupled"])
 def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study, mode):
     ds, findings = training_study
-    # simulate(backward=mode, steps=L) is the n → ∞ limit of the depth-L network of
+    # simulate(backward=mode, depth=L) is the n → ∞ limit of the depth-L network of
     # the same mode: the width error must decay with an exponent consistent with 1
     # and no floor
     for L in ds["depth"].values.tolist():
@@ -207,7 +207,7 @@ def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study, mode):
 def _chi2_pvalues(ds, net_mode: str, ref_mode: str) -> list[float]:
     """Per depth: p-value of χ² = Σ_k (E_seed f_k − f_NFD,k)² / (var_seed f_k / S +
     se_NFD,k²) over the K − 1 trained steps (≈ χ²_{K−1} when they agree), networks
-    of ``net_mode`` at the widest width against simulate(backward=ref_mode, steps=L)."""
+    of ``net_mode`` at the widest width against simulate(backward=ref_mode, depth=L)."""
     from scipy.stats import chi2
 
     S = ds.sizes["seed"]
@@ -226,7 +226,7 @@ def _chi2_pvalues(ds, net_mode: str, ref_mode: str) -> list[float]:
 @pytest.mark.parametrize("mode", ["coupled", "decoupled"])
 def test_study2_quick_networks_agree_with_simulate_at_fixed_depth(training_study, mode):
     # Exactness of the correspondence, not just a rate: at the widest width the seed
-    # mean of f must match simulate(backward=mode, steps=L) step by step within its
+    # mean of f must match simulate(backward=mode, depth=L) step by step within its
     # standard error; each depth must pass at level 0.01/(2·depths) (Bonferroni over
     # depths and both modes). A reference with a 25% larger η_c gives p ≈ 1e-4 at
     # every depth.

@@ -10,7 +10,7 @@ Both sides are measured on one synthetic stream (online SGD, batch 1, η_c = 0.1
 at the depth L = 4 of Figure 6, with φ = tanh (Assumption 1 also asks φ' to be
 Lipschitz, which relu's is not):
 
-* the limit: ``nfd.simulate(steps=L, eig_steps=…)`` (float64, so that the
+* the limit: ``nfd.simulate(depth=L, eig_steps=…)`` (float64, so that the
   eigenvalue floor of its drivers, 10⁻¹⁰ relative, lies far below the smallest
   eigenvalues, which reach 10⁻⁶ for Θ_T), repeated over independent simulate
   seeds for its Monte Carlo uncertainty;

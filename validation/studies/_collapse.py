@@ -28,9 +28,10 @@ is fitted as well. The depth exponent q of ``value = b·L^(−q)`` is fitted by
 :func:`validation._fit.fit_power_law` (no plateau, log least squares) with a
 bootstrap over seeds.
 
-Beside the networks, their n → ∞ limit: ``nfd.simulate(block="two-layer",
-backward="coupled", record_collapse=True)`` (ordinary backprop, as the networks) on
-the same stream with the same hyperparameters and first-layer rate, at depths up to
+Beside the networks, their n → ∞ limit: ``nfd.simulate(backward="coupled",
+parametrization=nfd.Parametrization(block="two-layer"),
+record=nfd.Record(collapse=True))`` (ordinary backprop, as the networks) on the same stream
+with the same hyperparameters and first-layer rate, at depths up to
 twice the networks' largest, with its own seeds (independent particle draws; the
 same seed numbers at every depth, so the bootstrap pairs them like the networks').
 Its observables are reduced and fitted exactly as the networks'. The limit's
@@ -134,8 +135,9 @@ def _limit_job(*, first_layer_lr: str, depth: int, particles: int, seeds: Sequen
     Returns
     -------
     xarray.Dataset
-        As :func:`_job`, from ``nfd.simulate(block="two-layer", backward="coupled",
-        record_collapse=True, error_replicas=0)``.
+        As :func:`_job`, from ``nfd.simulate(backward="coupled",
+        parametrization=nfd.Parametrization(block="two-layer"),
+        record=nfd.Record(collapse=True), error_replicas=0)``.
     """
     X, y = _stream(steps, data_seed)
     runs = [_reduce(nfd.simulate(

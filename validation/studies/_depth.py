@@ -1,7 +1,7 @@
 """Study 8: depth convergence of the two infinite-width limits (shared noise).
 
 For each backward mode ("coupled": ordinary backprop, paper 000; "decoupled":
-Definition 1 of paper 002) ``nfd.simulate(backward=mode, steps=L)`` is an
+Definition 1 of paper 002) ``nfd.simulate(backward=mode, depth=L)`` is an
 Euler–Maruyama scheme with L steps for the L → ∞ limit. Its weak error
 E f_L − E f_∞ is far below the Monte Carlo spread of f, so runs at different L
 share their Brownian paths: per seed, standard normal innovations are drawn once

@@ -6,8 +6,8 @@ the same limit as L → ∞; paper 000 (Bordelon, Noci, Li, Hanin & Pehlevan, IC
 2024, eq. 38, App. E) keeps forward–backward response terms in its infinite-depth
 limit. Measured at two levels:
 
-* the limits: Δ_L⁽ᵏ⁾ = f⁽ᵏ⁾ of ``simulate(backward="coupled", steps=L)`` minus that of
-  ``simulate(backward="decoupled", steps=L)``, paired on the same u, v and the
+* the limits: Δ_L⁽ᵏ⁾ = f⁽ᵏ⁾ of ``simulate(backward="coupled", depth=L)`` minus that of
+  ``simulate(backward="decoupled", depth=L)``, paired on the same u, v and the
   same Brownian path (study 8's shared-noise runs, :func:`run_limits`), for L up
   to 512 and several seeds, activations and η_c. The mean square over trained
   steps, D_L = mean_{k≥1} Δ_L⁽ᵏ⁾² (debiased for seed noise), is fitted as

@@ -12,8 +12,8 @@ its own mode:
 
 Two references per mode:
 
-* ``simulate(steps=L)``: the same depth, n = ∞ — the pure width error;
-* 2·``simulate(steps=L_ref)`` − ``simulate(steps=L_ref/2)`` (Richardson, L_ref ≫
+* ``simulate(depth=L)``: the same depth, n = ∞ — the pure width error;
+* 2·``simulate(depth=L_ref)`` − ``simulate(depth=L_ref/2)`` (Richardson, L_ref ≫
   L): the joint limit — width plus depth error.
 
 Per seed s the error of f is e_s = mean_k (f_s⁽ᵏ⁾ − f_ref⁽ᵏ⁾)² (its mean over seeds
@@ -107,7 +107,7 @@ def run_training(*, quick: bool = False, store=None, scheduler: str | None = Non
     ----------
     quick : bool
         Widths 32–256, depths 4–16, 8 seeds, 8 SGD steps, references
-        simulate(steps=L) with 65 536 particles and deep references (L_ref = 64)
+        simulate(depth=L) with 65 536 particles and deep references (L_ref = 64)
         with 16 384, fits with 100 bootstrap replicates (about 10 s on 2 idle
         cores) instead of widths 64–1024, depths 4–128, 12 seeds, 16 steps,
         65 536 particles, L_ref = 256, 200 replicates.
@@ -125,8 +125,8 @@ def run_training(*, quick: bool = False, store=None, scheduler: str | None = Non
         Dimension ``backward`` (:data:`MODES`). ``f``, ``loss`` (backward, width,
         depth, seed, step) and ``h2``, ``g2`` (…, qtime) of the networks;
         ``ref_*`` (backward, depth, step[, qtime]) from
-        ``simulate(backward=mode, steps=depth)`` and ``deep_*`` (backward,
-        step[, qtime]) from 2·simulate(steps=ref_depth) − simulate(steps=ref_depth/2)
+        ``simulate(backward=mode, depth=depth)`` and ``deep_*`` (backward,
+        step[, qtime]) from 2·simulate(depth=ref_depth) − simulate(depth=ref_depth/2)
         (Richardson: the L → ∞ limit up to O(1/ref_depth²)), each with its
         ``*_f_se``. Fitted rates in attrs (prefixes ``{mode}_width_L{L}``,
         ``{mode}_joint``, ``{mode}_joint_bias2``, ``{mode}_joint_{loss,h2,g2}``).
@@ -242,7 +242,7 @@ _REFERENCE = {"coupled": ("paper 000's limit",
 
 
 def _mode_findings(ds: xr.Dataset, fits: dict[str, PowerFit], b: str) -> list[Finding]:
-    """Width exponent and plateau per depth against simulate(backward=b, steps=L),
+    """Width exponent and plateau per depth against simulate(backward=b, depth=L),
     and the joint width/depth fits against the deep reference of mode ``b``."""
     out = []
     limit = "paper 000" if b == "coupled" else "paper 002, Def. 1"
@@ -293,7 +293,7 @@ def _reference_findings(ds: xr.Dataset, b: str) -> list[Finding]:
 
 def summarize_training(ds: xr.Dataset) -> list[Finding]:
     """Per backward mode: width exponents per depth (against
-    simulate(backward=mode, steps=L)), joint width/depth exponents and plateaus
+    simulate(backward=mode, depth=L)), joint width/depth exponents and plateaus
     (against the deep reference), and the references' Monte Carlo error against
     the quantities measured with them."""
     fits = _fits(ds)
@@ -306,7 +306,7 @@ def summarize_training(ds: xr.Dataset) -> list[Finding]:
 
 def plot_training(ds: xr.Dataset, path) -> None:
     """Errors of f against width and depth per backward mode: pure width error
-    (vs simulate(backward=mode, steps=L)) and joint error (vs the deep
+    (vs simulate(backward=mode, depth=L)) and joint error (vs the deep
     reference), seed means with fitted models."""
     fits = _fits(ds)
     panels = []
@@ -329,7 +329,7 @@ def _curves(row, ds: xr.Dataset) -> None:
     """f⁽ᵏ⁾ against the SGD step k at the widest width, at the shallowest and the
     deepest depth: networks of both modes (seed mean ± 2 s.e. over seeds, from
     :func:`nfd.compare`) beside the limit of each mode,
-    simulate(backward=mode, steps=L) (lines, ± 2 Monte Carlo s.e. band)."""
+    simulate(backward=mode, depth=L) (lines, ± 2 Monte Carlo s.e. band)."""
     n = int(ds["width"].values.max())
     for ax, L in zip(row, (int(ds["depth"].values.min()), int(ds["depth"].values.max()))):
         k = ds["step"].values

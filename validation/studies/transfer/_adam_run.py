@@ -17,7 +17,7 @@ betas (0.9, 0.999), ε = 1e-8 in the rescaled units:
 
 * networks (``validation.train_resnet(optimizer="adam")``) at depths 4…64, two
   widths, a log-spaced η_c grid, several seeds (the same seeds at every point);
-* the limit (``nfd.simulate(optimizer="adam", steps=L)``, coupled, dense P×P Adam
+* the limit (``nfd.simulate(optimizer=nfd.Adam(), depth=L)``, coupled, dense P×P Adam
   states): the n → ∞ network of each depth L, on the same grid with a few seeds of
   its own (the same at every point, so differences along the grid are paired).
 

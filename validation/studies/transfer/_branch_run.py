@@ -9,11 +9,13 @@ each layer's feature update is Θ(T/L) under both α. Task: softmax cross-entrop
 the ten digit classes (scikit-learn's 8×8 images, standardised with the training
 images only, |x|² = d), relu, batch B, K steps at a constant η_c, ordinary backprop:
 
-* networks (``validation.train_resnet(branch_exponent=α)``) at depths 4…64, two
+* networks (``validation.train_resnet(parametrization=nfd.Parametrization(
+  branch_exponent=α))``) at depths 4…64, two
   widths, a log-spaced η_c grid, several seeds (the same seeds at every point);
-* the limit (``nfd.simulate(branch_exponent=α, steps=L)``, coupled): the n → ∞
-  network of each depth L, on the same grid with a few seeds of its own (the same at
-  every point, so differences along the grid are paired);
+* the limit (``nfd.simulate(depth=L, parametrization=nfd.Parametrization(
+  branch_exponent=α))``, coupled): the n → ∞ network of each depth L, on the same
+  grid with a few seeds of its own (the same at every point, so differences along the
+  grid are paired);
 * the controls, networks at the larger width on grids of their own (they have no
   depth limit): the μP ResNet without depth scaling (``scaling="mup"``: branch
   √(T/n), constant rate, paper 002 Fig. 4b) and the standard parametrization
