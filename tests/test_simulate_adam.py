@@ -447,6 +447,9 @@ def _three_classes(K: int, B: int, Q: int):
     return X, np.argmax(X @ W, 1), Xp, np.argmax(Xp @ W, 1)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 54 item 3 (open): float32's driver floor shifts Adam limits beyond their "
+    "errors; the float64-particle fix diverged on ten-class digits and is not the default"))
 def test_the_default_dtype_gives_the_float64_limit_under_adam():
     # Issue 54: a float32 Adam run sat beyond its error bars from the float64 one.
     # Measured cause: float32's driver floor (rel_jitter 1e-5, and with it the Stein

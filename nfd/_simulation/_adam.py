@@ -62,23 +62,23 @@ SIGN_RESOLUTION = 3.0
 
 
 def adam_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
-    """The dtypes of an Adam run asked for in ``dtype``: (particles, dense states).
+    """The dtypes of an Adam run asked for in ``dtype``: (particles, dense states),
+    both ``dtype``.
 
-    The particles, their histories and the drivers run in float64 whatever
-    ``dtype`` says; the dense P×P states (3·L·P² of the run's numbers, nearly all of
-    its memory) are kept in ``dtype``. In float32 the drivers need an eigenvalue
-    floor 10⁵ times higher (``sde.default_jitter``: the Gram matrices of float32
-    particles carry relative rounding errors of about 1e-6), and with it the Stein
-    truncation (``sde.STEIN_TRUNCATION``) drops every response component whose
-    conditional variance is below 1e-3 of its own. Under Adam that moved the limit
-    by 0.2–3.5 of its standard errors and narrowed them up to 2.6 times (wine, 3
-    classes, L = 16, K = 70 of batch 4, AdamW, P = 1024–4096; float32 against
-    float64 on the same draws), and a float64 run given float32's floor reproduced
-    the float32 run to 0.13 standard errors, while promoting the dense states alone
-    to float64 moved it by 0.09: the floor, not float32 arithmetic, is what float32
-    costs (:doc:`/guide/adam`). The histories
-    hold L·K·B·P numbers against the states' 3·L·P², so float64 particles cost
-    little beside float32 states.
+    Known shift (issue 54, item 3, open): in float32 the drivers' eigenvalue floor is
+    10⁵ times float64's (``sde.default_jitter``), and with it the Stein truncation
+    (``sde.STEIN_TRUNCATION``) drops every response component whose conditional
+    variance is below 1e-3 of its own. Under Adam that moved the limit by 0.2–3.5 of
+    its standard errors and narrowed them up to 2.6 times (wine, 3 classes, L = 16,
+    K = 70 of batch 4, AdamW, P = 1024–4096; float32 against float64 on the same
+    draws); a float64 run given float32's floor reproduced the float32 run to 0.13
+    standard errors, so the floor, not float32 arithmetic, is what float32 costs
+    (:doc:`/guide/adam`). Running the particles in float64 with float32 states (this
+    function returning float64 first) removed the shift on wine but diverged on
+    ten-class digits (``examples/digits_adam.py --quick``, E[h²] at step 22–24 for P =
+    1024, 4096 and 8192, where the float32 default does not), so it is not the
+    default until that is understood; pass ``dtype=torch.float64`` where the shift
+    matters.
 
     Parameters
     ----------
@@ -88,9 +88,9 @@ def adam_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
     Returns
     -------
     (torch.dtype, torch.dtype)
-        float64 and ``dtype``.
+        ``dtype`` and ``dtype``.
     """
-    return torch.float64, dtype
+    return dtype, dtype
 
 
 def _addmm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, alpha: float) -> None:

@@ -67,8 +67,8 @@ def memory_estimate(
     batch_size, probes, paths : int
         B, number of probe inputs, number of recorded particle paths.
     dtype : torch.dtype
-        As for :func:`nfd.simulate`; under Adam the dtype of the dense states only,
-        every other buffer being float64 (``nfd._simulation._adam.adam_dtypes``).
+        As for :func:`nfd.simulate` (under Adam the dtypes of
+        ``nfd._simulation._adam.adam_dtypes``: particles, then dense states).
     backward : {"coupled", "decoupled"}
         The ``backward`` argument of :func:`nfd.simulate`.
     eta_c, optimizer
@@ -131,7 +131,7 @@ def memory_estimate(
     opt = check_optimizer(eta_c=0.0 if eta_c is None else eta_c, K=max(N // B, 1),
                           gamma0=param.gamma0, **optimizer_keywords(optimizer))
     state_item = torch.tensor([], dtype=dtype).element_size()
-    if not isinstance(opt, SGDRun):  # Adam's particles run in float64 (adam_dtypes)
+    if not isinstance(opt, SGDRun):  # Adam's particles' dtype (adam_dtypes)
         dtype = adam_dtypes(dtype)[0]
     item = torch.tensor([], dtype=dtype).element_size()
     plain = isinstance(opt, SGDRun) and opt.plain

@@ -274,11 +274,9 @@ def simulate(
     device : str or torch.device, optional
         Default: CUDA if available, else CPU.
     dtype : torch.dtype or str, optional
-        Default float32. With ``nfd.Adam`` / ``nfd.AdamW`` it is the dtype of the
-        dense states only: the particles, histories and drivers run in float64
-        (float32's driver floor moved Adam runs by up to 3.5 of their standard errors
-        and narrowed those; the states hold nearly all the memory: :ref:`arg-optimizer`),
-        and the results are float64.
+        Default float32. With ``nfd.Adam`` / ``nfd.AdamW``, float32's driver floor
+        moved runs by up to 3.5 of their standard errors and narrowed those (issue 54;
+        :ref:`arg-optimizer`): pass float64 where that matters.
     rel_jitter : float, optional
         Relative eigenvalue floor of the growing drivers (singular covariances from
         repeated inputs or dead units are regularised; ``sigma_floored`` and
