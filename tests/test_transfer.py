@@ -115,16 +115,16 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
     ds = run_transfer(quick=True)
     K, W = TINY["K"], _window(TINY["K"])
     (Xt, yt), probes = task_data("digits", K, TINY["n_probe"])
-    common = dict(activation="relu", loss="mse", record=nfd.Record(probe_steps=[K]), progress=False)
+    common = dict(activation="relu", loss="mse", progress=False)
     net = train_resnet(Xt, yt, width=16, depth=4, eta_c=0.1, seeds=[0, 1],
-                       record=nfd.Record(probes=probes, collapse=False), **common)
+                       record=nfd.Record(probes=probes, probe_steps=[K], collapse=False), **common)
     want = net["loss"].values[:, K - W:, 0].mean(1)
     np.testing.assert_array_equal(
         ds["net_train"].sel(dataset="digits", width=16, depth=4, eta_c=0.1).values, want)
     np.testing.assert_array_equal(
         ds["net_probe"].sel(dataset="digits", width=16, depth=4, eta_c=0.1).values,
         net["probe_loss"].values[:, -1].mean(-1))
-    lim = nfd.simulate(Xt, yt, eta_c=0.2, depth=4, record=nfd.Record(probes=probes, eig_steps=[]),
+    lim = nfd.simulate(Xt, yt, eta_c=0.2, depth=4, record=nfd.Record(probes=probes, probe_steps=[K], eig_steps=[]),
                        particles=128, seed=1_000_004,
                        backward="decoupled", **common)
     assert ds["lim_train"].sel(dataset="digits", backward="decoupled", steps=4, eta_c=0.2,
@@ -137,14 +137,14 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
     assert np.isnan(ds["lim_train"].sel(dataset="teacher", backward="decoupled")).all()
     two = train_resnet(Xt, yt, width=8, depth=2, eta_c=0.05, seeds=[0, 1],
                        parametrization=nfd.Parametrization(block="two-layer",
-                                                           first_layer_lr="depth-aware"), record=nfd.Record(probes=probes, collapse=False), **common)
+                                                           first_layer_lr="depth-aware"), record=nfd.Record(probes=probes, probe_steps=[K], collapse=False), **common)
     np.testing.assert_array_equal(
         ds["two_train"].sel(first_layer_lr="depth-aware", depth=2, eta_c=0.05).values,
         two["loss"].values[:, K - W:, 0].mean(1))
     # the two-layer blocks' coupled limit: one cell against a direct call
     two_lim = nfd.simulate(Xt, yt, eta_c=0.1, depth=4,
                            parametrization=nfd.Parametrization(block="two-layer",
-                                                               first_layer_lr="depth-aware"), record=nfd.Record(probes=probes, eig_steps=[]), particles=128, seed=1_000_004,
+                                                               first_layer_lr="depth-aware"), record=nfd.Record(probes=probes, probe_steps=[K], eig_steps=[]), particles=128, seed=1_000_004,
                            backward="coupled",
                            error_replicas=0, **common)
     assert ds["two_lim_train"].sel(first_layer_lr="depth-aware", two_steps=4, eta_c=0.1,
@@ -152,12 +152,12 @@ def test_tiny_study_matches_direct_calls(monkeypatch, tmp_path):
         two_lim["loss"].values[K - W:, 0].mean())
     # the optimizer grids: a momentum cell (networks) and a weight-decay cell (limit)
     mom = train_resnet(Xt, yt, width=16, depth=4, eta_c=0.05, optimizer=nfd.SGD(momentum=0.5),
-                       record=nfd.Record(probes=probes, collapse=False), seeds=[0, 1], **common)
+                       record=nfd.Record(probes=probes, probe_steps=[K], collapse=False), seeds=[0, 1], **common)
     np.testing.assert_array_equal(ds["mom_net_train"].sel(depth=4, momentum=0.5).values,
                                   mom["loss"].values[:, K - W:, 0].mean(1))
     lam = 1.0 / (0.1 * K)  # u = 1
     wd = nfd.simulate(Xt, yt, eta_c=0.1, depth=4, optimizer=nfd.SGD(weight_decay=lam),
-                      record=nfd.Record(probes=probes, eig_steps=[]), particles=128,
+                      record=nfd.Record(probes=probes, probe_steps=[K], eig_steps=[]), particles=128,
                       seed=1_000_003, backward="coupled",
                       error_replicas=0, **common)
     assert ds["wd_lim_train"].sel(steps=4, weight_decay=lam, lim_seed=1_000_003).item() == (

@@ -98,11 +98,13 @@ def test_two_layer_limit_with_every_optimizer_option_matches_networks(backward):
     rng = np.random.default_rng(1)
     X = sphere(rng, 16, _D)
     y = np.stack([X[:, 0], X[:, 1] - 0.5], 1)
-    kw = dict(eta_c=[0.1, 0.2, 0.15, 0.1, 0.1, 0.05, 0.1, 0.1], optimizer=nfd.SGD(momentum=0.5, weight_decay=0.3), parametrization=nfd.Parametrization(gamma0=1.5), batch_size=2, backward=backward)
-    exact = nfd.linear_limit(X, y, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"), **kw).f.values[1:]
-    wrong = nfd.linear_limit(X, y, depth=_L, parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-mup"), **kw).f.values[1:]
+    kw = dict(eta_c=[0.1, 0.2, 0.15, 0.1, 0.1, 0.05, 0.1, 0.1], optimizer=nfd.SGD(momentum=0.5, weight_decay=0.3), batch_size=2, backward=backward)
+    aware = nfd.Parametrization(gamma0=1.5, block="two-layer", first_layer_lr="depth-aware")
+    mup = nfd.Parametrization(gamma0=1.5, block="two-layer", first_layer_lr="depth-mup")
+    exact = nfd.linear_limit(X, y, depth=_L, parametrization=aware, **kw).f.values[1:]
+    wrong = nfd.linear_limit(X, y, depth=_L, parametrization=mup, **kw).f.values[1:]
     nets = validation.train_resnet(X, y, width=512, depth=_L, activation="identity",
-                                   parametrization=nfd.Parametrization(block="two-layer", first_layer_lr="depth-aware"),
+                                   parametrization=aware,
                                    seeds=32, progress=False, **kw)
     f = nets.f.values[:, 1:].reshape(32, -1)
     t = t_stats(f - exact.ravel())

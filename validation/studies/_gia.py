@@ -133,7 +133,8 @@ def run_gia(*, quick: bool = False, store=None, scheduler: str | None = None,
     lim = lim.rename(depth="lim_depth", seed="lim_seed")
     for name in ("f", "loss"):
         ds[f"lim_{name}"] = lim[name]
-    ds.attrs = base_attrs(study="gia", quick=quick, seed=seed, **cfg, **_TASK,
+    ds.attrs = base_attrs(study="gia", quick=quick, seed=seed, **cfg,
+                          activation=_TASK["activation"], T=_TASK["parametrization"].T,
                           lim_seeds=lim_cfg["seeds"], lim_particles=lim_cfg["particles"],
                           lim_activations=",".join(lim_cfg["activations"]))
     _fits(ds)

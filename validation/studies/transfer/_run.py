@@ -187,7 +187,7 @@ def _grids(cfg: dict, quick: bool, seed: int, dev, store, scheduler, progress) -
         X, y, grid=dict(particles=[cfg["particles"], cfg["check_particles"]],
                         seed=lim_seeds),
         fixed=dict({k: v for k, v in lim.items() if k != "particles"},
-                   eta_c=cfg["check_eta"], steps=cfg["check_steps"]),
+                   eta_c=cfg["check_eta"], depth=cfg["check_steps"]),
         probes=probes, variables=_LIMIT_VARS, **run), K)
     return out
 
