@@ -53,53 +53,12 @@ import torch
 
 from .._optim import AdamRun, adam_step_
 
-__all__ = ["DenseAdam", "SignDescent", "adam_dtypes", "adam_state",
+__all__ = ["DenseAdam", "SignDescent", "adam_state",
            "warn_if_first_sign_unresolved", "SIGN_RESOLUTION"]
 
 #: :func:`warn_if_first_sign_unresolved` warns when |χ₀| is below this many standard
 #: errors of f at step 0.
 SIGN_RESOLUTION = 3.0
-
-
-def adam_dtypes(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
-    """The dtypes of an Adam run asked for in ``dtype``: (particles, dense states),
-    both ``dtype``.
-
-    Known shift (issue 54, item 3, open): in float32 the drivers' eigenvalue floor is
-    10⁵ times float64's (``sde.default_jitter``), and with it the Stein truncation
-    (``sde.STEIN_TRUNCATION``) drops every response component whose conditional
-    variance is below 1e-3 of its own. Under Adam that moved the limit by 0.2–3.5 of
-    its standard errors and narrowed them up to 2.6 times (wine, 3 classes, L = 16,
-    K = 70 of batch 4, AdamW, P = 1024–4096; float32 against float64 on the same
-    draws); a float64 run given float32's floor reproduced the float32 run to 0.13
-    standard errors, so the floor, not float32 arithmetic, is what float32 costs
-    (:doc:`/guide/adam`). Running the particles in float64 with float32 states (this
-    function returning float64 first) removed the shift on wine but diverged on
-    ten-class digits (``examples/digits_adam.py --quick``, E[h²] at step 22–24 for P =
-    1024, 4096 and 8192, where the float32 default does not), so it is not the
-    default until that is understood; pass ``dtype=torch.float64`` where the shift
-    matters.
-
-    Parameters
-    ----------
-    dtype : torch.dtype
-        The run's requested dtype (``simulate``'s ``dtype``, resolved).
-
-    Returns
-    -------
-    (torch.dtype, torch.dtype)
-        ``dtype`` and ``dtype``.
-    """
-    return dtype, dtype
-
-
-def _addmm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, alpha: float) -> None:
-    """``out += alpha·a @ b`` with ``b`` a dense state, whose dtype may be narrower than
-    ``out``'s (:func:`adam_dtypes`): the product then runs in the state's dtype."""
-    if a.dtype == b.dtype == out.dtype:
-        out.addmm_(a, b, alpha=alpha)
-    else:
-        out.add_(torch.mm(a.to(b.dtype), b), alpha=alpha)
 
 
 class DenseAdam:
@@ -108,7 +67,7 @@ class DenseAdam:
 
     def __init__(self, opt: AdamRun, L: int, P: int, d: int, C: int, T: float, device,
                  dtype, branch_exponent: float = 0.5) -> None:
-        kw = {"device": device, "dtype": dtype}  # the states' dtype (:func:`adam_dtypes`)
+        kw = {"device": device, "dtype": dtype}
         # τ·m: the learned block's drift, m = √L (L^{1−α}) for hidden_lr="block-only"
         self.opt, self.P, self.d = opt, P, d
         self.tau = T / L * opt.hidden_mult(L, branch_exponent)
@@ -127,7 +86,7 @@ class DenseAdam:
 
     def embed(self, x: torch.Tensor, out: torch.Tensor) -> None:
         """h_0 −= A_U x/√d for inputs x (B, d), into ``out`` (B, P)."""
-        _addmm(out, x, self.U[0].T, -1.0 / math.sqrt(self.d))
+        out.addmm_(x, self.U[0].T, alpha=-1.0 / math.sqrt(self.d))
 
     def readout(self, v: torch.Tensor) -> torch.Tensor:
         """v(k) = a_k v − A_V (``v`` already scaled by a_k)."""
@@ -135,16 +94,16 @@ class DenseAdam:
 
     def forward(self, l: int, phi: torch.Tensor, out: torch.Tensor) -> None:
         """h_ℓ −= τ A_ℓ φ/P for φ(h_{ℓ−1}) (B, P), into ``out`` (B, P); l = ℓ."""
-        _addmm(out, phi, self.hidden[0][l - 1].T, -self.tau / self.P)
+        out.addmm_(phi, self.hidden[0][l - 1].T, alpha=-self.tau / self.P)
 
     def backward(self, l: int, g: torch.Tensor, out: torch.Tensor) -> None:
         """The backward increment of W_ℓᵀ: ``out`` −= τ g A_ℓ/P for g_ℓ (B, P)."""
-        _addmm(out, g, self.hidden[0][l - 1], -self.tau / self.P)
+        out.addmm_(g, self.hidden[0][l - 1], alpha=-self.tau / self.P)
 
     def update_layer(self, l: int, g: torch.Tensor, phi: torch.Tensor) -> None:
         """Step k of W_ℓ's state with G = Σ_b w_b g_ℓ^{(b)} ⊗ φ(h_{ℓ−1}^{(b)})."""
         grad, work = self.work
-        torch.mm((g * self.weights[:, None]).T.to(grad.dtype), phi.to(grad.dtype), out=grad)
+        torch.mm((g * self.weights[:, None]).T, phi, out=grad)
         A, m, v = (s[l - 1] for s in self.hidden)
         adam_step_(A, m, v, grad, self.k, self.opt, work)
 
@@ -153,9 +112,9 @@ class DenseAdam:
         """Step k of U's state (g_0 (B, P), inputs x (B, d)) and V's (h_L (B, P) with
         the readout weights χ_b/B, (B,) or (B, C))."""
         grad_u = torch.mm((g0 * self.weights[:, None]).T, x).div_(math.sqrt(self.d))
-        adam_step_(*self.U, grad_u.to(self.U[0].dtype), self.k, self.opt)
+        adam_step_(*self.U, grad_u, self.k, self.opt)
         grad_v = out_weights @ hL if out_weights.ndim == 1 else hL.T @ out_weights
-        adam_step_(*self.V, grad_v.to(self.V[0].dtype), self.k, self.opt)
+        adam_step_(*self.V, grad_v, self.k, self.opt)
 
 
 class SignDescent:
@@ -263,4 +222,4 @@ def adam_state(cfg) -> DenseAdam | SignDescent | None:
             raise ValueError("the factored sign-descent path needs batch_size=1, "
                              "betas=(0, 0) and eps=0")
         return SignDescent(*args, cfg.N, cfg.device, cfg.dtype, cfg.param.branch_exponent)
-    return DenseAdam(*args, cfg.device, cfg.adam_dtype or cfg.dtype, cfg.param.branch_exponent)
+    return DenseAdam(*args, cfg.device, cfg.dtype, cfg.param.branch_exponent)

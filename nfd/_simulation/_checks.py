@@ -17,7 +17,6 @@ from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_
                        check_positive_float, check_record, check_steps, default_steps,
                        resolve_device_dtype)
 from .._optim import AdamRun, SGDRun, block_style, check_block, check_stream, optimizer_keywords
-from ._adam import adam_dtypes
 
 __all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_whitening",
            "PARTICLE_INITS"]
@@ -81,9 +80,6 @@ class Config:
     #: the initial particles (u, v): "iid" draws, or "whitened" jointly
     #: (``nfd._simulation._state.whiten_jointly``)
     particle_init: str = "iid"
-    #: the dtype of Adam's dense states when it differs from ``dtype``, the particles'
-    #: (``nfd._simulation._adam.adam_dtypes``); None: ``dtype``
-    adam_dtype: torch.dtype | None = None
     #: Tensor Programs VI's block multiplier a (paper 001 §10.2; 1 for other blocks)
     block_multiplier: float = 1.0
     #: Tensor Programs VI's hidden-rate exponent γ (paper 001 Def. 6.2), or None: nfd's
@@ -214,10 +210,6 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
                  else check_steps("eig_steps", eig_steps, 0, K - 1))
     device, dtype = resolve_device_dtype(device, dtype)
     given = check_innovations(innovations, (L, Xn.shape[0], P), device, dtype)
-    adam_dtype = None
-    if adam is not None:
-        dtype, adam_dtype = adam_dtypes(dtype)
-        given = tuple(None if xi is None else xi.to(dtype) for xi in given)
     rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
     block, first_layer_lr, record_collapse = check_block(block, first_layer_lr,
                                                          record_collapse, given)
@@ -231,7 +223,6 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
                   paths, seed, device, dtype, rel_jitter, backward, divergence, given,
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
                   param=param, particle_init=particle_init,
-                  adam_dtype=None if adam_dtype == dtype else adam_dtype,
                   block_multiplier=block_multiplier, lr_exponent=lr_exponent,
                   layernorm=layernorm)
 

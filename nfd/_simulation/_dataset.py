@@ -41,9 +41,6 @@ def _attrs(cfg: Config) -> dict:
         batch_size=cfg.B, sgd_steps=cfg.K, input_dim=cfg.d, seed=cfg.seed,
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
-        # Adam's dense states: the requested dtype (``nfd._simulation._adam.adam_dtypes``)
-        **({} if cfg.adam is None
-           else {"state_dtype": str(cfg.adam_dtype or cfg.dtype).split(".")[-1]}),
         error_replicas=cfg.error_replicas, particle_init=cfg.particle_init,
         error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled,
                                                    cfg.adam is not None)

@@ -12,7 +12,6 @@ from .._model import Parametrization, check_parametrization
 from .._optim import (BACKWARD_LIMITS, BLOCKS, SGDRun, OptimizerSpec, SGDSpec, check_optimizer,
                       optimizer_keywords)
 from ._checks import check_limit_parametrization
-from ._adam import adam_dtypes
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]
@@ -67,8 +66,7 @@ def memory_estimate(
     batch_size, probes, paths : int
         B, number of probe inputs, number of recorded particle paths.
     dtype : torch.dtype
-        As for :func:`nfd.simulate` (under Adam the dtypes of
-        ``nfd._simulation._adam.adam_dtypes``: particles, then dense states).
+        As for :func:`nfd.simulate`.
     backward : {"coupled", "decoupled"}
         The ``backward`` argument of :func:`nfd.simulate`.
     eta_c, optimizer
@@ -130,9 +128,6 @@ def memory_estimate(
     _, dtype = resolve_device_dtype("cpu", dtype)
     opt = check_optimizer(eta_c=0.0 if eta_c is None else eta_c, K=max(N // B, 1),
                           gamma0=param.gamma0, **optimizer_keywords(optimizer))
-    state_item = torch.tensor([], dtype=dtype).element_size()
-    if not isinstance(opt, SGDRun):  # Adam's particles' dtype (adam_dtypes)
-        dtype = adam_dtypes(dtype)[0]
     item = torch.tensor([], dtype=dtype).element_size()
     plain = isinstance(opt, SGDRun) and opt.plain
     width = max(B, probes, 1)
@@ -158,7 +153,7 @@ def memory_estimate(
     elif block == "post-nonlin-ms":
         est.update(_ms_block_entries(N, L, P, item, backward, width))
     if not isinstance(opt, SGDRun):
-        est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * state_item
+        est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * item
     if C >= 2:
         est["outputs"] = ((2 * C - 1) * P + width * C * P) * item + N * C * (8 + item)
     est["total"] = sum(est.values())

@@ -129,7 +129,7 @@ def _estimate(cfg: Config) -> dict[str, int]:
            else AdamW() if cfg.adam.decoupled_decay else AdamSpec())
     return memory_estimate(n_train=cfg.N, input_dim=cfg.d, depth=cfg.L, particles=cfg.P,
                            batch_size=cfg.B, probes=cfg.Q, paths=cfg.paths,
-                           dtype=cfg.adam_dtype or cfg.dtype,
+                           dtype=cfg.dtype,
                            backward=cfg.backward, eta_c=cfg.sgd.eta_c, optimizer=opt,
                            parametrization=Parametrization(gamma0=cfg.sgd.gamma0,
                                                            block=cfg.block),
