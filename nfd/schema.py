@@ -6,7 +6,8 @@ Every name is re-exported from nfd's private subpackages (``_schema``, ``_optim`
 ``_model``).
 """
 
-from ._model import MS_BLOCK, PARAMETERS, Parametrization, check_parametrization, power
+from ._model import (LAYERNORM_EPS, MS_BLOCK, PARAMETERS, Parametrization, block_style,
+                     check_parametrization, layer_norm, mean_subtract, power)
 from ._optim import (BLOCKS, FIRST_LAYER_RATES, HIDDEN_LRS, OPTIMIZER_TITLES, OPTIMIZERS, AdamRun,
                      SGDRun, adam_step_, check_optimizer, check_optimizer_spec, check_sgd,
                      optimizer_keywords, scale_step)
@@ -56,6 +57,10 @@ from ._schema import (
 __all__ = [
     "PARAMETERS",
     "MS_BLOCK",
+    "block_style",
+    "LAYERNORM_EPS",
+    "mean_subtract",
+    "layer_norm",
     "Parametrization",
     "check_parametrization",
     "power",

@@ -4,5 +4,7 @@ the depth parametrization (branch exponent α, trainable parameter groups). It i
 nothing else of nfd."""
 
 from ._activations import ACTIVATIONS, Activation, get_activation
-from ._depth import MS_BLOCK, PARAMETERS, Parametrization, check_parametrization, power
+from ._depth import (MS_BLOCK, PARAMETERS, Parametrization, block_style, check_parametrization,
+                     power)
 from ._losses import LOSSES, Loss, get_loss
+from ._norms import LAYERNORM_EPS, layer_norm, mean_subtract

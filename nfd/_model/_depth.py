@@ -42,7 +42,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-__all__ = ["PARAMETERS", "MS_BLOCK", "Parametrization", "check_parametrization", "power"]
+__all__ = ["PARAMETERS", "MS_BLOCK", "Parametrization", "block_style", "check_parametrization",
+           "power"]
 
 #: The parameter families of the one-layer network: input weights U, hidden weights
 #: W (every W_ℓ) and readout V (v for a scalar output).
@@ -51,6 +52,24 @@ PARAMETERS = ("U", "W", "V")
 #: the networks' ``block`` of :class:`Parametrization` whose options are
 #: ``block_multiplier``, ``layernorm`` and ``lr_exponent``.
 MS_BLOCK = "post-nonlin-ms"
+
+
+def block_style(block: str | None) -> str:
+    """The style a block implies when none is given, as networks and limits record it:
+    ``"post"`` for Tensor Programs VI's post-nonlinearity block (:data:`MS_BLOCK`),
+    ``"pre"`` (paper 002's eq. 1 and 6) otherwise.
+
+    Parameters
+    ----------
+    block : str or None
+        The residual block.
+
+    Returns
+    -------
+    str
+        ``"post"`` or ``"pre"``.
+    """
+    return "post" if block == MS_BLOCK else "pre"
 
 
 def power(x: float, p: float) -> float:
@@ -154,7 +173,7 @@ class Parametrization:
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.style is None:  # the block's own: paper 001's block is post-nonlinearity
-            set_(self, "style", "post" if self.block == MS_BLOCK else "pre")
+            set_(self, "style", block_style(self.block))
         elif not isinstance(self.style, str):
             raise TypeError(f"style must be a string or None, got {self.style!r}")
         set_(self, "gamma0", _check_gamma0(self.gamma0))

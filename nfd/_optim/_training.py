@@ -10,7 +10,7 @@ from .._schema import (DEFAULT_PROBE_STEPS, check_choice, check_int, check_matri
 from .._model import get_loss
 from ._optimizers import check_optimizer
 
-__all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "block_attrs", "block_style",
+__all__ = ["BACKWARD_LIMITS", "BLOCKS", "FIRST_LAYER_RATES", "block_attrs",
            "check_block", "check_stream"]
 
 #: Backward-pass limits ``simulate`` and ``linear_limit`` integrate. ``"coupled"``: ordinary
@@ -84,13 +84,6 @@ def check_block(block, first_layer_lr, record_collapse, innovations) -> tuple:
         raise ValueError(f"innovations= is for one-layer blocks ({block} blocks have "
                          "drivers of their own per layer); leave it None")
     return block, first_layer_lr, record_collapse
-
-
-def block_style(block: str) -> str:
-    """The ``style`` attr of the network whose limit a run of ``block`` is, as
-    ``validation.train_resnet`` records it: ``"post"`` for Tensor Programs VI's
-    post-nonlinearity block, ``"pre"`` (eq. 1 and 6) otherwise."""
-    return "post" if block == "post-nonlin-ms" else "pre"
 
 
 def block_attrs(block: str, block_multiplier: float = 1.0,

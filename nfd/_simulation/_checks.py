@@ -12,11 +12,12 @@ import torch
 
 from sde import default_jitter
 
-from .._model import Activation, Loss, Parametrization, check_parametrization, get_activation
+from .._model import (Activation, Loss, Parametrization, block_style, check_parametrization,
+                      get_activation)
 from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_int,
                        check_positive_float, check_record, check_steps, default_steps,
                        resolve_device_dtype)
-from .._optim import AdamRun, SGDRun, block_style, check_block, check_stream, optimizer_keywords
+from .._optim import AdamRun, SGDRun, check_block, check_stream, optimizer_keywords
 
 __all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_whitening",
            "PARTICLE_INITS"]

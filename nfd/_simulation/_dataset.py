@@ -9,7 +9,8 @@ import xarray as xr
 
 from .._schema import (EXTRA_VARIABLES, VARIABLES, annotate, base_attrs, data_attrs,
                        variable_dims)
-from .._optim import block_attrs, block_style
+from .._model import block_style
+from .._optim import block_attrs
 from ._checks import Config
 from ._errors import replica_particles
 

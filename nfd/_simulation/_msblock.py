@@ -70,29 +70,10 @@ import torch
 
 from sde import GrowingGaussianDriver
 
-from .._model import Activation, Parametrization, power
+from .._model import Activation, Parametrization, layer_norm, mean_subtract, power
 from ._twolayer import RowsModel, TwoLayerHistory
 
-__all__ = ["MSModel", "mean_subtract", "layer_norm", "layer_norm_backward", "LAYERNORM_EPS"]
-
-#: ε of the pre-LayerNorm: torch's ``layer_norm`` default, as ``validation``'s networks
-LAYERNORM_EPS = 1e-5
-
-
-def mean_subtract(p: torch.Tensor) -> torch.Tensor:
-    """MS in the limit: p − E[p], the particle mean of each row of p (B, P) subtracted
-    (paper 001 §6.3's ⟨p, 1⟩/n over the neurons), as a new tensor."""
-    return p - p.mean(1, keepdim=True)
-
-
-def layer_norm(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pre-LayerNorm in the limit (paper 001 Fig. 12, no affine): z = r(h − E[h]),
-    r = (Var[h] + ε)^{−1/2} per row of h (B, P), the particle mean and biased variance
-    in place of the neurons' (ε = 10⁻⁵, torch's default, as the networks). Returns
-    (z, r), r of shape (B, 1)."""
-    var, mean = torch.var_mean(h, dim=1, keepdim=True, correction=0)
-    r = var.add_(LAYERNORM_EPS).rsqrt_()
-    return (h - mean).mul_(r), r
+__all__ = ["MSModel", "layer_norm_backward"]
 
 
 def layer_norm_backward(gam: torch.Tensor, z: torch.Tensor, r: torch.Tensor) -> torch.Tensor:

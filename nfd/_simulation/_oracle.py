@@ -54,13 +54,12 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
-from .._model import Parametrization, check_parametrization
+from .._model import LAYERNORM_EPS, Parametrization, block_style, check_parametrization
 from .._schema import (REMOVED_KEYWORDS, Record, base_attrs, check_record, data_attrs,
                        removed_keywords, variable_dims)
-from .._optim import (OptimizerSpec, SGDSpec, block_attrs, block_style, check_block,
-                      check_optimizer_spec, check_stream, optimizer_keywords)
+from .._optim import (OptimizerSpec, SGDSpec, block_attrs, check_block, check_optimizer_spec,
+                      check_stream, optimizer_keywords)
 from ._checks import check_limit_parametrization
-from ._msblock import LAYERNORM_EPS as _LAYERNORM_EPS
 
 __all__ = ["linear_limit"]
 
@@ -171,7 +170,7 @@ class _LinearSystem:
         LayerNorm z = r·h and Z (kept for the backward pass when ``commit``)."""
         if not self.layernorm:
             return h, self.H[l - 1]
-        r = 1.0 / np.sqrt(np.einsum("bi,bi->b", h, h) + _LAYERNORM_EPS)
+        r = 1.0 / np.sqrt(np.einsum("bi,bi->b", h, h) + LAYERNORM_EPS)
         z = h * r[:, None]
         if commit:
             self._z[l - 1], self._rn[l - 1] = z, r

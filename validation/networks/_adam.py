@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from nfd.schema import AdamRun, Parametrization
-
-from ._tp6 import MS_BLOCK
+from nfd.schema import MS_BLOCK, AdamRun, Parametrization
 
 __all__ = ["ADAM_NETWORK", "check_adam_network", "torch_adam"]
 
@@ -29,7 +27,7 @@ ADAM_NETWORK = {"style": "pre", "block": "one-layer", "scaling": "depth-mup",
 def check_adam_network(optimizer: str, **arch: str) -> None:
     """Refuse ``optimizer="adam"`` / ``"adamw"`` on a network other than
     :data:`ADAM_NETWORK` (``arch``: its ``style``, ``block``, ``scaling``,
-    ``regime``) or paper 001 §6.3's block (:data:`._tp6.MS_BLOCK`, whose
+    ``regime``) or paper 001 §6.3's block (:data:`nfd.schema.MS_BLOCK`, whose
     architecture checks hold it to depth-μP's stream in the feature regime);
     nothing to check with ``"sgd"``.
 

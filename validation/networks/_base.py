@@ -39,6 +39,7 @@ from sde import parallel, serial
 from nfd.schema import (
     BLOCKS as LIMIT_BLOCKS,
     FIRST_LAYER_RATES,
+    MS_BLOCK,
     PARAMETERS,
     AdamRun,
     SGDRun,
@@ -50,6 +51,7 @@ from nfd.schema import (
     check_outputs,
     check_optimizer,
     check_parametrization,
+    block_style,
     check_targets,
     resolve_device_dtype,
     scale_step,
@@ -59,7 +61,7 @@ from ._adam import check_adam_network, torch_adam
 from ._memory import ensure_network_fits, network_memory_estimate
 from ._scaling import SCALINGS, Stream, make_stream
 from ._step import ForwardPass, Gradients, RankUpdate, mean_square
-from ._tp6 import MS_BLOCK, check_ms_options, check_ms_parametrization
+from ._tp6 import check_ms_options, check_ms_parametrization
 
 __all__ = ["ResNetEnsemble", "resolve_seeds", "expand_targets", "STYLES", "BLOCKS", "BACKWARDS", "REGIMES",
            "FIRST_LAYER_LRS", "SCALINGS"]
@@ -113,12 +115,6 @@ def expand_targets(y: torch.Tensor, f: torch.Tensor, loss: nfd.Loss) -> torch.Te
 _expand = expand_targets
 
 
-def default_style(block: str | None) -> str:
-    """The style a block implies when none is given: ``"post"`` for
-    :data:`._tp6.MS_BLOCK`, else ``"pre"``."""
-    return "post" if block == MS_BLOCK else "pre"
-
-
 def check_architecture(style: str, block: str, scaling: str) -> tuple[str, str, str]:
     """Check that (style, block, scaling) names a network of eq. 1, 6 or 9 of paper
     002, or paper 001 §6.3's block (``style="post"``, ``scaling="depth-mup"``)."""
@@ -165,7 +161,7 @@ def check_standard_network(scaling: str, regime: str, gamma0: float,
 def check_network_parametrization(branch_exponent, trainable, *, style: str, block: str,
                                   scaling: str) -> Parametrization:
     """``branch_exponent`` and ``trainable`` of a network: α ≥ 0 for
-    :data:`._tp6.MS_BLOCK` (:func:`._tp6.check_ms_parametrization`), else
+    :data:`nfd.schema.MS_BLOCK` (:func:`._tp6.check_ms_parametrization`), else
     :func:`nfd.schema.check_parametrization` and :func:`check_branch_network`."""
     if block == MS_BLOCK:
         return check_ms_parametrization(branch_exponent, trainable)
@@ -357,7 +353,7 @@ class ResNetEnsemble(ABC):
     def __new__(cls, *args, style: str | None = None, block: str | None = None,
                 scaling: str = "depth-mup", **kw):
         if cls is ResNetEnsemble:
-            style, block = style or default_style(block), block or "one-layer"
+            style, block = style or block_style(block), block or "one-layer"
             check_architecture(style, block, scaling)
             cls = ResNetEnsemble._ARCHITECTURES[(style, block)]
         return super().__new__(cls)

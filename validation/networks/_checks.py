@@ -13,6 +13,7 @@ from nfd.schema import (
     AdamRun,
     SGDRun,
     DEFAULT_PROBE_STEPS,
+    block_style,
     check_choice,
     check_divergence,
     check_input_scale,
@@ -31,7 +32,7 @@ from nfd.schema import (
 
 from ._adam import check_adam_network
 from ._models import BACKWARDS, FIRST_LAYER_LRS, REGIMES, resolve_seeds
-from ._base import check_architecture, check_network_parametrization, default_style
+from ._base import check_architecture, check_network_parametrization
 from ._tp6 import check_ms_options
 
 __all__ = ["TrainRun", "check_train"]
@@ -135,7 +136,7 @@ def check_train(X, y, *, width, depth, activation, loss, eta_c, optimizer, param
     lossf = nfd.get_loss(loss)
     yn, C = check_outputs("y", y, Xn.shape[0], lossf, classes=classes)
     K, B = check_batches(Xn.shape[0], batch_size, n_steps)
-    style = default_style(block) if style is None else style
+    style = block_style(block) if style is None else style
     check_architecture(style, block, scaling)
     regime = check_choice("regime", regime, REGIMES)
     if block != "two-layer" and first_layer_lr != "depth-mup":

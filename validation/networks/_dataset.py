@@ -8,12 +8,12 @@ import numpy as np
 import torch
 import xarray as xr
 
-from nfd.schema import annotate, base_attrs, data_attrs, variable_dims
+from nfd.schema import MS_BLOCK, annotate, base_attrs, data_attrs, variable_dims
 
 from ._base import ResNetEnsemble
 from ._checks import TrainRun
 from ._record import EigenHistory, Records
-from ._tp6 import MS_BLOCK, MSOptions, ms_attrs, rate_words
+from ._tp6 import MSOptions, ms_attrs, rate_words
 
 __all__ = ["to_dataset", "as_numpy"]
 

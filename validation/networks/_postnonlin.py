@@ -14,27 +14,14 @@ import math
 
 import torch
 
+from nfd.schema import MS_BLOCK, layer_norm, mean_subtract
+
 from ._base import ResNetEnsemble
 from ._scaling import ResidualStream, Stream
 from ._step import ForwardPass, RankUpdate
-from ._tp6 import LAYERNORM_EPS, MS_BLOCK, adam_hidden_rate, sgd_hidden_mult
+from ._tp6 import adam_hidden_rate, sgd_hidden_mult
 
-__all__ = ["PostNonlinMSResNet", "mean_subtract", "layer_norm"]
-
-
-def mean_subtract(p: torch.Tensor) -> torch.Tensor:
-    """MS(p) = p − ⟨p, 1⟩/n over the last axis, in place (paper 001 §6.3; G = I − 11ᵀ/n
-    is symmetric, so the backward pass applies the same map)."""
-    return p.sub_(p.mean(-1, keepdim=True))
-
-
-def layer_norm(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """z = (h − ⟨h, 1⟩/n)·r, r = 1/√(Var h + ε) (biased variance over the last axis,
-    ε = :data:`._tp6.LAYERNORM_EPS`, no affine: paper 001 Fig. 12's preLN); returns
-    (z, r), r of shape (..., 1)."""
-    var, mean = torch.var_mean(h, dim=-1, keepdim=True, correction=0)
-    r = var.add_(LAYERNORM_EPS).rsqrt_()
-    return (h - mean).mul_(r), r
+__all__ = ["PostNonlinMSResNet"]
 
 
 class PostNonlinMSResNet(ResNetEnsemble, style="post", block=MS_BLOCK):
@@ -95,9 +82,7 @@ class PostNonlinMSResNet(ResNetEnsemble, style="post", block=MS_BLOCK):
             fp.z.append(z)
         u = torch.bmm(z, self._w["W"][l].mT, out=None if fp is None else fp.u[l])
         u.mul_(1.0 / math.sqrt(self.n))
-        p = self.act.phi(u)
-        # mean_subtract works in place: φ = identity returns u itself, which fp keeps
-        return self.stream.add_branch(h, mean_subtract(p.clone() if p is u else p),
+        return self.stream.add_branch(h, mean_subtract(self.act.phi(u)),
                                       out=None if fp is None else fp.h[l + 1])
 
     def _block_backward(self, l: int, fp: ForwardPass, G: torch.Tensor,

@@ -41,16 +41,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nfd.schema import Parametrization, check_parametrization, check_positive_float, power
+from nfd.schema import (MS_BLOCK, Parametrization, check_parametrization, check_positive_float,
+                        power)
 
-__all__ = ["MS_BLOCK", "LAYERNORM_EPS", "MSOptions", "check_ms_options",
-           "check_ms_parametrization", "sgd_hidden_mult", "adam_hidden_rate", "rate_words",
-           "ms_attrs"]
-
-#: The block's name in ``ResNetEnsemble(block=...)`` / ``train_resnet(block=...)``.
-MS_BLOCK = "post-nonlin-ms"
-#: ε of the pre-LayerNorm (torch's ``layer_norm`` default; paper 001 gives none).
-LAYERNORM_EPS = 1e-5
+__all__ = ["MSOptions", "check_ms_options", "check_ms_parametrization", "sgd_hidden_mult",
+           "adam_hidden_rate", "rate_words", "ms_attrs"]
 
 
 class MSOptions(NamedTuple):
