@@ -30,6 +30,7 @@ from ._gia import conclude_gia, plot_gia, run_gia, summarize_gia
 from ._init import plot_init, run_init, summarize_init
 from ._kernel import plot_kernel, run_kernel, summarize_kernel
 from ._postact import plot_postact, run_postact, summarize_postact
+from ._tp6map import conclude_tp6_map, plot_tp6_map, run_tp6_map, summarize_tp6_map
 from ._training import plot_training, run_training, summarize_training
 from .transfer import (conclude_adam_transfer, conclude_baselines, conclude_branch_transfer,
                        conclude_transfer, plot_adam_transfer, plot_baselines,
@@ -75,7 +76,7 @@ class Study:
     conclude: Callable[[xr.Dataset], str] | None = None
 
 
-#: The validation studies by CLI name, in the order of their numbers (1 to 12): what
+#: The validation studies by CLI name, in the order of their numbers: what
 #: :func:`validation.run_validation` runs and :func:`validation.write_report` reports.
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("init", 1, "Initialization: strong error by synchronous coupling (Props. 2, 6)",
@@ -244,6 +245,28 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "depth-μP transfers (papers 000, 001); the baselines do not (paper 000 Figs. "
           "1, B.2, SGD; TP VI §10.2, Fig. 10 bottom, Adam).",
           run_baselines, summarize_baselines, plot_baselines, conclude_baselines),
+    Study("tp6_map", 14, "Tensor Programs VI's (α, γ) map, measured: stable, trivial, "
+          "unfaithful, feature-learning and layerwise-linearized points (Def. 6.2, "
+          "Claims 7.1–7.3, 7.6)",
+          "Paper 001's block (§6.3, post-nonlinearity with Mean Subtraction, "
+          "block=\"post-nonlin-ms\", T = 1, gelu) with branch L^−α and the hidden "
+          "layers at paper 001's rate η n⁻¹ L^−γ (Def. 6.2, δ = α), U and V frozen "
+          "(Figs. 10–12's protocol: under μP a trained U or V moves the features and "
+          "the output by Θ(1) at every (α, γ)), trained by exactly torch.optim.SGD "
+          "(η_c = 0.5) or Adam (η_c = 0.02) for K steps of B samples on the synthetic "
+          "tanh teacher, float64, over a grid of α and γ and depths L. On held-out "
+          "probes, at init and after training, the root mean square (max over layers) "
+          "of x^ℓ, f and h^ℓ = W^ℓx^{ℓ−1} at init, of Δx^ℓ, Δf and Δh^ℓ after "
+          "training, and L × Def. 7.7's remainder of the layers' linearization. Each "
+          "quantity's growth exponent e (∝ L^e) is fitted over depths with a 95% "
+          "bootstrap interval over seeds, and the point is classified by the rules of "
+          "validation.studies._tp6map.classify (an exponent grows or vanishes when its "
+          "interval lies beyond ±⅛; an interval across ±⅛ leaves the point undecided), "
+          "then set beside what Claims 7.1–7.3 and 7.6 predict (the same lines for SGD "
+          "and Adam in Def. 6.2's γ). Networks only: the limit's probe outputs carry "
+          "O(P^−1/2) Monte Carlo noise drawn afresh at each evaluation, larger than "
+          "the Δf measured here at large L.",
+          run_tp6_map, summarize_tp6_map, plot_tp6_map, conclude_tp6_map),
 )}
 
 

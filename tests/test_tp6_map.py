@@ -1,0 +1,126 @@
+"""Study 14, Tensor Programs VI's (α, γ) map: the classification rules on synthetic
+exponents with known answers, paper 001's predicted classes, and the measurement of
+one point against the tested trainer.
+
+Rules: exact. A synthetic point is built from exponent intervals whose class the
+docstring of ``classify`` fixes (every exponent bounded, away from 0, and one
+changed at a time); the measurement is compared with ``train_resnet`` (tested against
+torch.optim in test_network_tp6.py) in float64 at rtol 1e-10, and Def. 7.7's
+remainder must vanish exactly for φ = identity (the layer is linear in its weights).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import nfd
+from validation import train_resnet
+from validation.data import synthetic_task
+from validation.studies._tp6map import (CLASSES, MARGIN, OBSERVABLES, beyond, classify,
+                                        measure_point, tp6_class)
+
+FLAT = (-0.05, 0.05)
+UP = (0.2, 0.4)
+DOWN = (-0.6, -0.3)
+ACROSS_UP = (0.05, 0.3)  # straddles +⅛
+ACROSS_DOWN = (-0.3, -0.05)  # straddles −⅛
+
+
+def _point(**changed):
+    """Exponent intervals of a feature-learning, layerwise-linearized point (lin
+    vanishes, the rest bounded and away from 0), with ``changed`` replaced."""
+    out = {k: FLAT for k in OBSERVABLES}
+    out["lin"] = DOWN
+    out.update(changed)
+    return out
+
+
+@pytest.mark.parametrize("changed, expected", [
+    ({}, CLASSES[4]),
+    ({"lin": FLAT}, CLASSES[5]),
+    ({"lin": UP}, CLASSES[5]),
+    ({"x_init": UP}, "unstable"),
+    ({"f_init": UP}, "unstable"),
+    ({"dx": UP, "df": DOWN}, "unstable"),  # stability is read before triviality
+    ({"df": UP}, "unstable"),
+    ({"du": UP}, "unfaithful"),
+    ({"u_init": DOWN}, "unfaithful"),
+    ({"u_init": UP}, "unfaithful"),
+    ({"df": DOWN, "du": DOWN}, "trivial"),
+    ({"dx": DOWN, "df": DOWN}, "trivial"),  # a vanishing Δx is stable, not unstable
+    ({"du": DOWN}, "no feature learning"),
+    ({"df": ACROSS_UP}, "undecided"),
+    ({"df": ACROSS_DOWN}, "undecided"),
+    ({"df": ACROSS_UP, "dx": UP}, "unstable"),  # one decided growth suffices
+    ({"lin": ACROSS_DOWN}, "undecided"),
+    ({"du": (math.nan, math.nan)}, "undecided"),  # an exponent that is no measurement
+])
+def test_classify_synthetic_exponents(changed, expected):
+    cls, why = classify(_point(**changed))
+    assert cls == expected, why
+
+
+def test_classify_diverged_and_missing():
+    assert classify(None)[0] == "unstable"
+    with pytest.raises(ValueError, match="missing"):
+        classify({"dx": FLAT})
+
+
+@pytest.mark.parametrize("interval, up, down", [
+    ((MARGIN + 1e-9, 1.0), "yes", "no"),
+    ((0.0, MARGIN), "no", "no"),
+    ((0.0, MARGIN + 1e-9), "undecided", "no"),
+    ((-1.0, -MARGIN - 1e-9), "no", "yes"),
+    ((-MARGIN, 0.0), "no", "no"),
+    ((math.nan, math.nan), "undecided", "undecided"),
+])
+def test_beyond_margin(interval, up, down):
+    assert (beyond(interval, "up"), beyond(interval, "down")) == (up, down)
+    with pytest.raises(ValueError, match="side"):
+        beyond(interval, "sideways")
+
+
+@pytest.mark.parametrize("alpha, gamma, expected", [
+    (0.5, 0.5, CLASSES[4]), (0.75, 0.25, CLASSES[4]), (1.0, 0.0, CLASSES[5]),
+    (1.25, -0.25, "unfaithful"), (0.0, 1.0, "unstable"), (0.25, 0.75, "unstable"),
+    (0.5, 0.25, "unstable"), (0.5, 1.0, "trivial"), (1.25, 0.0, "trivial"),
+])
+def test_tp6_class(alpha, gamma, expected):
+    assert tp6_class(alpha, gamma) == expected
+
+
+_RUN = dict(width=16, depth=4, seeds=[0, 1], steps=2, batch=3, data_seed=5)
+
+
+@pytest.mark.parametrize("optimizer, eta_c", [("sgd", 0.5), ("adam", 0.02)])
+def test_measurement_matches_train_resnet(optimizer, eta_c):
+    """Δf of measure_point equals the probes' outputs of train_resnet (the same
+    seeds, stream, rates and frozen U, V) before and after training."""
+    alpha, gamma = 0.75, 0.5
+    ds = measure_point(alpha=alpha, gamma=gamma, optimizer=optimizer, **_RUN)
+    d, K, B = 16, _RUN["steps"], _RUN["batch"]
+    X, y = synthetic_task("tanh", K * B, d, seed=_RUN["data_seed"])
+    Xp, yp = synthetic_task("tanh", 32, d, seed=_RUN["data_seed"] + 1,
+                            teacher_seed=_RUN["data_seed"])
+    opt = nfd.SGD() if optimizer == "sgd" else nfd.Adam()
+    ref = train_resnet(X, y, width=_RUN["width"], depth=_RUN["depth"], eta_c=eta_c,
+                       optimizer=opt, activation="gelu", seeds=_RUN["seeds"], batch_size=B,
+                       parametrization=nfd.Parametrization.tp6(alpha, gamma, T=1.0,
+                                                               trainable=("W",)),
+                       record=nfd.Record(probes=(Xp, yp), probe_steps=[0, K]),
+                       dtype="float64", progress=False)
+    pf = ref["probe_f"].values  # (seed, probe_step, probe)
+    np.testing.assert_allclose(ds["f_init"].values, np.sqrt((pf[:, 0] ** 2).mean(-1)),
+                               rtol=1e-10)
+    np.testing.assert_allclose(ds["df"].values,
+                               np.sqrt(((pf[:, 1] - pf[:, 0]) ** 2).mean(-1)), rtol=1e-10)
+    assert (ds["finite"] == 1).all() and (ds["dx"] > 0).all() and (ds["lin"] > 0).all()
+
+
+def test_remainder_vanishes_for_identity():
+    """φ = identity: each layer is linear in W, so Def. 7.7's remainder is 0 while
+    the features move."""
+    ds = measure_point(alpha=0.5, gamma=0.5, optimizer="sgd", activation="identity", **_RUN)
+    assert (ds["dx"] > 1e-3).all()
+    np.testing.assert_allclose(ds["lin"].values, 0.0, atol=1e-12)
