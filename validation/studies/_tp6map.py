@@ -80,9 +80,9 @@ CLASSES = ("unstable", "unfaithful", "trivial", "no feature learning",
 _OPTIMIZERS = {"sgd": ("SGD", 0.5), "adam": ("Adam", 0.02)}  # title, η_c
 _TASK = dict(kind="tanh", d=16, activation="gelu", T=1.0, probes=32)
 _CONFIG = {
-    True: dict(width=32, depths=[4, 8, 16], seeds=4, steps=2, batch=4,
+    True: dict(widths=[32], depths=[4, 8, 16], seeds=4, steps=2, batch=4,
                alphas=[0.5, 1.0], gammas=[0.0, 0.5]),
-    False: dict(width=64, depths=[8, 16, 32, 64, 128], seeds=8, steps=4, batch=8,
+    False: dict(widths=[64, 128], depths=[8, 16, 32, 64, 128], seeds=8, steps=4, batch=8,
                 alphas=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25],
                 gammas=[-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0]),
 }
@@ -164,15 +164,15 @@ def measure_point(*, alpha: float, gamma: float, optimizer: str, depth: int, wid
 
 def run_tp6_map(*, quick: bool = False, store=None, scheduler: str | None = None,
                 progress: bool = False, device=None, seed: int = 0) -> xr.Dataset:
-    """Study 14: the measurements of :func:`measure_point` over (optimizer, α, γ,
-    depth).
+    """Study 14: the measurements of :func:`measure_point` over (width, optimizer, α,
+    γ, depth).
 
     Parameters
     ----------
     quick : bool
         Width 32, depths 4–16, 4 seeds, 2 steps of 4, α ∈ {½, 1} × γ ∈ {0, ½};
-        instead of width 64, depths 8–128, 8 seeds, 4 steps of 8, α ∈ {0, ¼, …,
-        5/4} × γ ∈ {−½, −¼, …, 1} (:data:`_CONFIG`).
+        instead of widths 64 and 128, depths 8–128, 8 seeds, 4 steps of 8,
+        α ∈ {0, ¼, …, 5/4} × γ ∈ {−½, −¼, …, 1} (:data:`_CONFIG`).
     store, scheduler, progress
         See :func:`validation._sweep.run_jobs`.
     device : str or torch.device, optional
@@ -182,25 +182,22 @@ def run_tp6_map(*, quick: bool = False, store=None, scheduler: str | None = None
     Returns
     -------
     xarray.Dataset
-        :data:`OBSERVABLES` and ``finite`` with dims (optimizer, alpha, gamma, depth,
-        seed); attrs: every parameter and the fits (:func:`fits`).
+        :data:`OBSERVABLES` and ``finite`` with dims (width, optimizer, alpha, gamma,
+        depth, seed); attrs: every parameter and the fits (:func:`fits`).
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = _CONFIG[quick]
     seeds = [seed + s for s in range(cfg["seeds"])]
-    keys = list(product(_OPTIMIZERS, cfg["alphas"], cfg["gammas"], cfg["depths"]))
-    jobs = [dict(optimizer=o, alpha=a, gamma=g, depth=L, width=cfg["width"], seeds=seeds,
-                 steps=cfg["steps"], batch=cfg["batch"], data_seed=seed, device=dev)
-            for o, a, g, L in keys]
+    axes = dict(width=cfg["widths"], optimizer=list(_OPTIMIZERS), alpha=cfg["alphas"],
+                gamma=cfg["gammas"], depth=cfg["depths"])
+    jobs = [dict(zip(axes, key), seeds=seeds, steps=cfg["steps"], batch=cfg["batch"],
+                 data_seed=seed, device=dev) for key in product(*axes.values())]
     parts = run_jobs(measure_point, jobs, study="tp6_map", store=store,
                      scheduler=scheduler, progress=progress)
-    shape = [len(_OPTIMIZERS), len(cfg["alphas"]), len(cfg["gammas"]), len(cfg["depths"])]
-    ds = xr.concat([p.drop_attrs() for p in parts], "cell")
-    ds = xr.Dataset({k: (("optimizer", "alpha", "gamma", "depth", "seed"),
-                         ds[k].values.reshape(shape + [len(seeds)]))
-                     for k in (*OBSERVABLES, "finite")},
-                    coords=dict(optimizer=list(_OPTIMIZERS), alpha=cfg["alphas"],
-                                gamma=cfg["gammas"], depth=cfg["depths"], seed=seeds))
+    flat = xr.concat([p.drop_attrs() for p in parts], "cell")
+    shape = [len(v) for v in axes.values()] + [len(seeds)]
+    ds = xr.Dataset({k: ((*axes, "seed"), flat[k].values.reshape(shape))
+                     for k in (*OBSERVABLES, "finite")}, coords=dict(axes, seed=seeds))
     ds.attrs = base_attrs(study="tp6_map", quick=quick, seed=seed, block="post-nonlin-ms",
                           style="post", trainable="W", margin=MARGIN,
                           eta_c_sgd=_OPTIMIZERS["sgd"][1], eta_c_adam=_OPTIMIZERS["adam"][1],
@@ -210,20 +207,26 @@ def run_tp6_map(*, quick: bool = False, store=None, scheduler: str | None = None
     return ds
 
 
-def fits(ds: xr.Dataset) -> dict[tuple[str, float, float, str], PowerFit | None]:
-    """value ∝ L^(−q) per (optimizer, α, γ, observable), bootstrap over seeds paired
-    across depths, kept in ``ds.attrs``; None where a network diverged (a NaN)."""
+def points(ds: xr.Dataset) -> list[tuple[int, str, float, float]]:
+    """Every (width, optimizer, α, γ) of the study."""
+    return list(product(*(ds[k].values.tolist() for k in ("width", "optimizer", "alpha",
+                                                          "gamma"))))
+
+
+def fits(ds: xr.Dataset) -> dict[tuple[int, str, float, float, str], PowerFit | None]:
+    """value ∝ L^(−q) per (width, optimizer, α, γ, observable), bootstrap over seeds
+    paired across depths, kept in ``ds.attrs``; None where a network diverged (a NaN)."""
     L = ds["depth"].values.astype(float)
     out = {}
-    for o, a, g, name in product(ds["optimizer"].values.tolist(), ds["alpha"].values.tolist(),
-                                 ds["gamma"].values.tolist(), OBSERVABLES):
-        v = ds[name].sel(optimizer=o, alpha=a, gamma=g).transpose("depth", "seed").values
+    for (n, o, a, g), name in product(points(ds), OBSERVABLES):
+        v = ds[name].sel(width=n, optimizer=o, alpha=a, gamma=g).transpose("depth",
+                                                                            "seed").values
         if not np.isfinite(v).all():
-            out[(o, a, g, name)] = None
+            out[(n, o, a, g, name)] = None
             continue
-        prefix = f"{o}_a{a:g}_g{g:g}_{name}".replace("-", "m").replace(".", "p")
-        out[(o, a, g, name)] = stored_fit(ds.attrs, prefix,
-                                          lambda v=v: fit_power_law(v, L=L, plateau=False))
+        prefix = f"n{n}_{o}_a{a:g}_g{g:g}_{name}".replace("-", "m").replace(".", "p")
+        out[(n, o, a, g, name)] = stored_fit(ds.attrs, prefix,
+                                             lambda v=v: fit_power_law(v, L=L, plateau=False))
     return out
 
 
@@ -327,11 +330,11 @@ def tp6_class(alpha: float, gamma: float) -> str:
     return CLASSES[4] if alpha < 1 else CLASSES[5]
 
 
-def point_exponents(fit_of: dict, o: str, a: float, g: float
+def point_exponents(fit_of: dict, point: tuple[int, str, float, float]
                     ) -> dict[str, tuple[float, float]] | None:
-    """The growth exponents' intervals at one point, (NaN, NaN) for an estimate that
-    is no measurement (None if a network diverged there)."""
-    point = {k: fit_of[(o, a, g, k)] for k in OBSERVABLES}
+    """The growth exponents' intervals at one (width, optimizer, α, γ), (NaN, NaN)
+    for an estimate that is no measurement (None if a network diverged there)."""
+    point = {k: fit_of[(*point, k)] for k in OBSERVABLES}
     if any(f is None for f in point.values()):
         return None
     out = {}
@@ -341,12 +344,10 @@ def point_exponents(fit_of: dict, o: str, a: float, g: float
     return out
 
 
-def classes(ds: xr.Dataset) -> dict[tuple[str, float, float], tuple[str, str]]:
-    """:func:`classify` of every (optimizer, α, γ) of the study."""
+def classes(ds: xr.Dataset) -> dict[tuple[int, str, float, float], tuple[str, str]]:
+    """:func:`classify` of every (width, optimizer, α, γ) of the study."""
     fit_of = fits(ds)
-    return {(o, a, g): classify(point_exponents(fit_of, o, a, g))
-            for o, a, g in product(ds["optimizer"].values.tolist(), ds["alpha"].values.tolist(),
-                                   ds["gamma"].values.tolist())}
+    return {p: classify(point_exponents(fit_of, p)) for p in points(ds)}
 
 
 def summarize_tp6_map(ds: xr.Dataset) -> list[Finding]:
@@ -358,8 +359,7 @@ def summarize_tp6_map(ds: xr.Dataset) -> list[Finding]:
     ΔW x = Θ(L^{−γ}) for smooth φ, ∝ L^{1−α−2γ} = L^{α−1} (Claim 7.6: o(1) iff
     α < 1)."""
     fit_of, out = fits(ds), []
-    for o, a, g in product(ds["optimizer"].values.tolist(), ds["alpha"].values.tolist(),
-                           ds["gamma"].values.tolist()):
+    for n, o, a, g in points(ds):
         if a < 0.5 or abs(a + g - 1) > 1e-9:
             continue
         claims = {"dx": (0.0, "e = 0: Δx^ℓ = Θ(1) on α + γ = 1 (Claim 7.2)"),
@@ -368,11 +368,11 @@ def summarize_tp6_map(ds: xr.Dataset) -> list[Finding]:
                   "lin": (a - 1, "e = 1 − α − 2γ = α − 1 (second order in ΔW x = "
                           "Θ(L^−γ), smooth φ); Claim 7.6: e < 0 iff α < 1")}
         for name, (claimed, claim) in claims.items():
-            fit = fit_of[(o, a, g, name)]
+            fit = fit_of[(n, o, a, g, name)]
             if fit is None:
                 continue
             out.append(exponent_finding(
-                f"{_OPTIMIZERS[o][0]}, (α, γ) = ({a:g}, {g:g}): {_LABELS[name]}",
+                f"n = {n}, {_OPTIMIZERS[o][0]}, (α, γ) = ({a:g}, {g:g}): {_LABELS[name]}",
                 "growth exponent e (∝ L^e)", fit, "q", claimed, claim, scale=-1.0))
     return out
 
@@ -386,24 +386,38 @@ def _exponent_text(fit: PowerFit | None) -> str:
 
 
 def conclude_tp6_map(ds: xr.Dataset) -> str:
-    """The map as a table: per (optimizer, α, γ) the measured class, the rule that
-    settled it, paper 001's class and the growth exponents with their intervals;
-    then the count of agreements."""
+    """The map as a table: per (optimizer, α, γ) the measured class at each width,
+    the rule that settled it at the largest, paper 001's class and the growth
+    exponents with their intervals at the largest width; then the count of
+    agreements per width."""
     fit_of, got = fits(ds), classes(ds)
-    head = ("| optimizer | α | γ | measured class | rule | TP VI | agrees | "
+    widths, top = ds["width"].values.tolist(), int(ds["width"].values[-1])
+    head = ("| optimizer | α | γ | " + " | ".join(f"class, n = {n}" for n in widths)
+            + f" | rule (n = {top}) | TP VI | agrees | "
             + " | ".join(f"e({k})" for k in OBSERVABLES) + " |")
-    lines = [head, "|" + "---|" * (7 + len(OBSERVABLES))]
-    agree = decided = 0
-    for (o, a, g), (cls, why) in got.items():
+    lines = [f"Growth exponents e (value ∝ L^e) at n = {top}, 95% intervals; the rules "
+             "are those of `validation.studies._tp6map.classify`.", "", head,
+             "|" + "---|" * (6 + len(widths) + len(OBSERVABLES))]
+    tally = {n: [0, 0] for n in widths}  # decided, agreeing
+    for n, o, a, g in points(ds):
+        if n != top:
+            continue
         want = tp6_class(a, g)
-        verdict = "—" if cls == "undecided" else ("yes" if cls == want else "**no**")
-        decided += cls != "undecided"
-        agree += cls == want
-        cells = [_OPTIMIZERS[o][0], f"{a:g}", f"{g:g}", cls, why, want, verdict]
-        cells += [_exponent_text(fit_of[(o, a, g, k)]) for k in OBSERVABLES]
+        found = [got[(m, o, a, g)][0] for m in widths]
+        for m, cls in zip(widths, found):
+            tally[m][0] += cls != "undecided"
+            tally[m][1] += cls == want
+        decided = [c for c in found if c != "undecided"]
+        verdict = "—" if not decided else ("yes" if all(c == want for c in decided)
+                                           else "**no**")
+        cells = [_OPTIMIZERS[o][0], f"{a:g}", f"{g:g}", *found, got[(n, o, a, g)][1],
+                 want, verdict]
+        cells += [_exponent_text(fit_of[(n, o, a, g, k)]) for k in OBSERVABLES]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append(f"\nOf {len(got)} points, {decided} are decided; {agree} of them agree "
-                 "with paper 001's class (Claims 7.1–7.3, 7.6).")
+    total = len(got) // len(widths)
+    lines.append("\n" + "; ".join(
+        f"at n = {m}, {d} of {total} points are decided and {k} of them agree with "
+        "paper 001's class" for m, (d, k) in tally.items()) + " (Claims 7.1–7.3, 7.6).")
     return "\n".join(lines)
 
 
@@ -431,16 +445,18 @@ def _draw_claims(ax, alphas: Sequence[float], gammas: Sequence[float]) -> None:
 
 
 def plot_tp6_map(ds: xr.Dataset, path) -> None:
-    """The map: α across, γ up, one panel per optimizer; a marker per measured
-    class (a red ring where it disagrees with paper 001's class), paper 001's
-    boundaries as black lines (legend, right of the panels)."""
+    """The map: α across, γ up, a row per width and a column per optimizer; a
+    marker per measured class (a red ring where it disagrees with paper 001's
+    class), paper 001's boundaries as black lines (legend, right of the panels)."""
     got = classes(ds)
     alphas, gammas = ds["alpha"].values.tolist(), ds["gamma"].values.tolist()
-    fig, axes = figure(1, len(_OPTIMIZERS), size=4.6, aspect=1.0)
-    for ax, o in zip(axes[0], _OPTIMIZERS):
+    widths = ds["width"].values.tolist()
+    fig, axes = figure(len(widths), len(_OPTIMIZERS), size=4.6, aspect=1.0)
+    for (i, n), (j, o) in product(enumerate(widths), enumerate(_OPTIMIZERS)):
+        ax = axes[i][j]
         _draw_claims(ax, alphas, gammas)
-        for (oo, a, g), (cls, _) in got.items():
-            if oo != o:
+        for (m, oo, a, g), (cls, _) in got.items():
+            if (m, oo) != (n, o):
                 continue
             marker, color = _STYLE[cls]
             ax.scatter([a], [g], marker=marker, color=color, s=70, zorder=3)
@@ -449,10 +465,15 @@ def plot_tp6_map(ds: xr.Dataset, path) -> None:
                            edgecolors="red", lw=1.5, zorder=2)
         ax.set_xlabel(r"α (block multiplier $L^{-\alpha}$)")
         ax.set_ylabel(r"γ (hidden rate $\eta n^{-1} L^{-\gamma}$, Def. 6.2)")
-        ax.set_title(f"{_OPTIMIZERS[o][0]}: networks n = {int(ds.attrs['width'])}, "
+        ax.set_title(f"{_OPTIMIZERS[o][0]}: networks n = {n}, "
                      f"L = {ds['depth'].values[0]}–{ds['depth'].values[-1]}, "
                      f"{ds.sizes['seed']} seeds", fontsize=9)
-    ax = axes[0][-1]
+    _legend(axes[0][-1])
+    save(fig, path)
+
+
+def _legend(ax) -> None:
+    """The classes' markers and paper 001's lines, right of ``ax``."""
     for k, (m, c) in _STYLE.items():
         ax.scatter([], [], marker=m, color=c, s=50, label=f"measured: {k}")
     ax.scatter([], [], marker="o", s=120, facecolors="none", edgecolors="red",
@@ -464,4 +485,3 @@ def plot_tp6_map(ds: xr.Dataset, path) -> None:
             "α ≤ 1 (7.3), linearized iff α < 1 (7.6)")
     legend_outside(ax, fontsize=7, title="class by the rules of classify\n"
                    "(exponents over L, ±⅛ margin)", title_fontsize=7)
-    save(fig, path)
