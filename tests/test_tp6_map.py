@@ -124,3 +124,45 @@ def test_remainder_vanishes_for_identity():
     ds = measure_point(alpha=0.5, gamma=0.5, optimizer="sgd", activation="identity", **_RUN)
     assert (ds["dx"] > 1e-3).all()
     np.testing.assert_allclose(ds["lin"].values, 0.0, atol=1e-12)
+
+
+def _synthetic_study(exponents: dict) -> "xr.Dataset":
+    """A study Dataset whose every observable is c·L^e times seed noise of 2%, with
+    ``exponents[(optimizer, α, γ)] = {observable: e}`` (one width)."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    L = np.array([8, 16, 32, 64, 128], float)
+    keys = sorted(exponents)
+    opts = sorted({k[0] for k in keys})
+    alphas, gammas = sorted({k[1] for k in keys}), sorted({k[2] for k in keys})
+    shape = (1, len(opts), len(alphas), len(gammas), len(L), 6)
+    data = {k: np.ones(shape) for k in OBSERVABLES}
+    for (o, a, g), es in exponents.items():
+        idx = (0, opts.index(o), alphas.index(a), gammas.index(g))
+        for k in OBSERVABLES:
+            noise = 1 + 0.02 * rng.standard_normal((len(L), 6))
+            data[k][idx] = 0.3 * L[:, None] ** es.get(k, 0.0) * noise
+    dims = ("width", "optimizer", "alpha", "gamma", "depth", "seed")
+    ds = xr.Dataset({k: (dims, v) for k, v in data.items()},
+                    coords=dict(width=[64], optimizer=opts, alpha=alphas, gamma=gammas,
+                                depth=L.astype(int), seed=np.arange(6)))
+    ds["finite"] = (dims, np.ones(shape, np.int8))
+    return ds
+
+
+def test_study_pipeline_on_synthetic_power_laws(tmp_path):
+    """Fits, classes, table and figure of the study on exact power laws: a
+    linearized point and an unfaithful one (where paper 001 predicts trivial) come
+    out as such, and the table marks the disagreement."""
+    from validation.studies._tp6map import classes, conclude_tp6_map, plot_tp6_map
+
+    exponents = {("sgd", 0.5, 0.5): {"lin": -0.5},
+                 ("sgd", 0.5, 1.0): {"du": 0.25, "lin": 0.25}}
+    ds = _synthetic_study(exponents)
+    got = {k[1:]: v[0] for k, v in classes(ds).items()}
+    assert got == {("sgd", 0.5, 0.5): CLASSES[4], ("sgd", 0.5, 1.0): "unfaithful"}
+    text = conclude_tp6_map(ds)
+    assert "| SGD | 0.5 | 1 | unfaithful | du grows | trivial | **no** |" in text
+    plot_tp6_map(ds, tmp_path / "map.png")
+    assert (tmp_path / "map.png").stat().st_size > 10_000
