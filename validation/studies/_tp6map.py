@@ -436,7 +436,8 @@ def _draw_claims(ax, alphas: Sequence[float], gammas: Sequence[float]) -> None:
     a = np.linspace(a_lo, a_hi, 2)
     ax.plot(a, 1 - a, color="k", ls="-", lw=1)
     ax.plot([1.0], [0.0], marker="|", ms=18, color="k", mew=1.5)
-    grey = dict(color="0.35", fontsize=7, ha="center", va="center")
+    grey = dict(color="0.35", fontsize=7, ha="center", va="center", clip_on=True,
+                in_layout=False)  # a grid that does not reach a region hides its name
     ax.text(0.17, g_lo + 0.1, "unstable at init\n(Claim 7.1)", **grey)
     ax.text(1.0, g_lo + 0.1, "unstable in training\n(Claim 7.2)", **grey)
     ax.text(1.0, g_hi - 0.08, "trivial (Claim 7.2)", **grey)
