@@ -193,10 +193,10 @@ _NET_Y = np.sign(_NET_X[:, 0])
 _WIDTHS = (32, 128, 512)
 
 
-def _networks(width, backward, activation, eta_c):
+def _networks(width, backward, activation, eta_c, param):
     return validation.train_resnet(_NET_X, _NET_Y, width=width, depth=_L, eta_c=eta_c,
                                    activation=activation, seeds=_NET_S, backward=backward,
-                                   parametrization=nfd.Parametrization(block="post-nonlin-ms"), progress=False)
+                                   parametrization=param, progress=False)
 
 
 def _gap(nets, lim) -> tuple[float, float]:
@@ -218,26 +218,50 @@ def _hotelling_bound() -> float:
     return float(f_dist.isf(ALPHA / 2, m, _NET_S - m) * m * (_NET_S - 1) / (_NET_S - m))
 
 
+def _relu_nets_approach(lim, param, backward) -> list:
+    """relu networks of ``param`` at _WIDTHS (η_c = 0.3) against the particle limit
+    ``lim``, the rule of the relu width tests: the gap is resolved at n = 32 and not at
+    512 (bound 44.4), and the bias falls like n^{−q} between 32 and 128 with q in
+    [0.7, 1.3]. Returns the networks."""
+    nets = [_networks(n, backward, "relu", 0.3, param) for n in _WIDTHS]
+    gaps = [_gap(net, lim) for net in nets]
+    assert gaps[0][0] > _hotelling_bound() > gaps[-1][0], gaps
+    assert gaps[0][1] > gaps[1][1] > gaps[2][1], gaps
+    q = np.log(gaps[0][1] / gaps[1][1]) / np.log(_WIDTHS[1] / _WIDTHS[0])
+    assert 0.7 < q < 1.3, (q, gaps)
+    return nets
+
+
+def _identity_nets_approach_the_oracle(param, backward, eta_c) -> None:
+    """φ = id networks of ``param`` at _WIDTHS against the exact linear_limit: the bias
+    of their mean f falls like n^{−q}, q fitted between n = 32 and 512 within
+    [0.8, 1.2] (a limit wrong by δ would level the bias off at δ, q → 0)."""
+    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=eta_c, depth=_L, parametrization=param,
+                           backward=backward)
+    bias = [_gap(_networks(n, backward, "identity", eta_c, param), lim)[1] for n in _WIDTHS]
+    assert bias[0] > bias[1] > bias[2] > 0, bias
+    q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
+    assert 0.8 < q < 1.2, (q, bias)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backward", ["coupled", "decoupled"])
 def test_ms_relu_networks_approach_the_particle_limit_with_width(backward, monkeypatch):
     # relu, L = 4, d = 8, K = 16 online steps (±1 targets), η_c = 0.3, S = 256 networks at
     # n = 32, 128, 512 against simulate(block="post-nonlin-ms") at P = 2^18 (calibrated
     # f_se). Rule (_gap, bound 44.4): the gap is resolved at n = 32 and not at n = 512,
-    # and the bias falls with width. Measured T² (n = 32, 128, 512): coupled 381, 85,
-    # 20; decoupled 331, 79, 19. Bias 0.084, 0.019, 0 and 0.061, 0.016, 0.0003: ∝ n^{−q}
-    # with q = 1.08 (coupled) and 0.98 (decoupled) between 32 and 128. Power: a limit
-    # without MS (its mean subtraction dropped) has T² 1.3e5 and 1.1e5 at n = 512.
-    bound = _hotelling_bound()
-    kw = dict(eta_c=0.3, activation="relu", depth=_L,
-              parametrization=nfd.Parametrization(block="post-nonlin-ms"), particles=2**18, backward=backward, seed=11, progress=False)
-    lim = nfd.simulate(_NET_X, _NET_Y, **kw)
-    gaps = [_gap(_networks(n, backward, "relu", 0.3), lim) for n in _WIDTHS]
-    assert gaps[0][0] > bound and gaps[-1][0] < bound, gaps
-    assert gaps[0][1] > gaps[1][1] > gaps[2][1], gaps
+    # and the bias falls with width, like n^{−q} between 32 and 128 with q in [0.7, 1.3]
+    # (_relu_nets_approach). Measured T² (n = 32, 128, 512): coupled 381, 85, 20;
+    # decoupled 331, 79, 19. Bias 0.084, 0.019, 0 and 0.061, 0.016, 0.0003: q = 1.08
+    # (coupled) and 0.98 (decoupled). Power: a limit without MS (its mean subtraction
+    # dropped) has T² 1.3e5 and 1.1e5 at n = 512.
+    param = nfd.Parametrization(block="post-nonlin-ms")
+    kw = dict(eta_c=0.3, activation="relu", depth=_L, parametrization=param,
+              particles=2**18, backward=backward, seed=11, progress=False)
+    nets = _relu_nets_approach(nfd.simulate(_NET_X, _NET_Y, **kw), param, backward)
     monkeypatch.setattr(_msblock, "mean_subtract", lambda p: p)
     no_ms = nfd.simulate(_NET_X, _NET_Y, divergence=None, **kw)
-    assert _gap(_networks(_WIDTHS[-1], backward, "relu", 0.3), no_ms)[0] > bound
+    assert _gap(nets[-1], no_ms)[0] > _hotelling_bound()
 
 
 @pytest.mark.slow
@@ -248,12 +272,7 @@ def test_ms_identity_networks_approach_the_oracle_at_rate_one_over_n(backward):
     # [0.8, 1.2] (a limit that is wrong by δ would level the bias off at δ, q → 0).
     # Measured bias 0.091, 0.022, 0.0050 (coupled), 0.065, 0.016, 0.0041 (decoupled):
     # q = 1.04 and 1.00.
-    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.1, depth=_L,
-                           parametrization=nfd.Parametrization(block="post-nonlin-ms"), backward=backward)
-    bias = [_gap(_networks(n, backward, "identity", 0.1), lim)[1] for n in _WIDTHS]
-    assert bias[0] > bias[1] > bias[2] > 0, bias
-    q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
-    assert 0.8 < q < 1.2, (q, bias)
+    _identity_nets_approach_the_oracle(nfd.Parametrization(block="post-nonlin-ms"), backward, 0.1)
 
 
 def test_compare_pairs_the_networks_with_this_limit_only():
@@ -440,20 +459,13 @@ def test_ms_block_multiplier_and_exponents_relu_networks_approach_the_limit(back
     # in both modes). "alpha-gamma": T² 202, 54, 17 and 197, 51, 15; bias 0.032, 0.0078,
     # 0.0005 and 0.031, 0.0075, 0 (q = 1.01, 1.02). Power: the limit at a = 1 has T²
     # 1.2e4 and 6.6e3 at n = 512; the limit at α = ½ 4.1e3 and 2.2e3.
-    bound = _hotelling_bound()
     right, wrong = (nfd.Parametrization(block="post-nonlin-ms", **kw) for kw in _NET_CASES[case])
     kw = dict(eta_c=0.3, activation="relu", depth=_L, particles=2**18, backward=backward,
               seed=11, progress=False)
-    lim = nfd.simulate(_NET_X, _NET_Y, parametrization=right, **kw)
-    nets = [validation.train_resnet(_NET_X, _NET_Y, width=n, depth=_L, eta_c=0.3,
-                                    activation="relu", seeds=_NET_S, backward=backward,
-                                    parametrization=right, progress=False) for n in _WIDTHS]
-    gaps = [_gap(net, lim) for net in nets]
-    assert gaps[0][0] > bound and gaps[-1][0] < bound, gaps
-    assert gaps[0][1] > gaps[1][1] > gaps[2][1], gaps
-    q = np.log(gaps[0][1] / gaps[1][1]) / np.log(_WIDTHS[1] / _WIDTHS[0])
-    assert 0.7 < q < 1.3, (q, gaps)
-    assert _gap(nets[-1], nfd.simulate(_NET_X, _NET_Y, parametrization=wrong, **kw))[0] > bound
+    nets = _relu_nets_approach(nfd.simulate(_NET_X, _NET_Y, parametrization=right, **kw),
+                               right, backward)
+    wrong_lim = nfd.simulate(_NET_X, _NET_Y, parametrization=wrong, **kw)
+    assert _gap(nets[-1], wrong_lim)[0] > _hotelling_bound()
 
 
 @pytest.mark.slow
@@ -467,14 +479,7 @@ def test_ms_block_multiplier_and_exponents_identity_networks_approach_the_oracle
     # 0.013, 0.0029 (coupled), 0.048, 0.011, 0.0022 (decoupled), q = 1.07 and 1.11;
     # "alpha-gamma": 0.049, 0.012, 0.0022 and 0.045, 0.011, 0.0019, q = 1.12 and 1.15.
     param = nfd.Parametrization(block="post-nonlin-ms", **_NET_CASES[case][0])
-    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.3, depth=_L, parametrization=param,
-                           backward=backward)
-    bias = [_gap(validation.train_resnet(
-        _NET_X, _NET_Y, width=n, depth=_L, eta_c=0.3, activation="identity", seeds=_NET_S,
-        backward=backward, parametrization=param, progress=False), lim)[1] for n in _WIDTHS]
-    assert bias[0] > bias[1] > bias[2] > 0, bias
-    q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
-    assert 0.8 < q < 1.2, (q, bias)
+    _identity_nets_approach_the_oracle(param, backward, 0.3)
 
 
 # ---------------------------------------------------------------------------
@@ -537,15 +542,8 @@ def test_ms_layernorm_relu_networks_approach_the_particle_limit(backward, monkey
     param = nfd.Parametrization(block="post-nonlin-ms", layernorm=True)
     kw = dict(eta_c=0.3, activation="relu", depth=_L, particles=2**18, backward=backward,
               seed=11, progress=False)
-    lim = nfd.simulate(_NET_X, _NET_Y, parametrization=param, **kw)
-    nets = [validation.train_resnet(_NET_X, _NET_Y, width=n, depth=_L, eta_c=0.3,
-                                    activation="relu", seeds=_NET_S, backward=backward,
-                                    parametrization=param, progress=False) for n in _WIDTHS]
-    gaps = [_gap(net, lim) for net in nets]
-    assert gaps[0][0] > bound and gaps[-1][0] < bound, gaps
-    assert gaps[0][1] > gaps[1][1] > gaps[2][1], gaps
-    q = np.log(gaps[0][1] / gaps[1][1]) / np.log(_WIDTHS[1] / _WIDTHS[0])
-    assert 0.7 < q < 1.3, (q, gaps)
+    nets = _relu_nets_approach(nfd.simulate(_NET_X, _NET_Y, parametrization=param, **kw),
+                               param, backward)
     plain = nfd.simulate(_NET_X, _NET_Y, parametrization=dataclasses.replace(
         param, layernorm=False), **kw)
     assert _gap(nets[-1], plain)[0] > bound
@@ -562,12 +560,5 @@ def test_ms_layernorm_identity_networks_approach_the_oracle_at_rate_one_over_n(b
     # n = 32 and 512 within [0.8, 1.2]). Measured bias 0.053, 0.012, 0.0025 (coupled),
     # 0.038, 0.0088, 0.0021 (decoupled): q = 1.10 and 1.04. (At η_c = 0.3 the gap falls
     # more slowly, 0.42, 0.26, 0.10 coupled: large finite-width corrections there.)
-    param = nfd.Parametrization(block="post-nonlin-ms", layernorm=True)
-    lim = nfd.linear_limit(_NET_X, _NET_Y, eta_c=0.1, depth=_L, parametrization=param,
-                           backward=backward)
-    bias = [_gap(validation.train_resnet(
-        _NET_X, _NET_Y, width=n, depth=_L, eta_c=0.1, activation="identity", seeds=_NET_S,
-        backward=backward, parametrization=param, progress=False), lim)[1] for n in _WIDTHS]
-    assert bias[0] > bias[1] > bias[2] > 0, bias
-    q = np.log(bias[0] / bias[2]) / np.log(_WIDTHS[2] / _WIDTHS[0])
-    assert 0.8 < q < 1.2, (q, bias)
+    _identity_nets_approach_the_oracle(
+        nfd.Parametrization(block="post-nonlin-ms", layernorm=True), backward, 0.1)
