@@ -39,7 +39,7 @@ _DATA_KEYS = {"source", "path", "teacher", "noise", *_SYNTHETIC_INTS}
 _MODEL_KEYS = {"activation", "loss", "eta_c", "depth", "particles", "batch_size", "seed",
                "device", "dtype", "rel_jitter", "backward", "error_replicas", "classes",
                "particle_init"}
-_RECORD_KEYS = {"probe_steps", "eig_steps", "paths", "collapse"}
+_RECORD_KEYS = {"probe_steps", "eig_steps", "paths", "collapse", "paired_probes"}
 _TABLES = ("data", "model", "optimizer", "parametrization", "record")
 #: [model] keys of before issue 51 and the table that holds them now
 _MOVED = {**{k: ("optimizer", k) for k in ("optimizer", "momentum", "weight_decay", "betas",
@@ -120,12 +120,15 @@ block = "one-layer"
 
 # What to record beside the training numbers (nfd.Record, without the probes, which
 # come from [data]): probe_steps, eig_steps, paths; collapse = true records the
-# two-layer blocks' first-layer learned change and residual update per block.
+# two-layer blocks' first-layer learned change and residual update per block;
+# paired_probes = true reuses the probes' normals at every evaluation (for changes
+# of probe_f between steps).
 [record]
 # probe_steps = [0, 64, 128, 192, 256]
 # eig_steps = [0, 255]
 # paths = 0
 # collapse = false
+# paired_probes = false
 """
 
 

@@ -56,6 +56,20 @@ def test_backward_key_selects_the_limit(tmp_path):
     assert not np.allclose(out["coupled"][1:], out["decoupled"][1:])
 
 
+@needs('netCDF4')
+def test_record_table_takes_paired_probes(tmp_path):
+    # the [record] key reaches simulate (the run's attrs), and a non-bool is refused
+    cfg = tmp_path / "p.toml"
+    cfg.write_text('[data]\ntrain = 6\nd = 4\nprobes = 2\n[model]\neta_c = 0.5\n'
+                   'depth = 4\nparticles = 256\n[record]\npaired_probes = true\n')
+    assert main(["simulate", str(cfg), "-o", str(tmp_path / "p.nc"), "--no-progress"]) == 0
+    with xr.open_dataset(tmp_path / "p.nc") as ds:
+        assert ds.attrs["paired_probes"] == 1
+    cfg.write_text(cfg.read_text().replace("true", "1"))
+    with pytest.raises(ValueError, match="paired_probes"):
+        load_config(cfg)
+
+
 def test_bad_backward_is_a_one_line_usage_error(tmp_path, capsys):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[model]\neta_c = 0.1\nbackward = "ordinary"\n')

@@ -37,7 +37,7 @@ _KNOWN = set(VARIABLES) | set(EXTRA_VARIABLES)  # every variable a run can hold
 #: own (a job holds plain values: the specifications are rebuilt in each job).
 _OPTIMIZER_FIELDS = ("momentum", "weight_decay", "betas", "eps")
 _PARAM_FIELDS = tuple(f.name for f in dataclasses.fields(nfd.Parametrization))
-_RECORD_FIELDS = ("probe_steps", "eig_steps", "paths", "collapse")
+_RECORD_FIELDS = ("probe_steps", "eig_steps", "paths", "collapse", "paired_probes")
 
 
 def _function(kind: str):

@@ -88,6 +88,8 @@ class Config:
     lr_exponent: float | None = None
     #: Tensor Programs VI's pre-LayerNorm (paper 001 Fig. 12)
     layernorm: bool = False
+    #: every probe evaluation reuses the first one's normals (``nfd.Record``)
+    paired_probes: bool = False
 
     @property
     def N(self) -> int:
@@ -225,7 +227,7 @@ def check_simulate(X, y, *, eta_c, depth, optimizer, parametrization, activation
                   error_replicas, C, block, first_layer_lr, record_collapse, adam,
                   param=param, particle_init=particle_init,
                   block_multiplier=block_multiplier, lr_exponent=lr_exponent,
-                  layernorm=layernorm)
+                  layernorm=layernorm, paired_probes=record.paired_probes)
 
 
 

@@ -43,6 +43,7 @@ def _attrs(cfg: Config) -> dict:
         device=str(cfg.device), dtype=str(cfg.dtype).split(".")[-1],
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
         error_replicas=cfg.error_replicas, particle_init=cfg.particle_init,
+        **({"paired_probes": 1} if cfg.paired_probes else {}),
         error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled,
                                                    cfg.adam is not None)
                                  if cfg.error_replicas else 0),

@@ -172,7 +172,9 @@ class Lockstep:
 
         A probe's output is a particle mean, so only each probe's own law matters:
         all probes share one fresh standard normal per layer and particle (drawn
-        from each run's ``probe_gen``), scaled by each probe's conditional standard
+        from each run's ``probe_gen``; kept across evaluations under
+        ``nfd.Record.paired_probes``: :meth:`~nfd._simulation._model.Model.probe_normals`),
+        scaled by each probe's conditional standard
         deviation. Every probe keeps exactly its conditional law given the history;
         only the correlation between probes changes. This costs L·P normals per
         evaluation instead of L·Q·P."""
@@ -181,8 +183,8 @@ class Lockstep:
         for m, h in zip(models, outs):
             m.embed(x, h[0])
         decay = self._decay()
-        fresh = [torch.randn(self.L, m.P, generator=m.probe_gen, device=x.device,
-                             dtype=x.dtype) for m in models]
+        fresh = [m.probe_normals(self.L, m.P, device=x.device, dtype=x.dtype)
+                 for m in models]
         ops = [m.hist.forward_pass(n, h, self.coupled) for m, h in zip(models, outs)]
         paths = [o.paths[0] for o in ops]
         views = self._weight_views("probes", x.shape[0], n, n, n)

@@ -113,6 +113,10 @@ class Model:
         self.u, self.v, self.hist, self.fwd, self.bwd = u, v, hist, fwd, bwd
         self.coupled = coupled
         self.probe_gen = probe_gen
+        #: ``nfd.Record.paired_probes``: every probe evaluation reuses the first one's
+        #: normals (:meth:`probe_normals`), kept in ``_probe_normals``
+        self.paired_probes = False
+        self._probe_normals: torch.Tensor | None = None
         self.P = u.shape[0]
         self.d = u.shape[1]
         self.vector = hist.out_coef is not None
@@ -131,6 +135,23 @@ class Model:
         readout columns)."""
         self.scale, self.coef, self.out_coef = scale, coef, out_coef
         self.noise = self.noise_unit * scale
+
+    def probe_normals(self, *shape: int, device: torch.device,
+                      dtype: torch.dtype) -> torch.Tensor:
+        """The probes' fresh standard normals of one evaluation, ``shape`` (layers
+        first, particles last), from :attr:`probe_gen`: a new draw at every
+        evaluation, or under :attr:`paired_probes` (``nfd.Record``) the first
+        evaluation's draw at every evaluation. Either way they are independent of the
+        training history, so each evaluation's law is the same; pairing correlates
+        the evaluations, so that a change of the probe outputs between steps loses
+        the Monte Carlo noise the two evaluations share. The first evaluation draws
+        the same numbers in both modes."""
+        if self.paired_probes and self._probe_normals is not None:
+            return self._probe_normals
+        fresh = torch.randn(*shape, generator=self.probe_gen, device=device, dtype=dtype)
+        if self.paired_probes:
+            self._probe_normals = fresh
+        return fresh
 
     def readout(self) -> torch.Tensor:
         """g_L = a_k v − Σ_i w_i h_L^{(i)} (the readout after the recorded updates,

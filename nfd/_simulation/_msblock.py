@@ -182,8 +182,7 @@ class MSModel(RowsModel):
         is x_ℓ's buffer."""
         h = out
         self.embed(x, h[0])
-        fresh = torch.randn(self.L, self.P, generator=self.probe_gen, device=x.device,
-                            dtype=x.dtype)
+        fresh = self.probe_normals(self.L, self.P, device=x.device, dtype=x.dtype)
         for t in range(self.L):
             self._layer(t, h[t], fresh[t], phi, h[t + 1],
                         layer_norm(h[t])[0] if self.layernorm else None)

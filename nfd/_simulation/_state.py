@@ -198,6 +198,7 @@ def start(cfg: Config, input_scale: float, replica: bool = False) -> RunState:
         u, v = whiten_jointly(u, v)
     model, hist, drivers = _BLOCKS[cfg.block](cfg, u, v, gens)
     model.dense = adam_state(cfg)
+    model.paired_probes = cfg.paired_probes
     first, advice = None, _advice(cfg, replica)
     if cfg.two_layer and not cfg.sgd.plain:
         first = dataclasses.replace(cfg.sgd, eta_c=cfg.sgd.eta_c * cfg.first_mult)

@@ -230,8 +230,7 @@ class TwoLayerModel(RowsModel):
         :meth:`nfd._simulation._lockstep.Lockstep.forward_probes`)."""
         h = out
         self.embed(x, h[0])
-        fresh = torch.randn(2, self.L, self.P, generator=self.probe_gen, device=x.device,
-                            dtype=x.dtype)
+        fresh = self.probe_normals(2, self.L, self.P, device=x.device, dtype=x.dtype)
         xs = torch.empty_like(phi)
         for t in range(self.L):
             self._layer(t, h[t], fresh[:, t], xs, phi, h[t + 1])
