@@ -58,7 +58,9 @@ from ._plotting import figure, legend_outside, save
 from ._report import Finding, exponent_finding
 
 __all__ = ["run_tp6_map", "summarize_tp6_map", "conclude_tp6_map", "plot_tp6_map",
-           "classify", "beyond", "tp6_class", "measure_point", "CLASSES", "MARGIN"]
+           "classify", "beyond", "tp6_class", "measure_point", "CLASSES", "MARGIN",
+           "measure_limit_point", "add_limit", "classify_limit", "LIMIT_OBSERVABLES",
+           "NOT_TRIVIAL"]
 
 #: The measured quantities (module docstring), in the order the rules read them.
 OBSERVABLES = ("x_init", "f_init", "u_init", "dx", "df", "du", "lin")
@@ -78,6 +80,15 @@ CLASSES = ("unstable", "unfaithful", "trivial", "no feature learning",
            "feature learning, layerwise linearized", "feature learning, not linearized",
            "undecided")
 _OPTIMIZERS = {"sgd": ("SGD", 0.5), "adam": ("Adam", 0.02)}  # title, η_c
+#: What the limit measures (:func:`measure_limit_point`): x^ℓ and h^ℓ at init and Δf.
+#: Not f at init (0 in the limit: v is independent of h_L), nor Δx^ℓ, Δh^ℓ and Def.
+#: 7.7's remainder, which need each particle's probe path at two evaluations, coupled
+#: as one neuron's (``simulate`` records no probe paths, and its probe sources are
+#: conditioned on the history of each evaluation separately).
+LIMIT_OBSERVABLES = ("x_init", "u_init", "df")
+#: The limit's class where neither instability nor triviality is decided and Δh^ℓ,
+#: which the feature-learning rules read, is not measured.
+NOT_TRIVIAL = "not trivial (Δh not measured)"
 _TASK = dict(kind="tanh", d=16, activation="gelu", T=1.0, probes=32)
 _CONFIG = {
     True: dict(widths=[32], depths=[4, 8, 16], seeds=4, steps=2, batch=4,
@@ -85,6 +96,13 @@ _CONFIG = {
     False: dict(widths=[64, 128], depths=[8, 16, 32, 64, 128], seeds=8, steps=4, batch=8,
                 alphas=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25],
                 gammas=[-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0]),
+}
+#: The limit's part: α ∈ [½, 1] (where ``simulate`` has the block's limit), the
+#: networks' γ and depths, coupled backward, float64; particles per optimizer (Adam's
+#: dense states take 3·L·P² floats: 0.8 GB at L = 128, P = 512).
+_LIMIT = {
+    True: dict(alphas=[0.5, 1.0], seeds=2, particles={"sgd": 256, "adam": 256}),
+    False: dict(alphas=[0.5, 0.75, 1.0], seeds=3, particles={"sgd": 2048, "adam": 512}),
 }
 
 
@@ -162,6 +180,113 @@ def measure_point(*, alpha: float, gamma: float, optimizer: str, depth: int, wid
     return ds.assign_coords(seed=list(seeds))
 
 
+def measure_limit_point(*, alpha: float, gamma: float, optimizer: str, depth: int,
+                        particles: int, seeds: Sequence[int], steps: int, batch: int,
+                        data_seed: int, activation: str = _TASK["activation"],
+                        device=None) -> xr.Dataset:
+    """The n → ∞ limit of :func:`measure_point`'s networks (``nfd.simulate``,
+    coupled backward as the networks' backprop, float64, the same stream, probes and
+    η_c), measured as far as it can be (:data:`LIMIT_OBSERVABLES`): ``x_init`` the
+    largest over layers of √E[h_ℓ²] at step 0 (the batch's mean), ``u_init`` the same
+    over ℓ < L (u_{ℓ+1} = W h_ℓ/√n at init has exactly h_ℓ's mean square in the
+    limit), ``df`` the rms over probes of probe_f(K) − probe_f(0) (paired probe
+    normals, ``nfd.Record``; its Monte Carlo error is about proportional to Δf, so it
+    inflates the rms by a factor that hardly moves the exponent).
+
+    Parameters
+    ----------
+    particles : int
+        P.
+    alpha, gamma, optimizer, depth, seeds, steps, batch, data_seed, activation, device
+        As :func:`measure_point` (seeds: of the limit's draws).
+
+    Returns
+    -------
+    xarray.Dataset
+        :data:`LIMIT_OBSERVABLES` (seed,), NaN where a run diverged, and ``finite``.
+    """
+    d = _TASK["d"]
+    X, y = synthetic_task(_TASK["kind"], steps * batch, d, seed=data_seed)
+    Xp, yp = synthetic_task(_TASK["kind"], _TASK["probes"], d, seed=data_seed + 1,
+                            teacher_seed=data_seed)
+    opt = nfd.Adam() if optimizer == "adam" else nfd.SGD()
+    values = np.full((len(LIMIT_OBSERVABLES), len(seeds)), np.nan)
+    changes = np.full((len(seeds), _TASK["probes"]), np.nan)
+    for i, s in enumerate(seeds):
+        try:
+            run = nfd.simulate(
+                X, y, eta_c=_OPTIMIZERS[optimizer][1], depth=depth, batch_size=batch,
+                optimizer=opt, activation=activation, backward="coupled",
+                parametrization=nfd.Parametrization.tp6(alpha, gamma, trainable=("W",)),
+                particles=particles, seed=s, dtype="float64", device=device,
+                error_replicas=0, progress=False,
+                record=nfd.Record(probes=(Xp, yp), probe_steps=[0, steps],
+                                  paired_probes=True))
+        except FloatingPointError:
+            continue
+        rms = np.sqrt(run["h2"].isel(step=0).values)
+        changes[i] = run["probe_f"].values[-1] - run["probe_f"].values[0]
+        values[:, i] = rms.max(), rms[:-1].max(), np.sqrt(np.mean(changes[i] ** 2))
+    finite = np.isfinite(values).all(0)
+    values[:, ~finite] = np.nan
+    ds = xr.Dataset({k: ("seed", v) for k, v in zip(LIMIT_OBSERVABLES, values)})
+    ds["finite"] = ("seed", finite.astype(np.int8))
+    ds["df_noise"] = ((), _noise_share(changes))
+    return ds.assign_coords(seed=list(seeds))
+
+
+def _noise_share(changes: np.ndarray) -> float:
+    """The Monte Carlo noise's share of the mean square of Δf (seeds, probes): the
+    mean over probes of the seed variance over the mean over seeds and probes of
+    Δf² (the limit is deterministic, so its seed spread is all noise). The noise
+    inflates each seed's rms by 1/√(1 − share)."""
+    if not np.isfinite(changes).all():
+        return math.nan
+    return float(changes.var(0, ddof=1).mean() / np.mean(changes ** 2))
+
+
+def add_limit(ds: xr.Dataset, *, store=None, scheduler: str | None = None,
+              progress: bool = False, device=None) -> xr.Dataset:
+    """Add the limit's measurements (:func:`measure_limit_point`) to the networks'
+    study ``ds`` at its γ and depths, α ∈ [½, 1] (:data:`_LIMIT`), as
+    ``limit_<observable>`` with dims (optimizer, limit_alpha, gamma, depth,
+    limit_seed), and their fits (:func:`limit_fits`).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        :func:`run_tp6_map`'s networks (or the stored study).
+    store, scheduler, progress, device
+        See :func:`validation._sweep.run_jobs`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` with the limit's variables and attrs ``limit_particles_<optimizer>``.
+    """
+    quick = bool(int(ds.attrs.get("quick", 0)))
+    cfg, seed = _LIMIT[quick], int(ds.attrs.get("seed", 0))
+    seeds = [seed + s for s in range(cfg["seeds"])]
+    axes = dict(optimizer=ds["optimizer"].values.tolist(), limit_alpha=cfg["alphas"],
+                gamma=ds["gamma"].values.tolist(), depth=ds["depth"].values.tolist())
+    jobs = [dict(alpha=a, gamma=g, optimizer=o, depth=L, particles=cfg["particles"][o],
+                 seeds=seeds, steps=int(ds.attrs["steps"]), batch=int(ds.attrs["batch"]),
+                 data_seed=seed, device=device)
+            for o, a, g, L in product(*axes.values())]
+    parts = run_jobs(measure_limit_point, jobs, study="tp6_map_limit", store=store,
+                     scheduler=scheduler, progress=progress)
+    flat = xr.concat([part.drop_attrs() for part in parts], "cell")
+    shape = [len(v) for v in axes.values()] + [len(seeds)]
+    out = ds.assign({f"limit_{k}": ((*axes, "limit_seed"), flat[k].values.reshape(shape))
+                     for k in (*LIMIT_OBSERVABLES, "finite")})
+    out["limit_df_noise"] = (tuple(axes), flat["df_noise"].values.reshape(shape[:-1]))
+    out = out.assign_coords(limit_alpha=cfg["alphas"], limit_seed=seeds)
+    out.attrs.update({f"limit_particles_{o}": cfg["particles"][o] for o in axes["optimizer"]},
+                     limit_backward="coupled")
+    limit_fits(out)
+    return out
+
+
 def run_tp6_map(*, quick: bool = False, store=None, scheduler: str | None = None,
                 progress: bool = False, device=None, seed: int = 0) -> xr.Dataset:
     """Study 14: the measurements of :func:`measure_point` over (width, optimizer, α,
@@ -183,7 +308,8 @@ def run_tp6_map(*, quick: bool = False, store=None, scheduler: str | None = None
     -------
     xarray.Dataset
         :data:`OBSERVABLES` and ``finite`` with dims (width, optimizer, alpha, gamma,
-        depth, seed); attrs: every parameter and the fits (:func:`fits`).
+        depth, seed); attrs: every parameter and the fits (:func:`fits`); the
+        limit's part of :func:`add_limit`.
     """
     quick, seed, dev = study_args(quick, seed, device)
     cfg = _CONFIG[quick]
@@ -204,7 +330,7 @@ def run_tp6_map(*, quick: bool = False, store=None, scheduler: str | None = None
                           **{k: v for k, v in cfg.items() if k not in ("alphas", "gammas")},
                           **_TASK)
     fits(ds)
-    return ds
+    return add_limit(ds, store=store, scheduler=scheduler, progress=progress, device=dev)
 
 
 def points(ds: xr.Dataset) -> list[tuple[int, str, float, float]]:
@@ -227,6 +353,30 @@ def fits(ds: xr.Dataset) -> dict[tuple[int, str, float, float, str], PowerFit | 
         prefix = f"n{n}_{o}_a{a:g}_g{g:g}_{name}".replace("-", "m").replace(".", "p")
         out[(n, o, a, g, name)] = stored_fit(ds.attrs, prefix,
                                              lambda v=v: fit_power_law(v, L=L, plateau=False))
+    return out
+
+
+def limit_points(ds: xr.Dataset) -> list[tuple[str, float, float]]:
+    """Every (optimizer, α, γ) of the limit's part (none without it)."""
+    if "limit_df" not in ds:
+        return []
+    return list(product(*(ds[k].values.tolist() for k in ("optimizer", "limit_alpha",
+                                                          "gamma"))))
+
+
+def limit_fits(ds: xr.Dataset) -> dict[tuple[str, float, float, str], PowerFit | None]:
+    """:func:`fits` of the limit's :data:`LIMIT_OBSERVABLES` per (optimizer, α, γ)."""
+    L = ds["depth"].values.astype(float)
+    out = {}
+    for (o, a, g), name in product(limit_points(ds), LIMIT_OBSERVABLES):
+        v = ds[f"limit_{name}"].sel(optimizer=o, limit_alpha=a, gamma=g).transpose(
+            "depth", "limit_seed").values
+        if not np.isfinite(v).all():
+            out[(o, a, g, name)] = None
+            continue
+        prefix = f"lim_{o}_a{a:g}_g{g:g}_{name}".replace("-", "m").replace(".", "p")
+        out[(o, a, g, name)] = stored_fit(ds.attrs, prefix,
+                                          lambda v=v: fit_power_law(v, L=L, plateau=False))
     return out
 
 
@@ -312,6 +462,81 @@ def classify(exponents: dict[str, tuple[float, float]] | None,
         if open_:
             return "undecided", f"{', '.join(open_)} undecided (rule: {name})"
     return CLASSES[5], "du = Θ(1), lin does not vanish"
+
+
+#: The largest share of Monte Carlo noise in the limit's mean square of Δf, at every
+#: depth, for its exponent to count as a measurement: the rms is then inflated by at
+#: most 1/√(1 − ¼) = 1.15, which moves the exponent over L = 8…128 by at most
+#: log(1.15)/log(16) = 0.05, well inside :data:`MARGIN`.
+NOISE_SHARE = 0.25
+
+#: :func:`classify_limit`'s rules: :data:`RULES` on what the limit measures.
+LIMIT_RULES = (
+    ("unstable", (("x_init", "up"), ("df", "up"))),
+    ("unfaithful", (("u_init", "up"), ("u_init", "down"))),
+    ("trivial", (("df", "down"),)),
+)
+
+
+def classify_limit(exponents: dict[str, tuple[float, float]] | None,
+                   margin: float = MARGIN) -> tuple[str, str]:
+    """:func:`classify` on the limit's :data:`LIMIT_OBSERVABLES`: its rules 1–3 with
+    the tests the limit can make (unstable if x_init or df grows, unfaithful if
+    u_init grows or vanishes, trivial if df vanishes; a diverged run is unstable),
+    and :data:`NOT_TRIVIAL` where none applies, since the feature-learning rules
+    read Δh^ℓ, which the limit does not measure."""
+    if exponents is None:
+        return "unstable", "a run diverged"
+    for name, tests in LIMIT_RULES:
+        said = [(k, side, beyond(exponents[k], side, margin)) for k, side in tests]
+        hits = [f"{k} {'grows' if side == 'up' else 'vanishes'}"
+                for k, side, v in said if v == "yes"]
+        if hits:
+            return name, ", ".join(hits)
+        open_ = [k for k, _, v in said if v == "undecided"]
+        if open_:
+            return "undecided", f"{', '.join(open_)} undecided (rule: {name})"
+    return NOT_TRIVIAL, "df = Θ(1); Δh not measured"
+
+
+def limit_classes(ds: xr.Dataset) -> dict[tuple[str, float, float], tuple[str, str]]:
+    """:func:`classify_limit` of every (optimizer, α, γ) of the limit's part."""
+    fit_of = limit_fits(ds)
+    out = {}
+    for point in limit_points(ds):
+        fits_here = [fit_of[(*point, k)] for k in LIMIT_OBSERVABLES]
+        if any(f is None for f in fits_here):
+            out[point] = classify_limit(None)
+            continue
+        exps = {}
+        for k, f in zip(LIMIT_OBSERVABLES, fits_here):
+            _, lo, hi, ok = growth(f)
+            exps[k] = (lo, hi) if ok else (math.nan, math.nan)
+        if not noise_resolved(ds, point):
+            exps["df"] = (math.nan, math.nan)
+        out[point] = classify_limit(exps)
+    return out
+
+
+def noise_resolved(ds: xr.Dataset, point: tuple[str, float, float]) -> bool:
+    """Whether the limit's Δf at ``point`` has a noise share below
+    :data:`NOISE_SHARE` at every depth."""
+    o, a, g = point
+    share = ds["limit_df_noise"].sel(optimizer=o, limit_alpha=a, gamma=g).values
+    return bool(np.all(share < NOISE_SHARE))
+
+
+def limit_agrees(limit_class: str, network_class: str) -> str:
+    """Whether the limit's class agrees with the networks': equal, or
+    :data:`NOT_TRIVIAL` against a stable, faithful, nontrivial network class
+    ("—" where either is undecided)."""
+    if "undecided" in (limit_class, network_class):
+        return "—"
+    if limit_class == NOT_TRIVIAL:
+        ok = network_class in ("no feature learning", CLASSES[4], CLASSES[5])
+    else:
+        ok = limit_class == network_class
+    return "yes" if ok else "**no**"
 
 
 def tp6_class(alpha: float, gamma: float) -> str:
@@ -418,13 +643,57 @@ def conclude_tp6_map(ds: xr.Dataset) -> str:
     lines.append("\n" + "; ".join(
         f"at n = {m}, {d} of {total} points are decided and {k} of them agree with "
         "paper 001's class" for m, (d, k) in tally.items()) + " (Claims 7.1–7.3, 7.6).")
+    if limit_points(ds):
+        lines += ["", _limit_table(ds, got, top)]
+    return "\n".join(lines)
+
+
+def _limit_table(ds: xr.Dataset, got: dict, top: int) -> str:
+    """The limit's classes beside the networks' at n = ``top`` and paper 001's, with
+    the limit's growth exponents."""
+    fit_of, lim, net_fit = limit_fits(ds), limit_classes(ds), fits(ds)
+    parts = ", ".join(f"{_OPTIMIZERS[o][0]} P = {int(ds.attrs[f'limit_particles_{o}'])}"
+                      for o in ds["optimizer"].values.tolist())
+    lines = [f"The n → ∞ limit (`nfd.simulate`, coupled backward, {parts}, "
+             f"{ds.sizes['limit_seed']} seeds, the networks' depths, data and η_c) at "
+             "α ∈ [½, 1], classified by `classify_limit`: the rules above on what the "
+             "limit measures (x^ℓ and h^ℓ at init, Δf); f at init is 0 in the limit, "
+             "and Δx^ℓ, Δh^ℓ and Def. 7.7's remainder are not measured (they need each "
+             "particle's probe path at two evaluations, coupled as one neuron's), so "
+             "feature learning and linearization are not decided there: such a point is "
+             f"\"{NOT_TRIVIAL}\", which agrees with any stable, faithful, nontrivial "
+             "class of the networks. The limit is deterministic, so its seeds' spread of "
+             "Δf is Monte Carlo noise; where that noise is a quarter or more of the mean "
+             "square of Δf at some depth, df's exponent is not read (undecided: \"df "
+             "undecided\"), since the noise inflates the rms by a depth-dependent factor.",
+             "",
+             f"| optimizer | α | γ | limit | rule | networks, n = {top} | agrees | TP VI | "
+             + " | ".join(f"limit e({k})" for k in LIMIT_OBSERVABLES)
+             + f" | networks e(df), n = {top} | limit's noise share of Δf², largest over L |",
+             "|" + "---|" * (9 + len(LIMIT_OBSERVABLES))]
+    decided = agree = 0
+    for o, a, g in limit_points(ds):
+        cls, why = lim[(o, a, g)]
+        net = got[(top, o, a, g)][0]
+        verdict = limit_agrees(cls, net)
+        decided += verdict != "—"
+        agree += verdict == "yes"
+        cells = [_OPTIMIZERS[o][0], f"{a:g}", f"{g:g}", cls, why, net, verdict,
+                 tp6_class(a, g)]
+        cells += [_exponent_text(fit_of[(o, a, g, k)]) for k in LIMIT_OBSERVABLES]
+        cells.append(_exponent_text(net_fit[(top, o, a, g, "df")]))
+        share = ds["limit_df_noise"].sel(optimizer=o, limit_alpha=a, gamma=g).values
+        cells.append(f"{np.nanmax(share):.2f}" if np.isfinite(share).any() else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(f"\nThe limit and the networks at n = {top} are both decided at {decided} "
+                 f"of {len(lim)} points and agree at {agree} of them.")
     return "\n".join(lines)
 
 
 _STYLE = {"unstable": ("X", "tab:red"), "unfaithful": ("D", "tab:purple"),
           "trivial": ("s", "0.55"), "no feature learning": ("v", "tab:brown"),
           CLASSES[4]: ("o", "tab:blue"), CLASSES[5]: ("P", "tab:green"),
-          "undecided": ("$?$", "k")}
+          "undecided": ("$?$", "k"), NOT_TRIVIAL: ("h", "tab:cyan")}
 
 
 def _draw_claims(ax, alphas: Sequence[float], gammas: Sequence[float]) -> None:
@@ -452,7 +721,8 @@ def plot_tp6_map(ds: xr.Dataset, path) -> None:
     got = classes(ds)
     alphas, gammas = ds["alpha"].values.tolist(), ds["gamma"].values.tolist()
     widths = ds["width"].values.tolist()
-    fig, axes = figure(len(widths), len(_OPTIMIZERS), size=4.6, aspect=1.0)
+    rows = len(widths) + bool(limit_points(ds))
+    fig, axes = figure(rows, len(_OPTIMIZERS), size=4.6, aspect=1.0)
     for (i, n), (j, o) in product(enumerate(widths), enumerate(_OPTIMIZERS)):
         ax = axes[i][j]
         _draw_claims(ax, alphas, gammas)
@@ -469,8 +739,34 @@ def plot_tp6_map(ds: xr.Dataset, path) -> None:
         ax.set_title(f"{_OPTIMIZERS[o][0]}: networks n = {n}, "
                      f"L = {ds['depth'].values[0]}–{ds['depth'].values[-1]}, "
                      f"{ds.sizes['seed']} seeds", fontsize=9)
+    if limit_points(ds):
+        _draw_limit(ds, axes[-1], alphas, gammas)
     _legend(axes[0][-1])
     save(fig, path)
+
+
+def _draw_limit(ds: xr.Dataset, row, alphas: Sequence[float],
+                gammas: Sequence[float]) -> None:
+    """The limit's classes, a panel per optimizer in ``row`` (a red ring where it
+    disagrees with the networks' class at the largest width)."""
+    got, lim = classes(ds), limit_classes(ds)
+    top = int(ds["width"].values[-1])
+    for ax, o in zip(row, _OPTIMIZERS):
+        _draw_claims(ax, alphas, gammas)
+        for (oo, a, g), (cls, _) in lim.items():
+            if oo != o:
+                continue
+            marker, color = _STYLE[cls]
+            ax.scatter([a], [g], marker=marker, color=color, s=70, zorder=3)
+            if limit_agrees(cls, got[(top, o, a, g)][0]) == "**no**":
+                ax.scatter([a], [g], marker="o", s=260, facecolors="none",
+                           edgecolors="red", lw=1.5, zorder=2)
+        ax.set_xlabel(r"α (block multiplier $L^{-\alpha}$)")
+        ax.set_ylabel(r"γ (hidden rate $\eta n^{-1} L^{-\gamma}$, Def. 6.2)")
+        ax.set_title(f"{_OPTIMIZERS[o][0]}: the limit n → ∞ (P = "
+                     f"{int(ds.attrs[f'limit_particles_{o}'])}), α ∈ [½, 1], "
+                     f"{ds.sizes['limit_seed']} seeds\n(red ring: differs from the "
+                     f"networks at n = {top})", fontsize=9)
 
 
 def _legend(ax) -> None:
@@ -478,7 +774,8 @@ def _legend(ax) -> None:
     for k, (m, c) in _STYLE.items():
         ax.scatter([], [], marker=m, color=c, s=50, label=f"measured: {k}")
     ax.scatter([], [], marker="o", s=120, facecolors="none", edgecolors="red",
-               label="measured class differs from TP VI's")
+               label="networks: class differs from TP VI's;\n"
+               "limit: class differs from the networks'")
     ax.plot([], [], "k--", lw=1, label="TP VI: α = ½ (Claim 7.1:\nstable at init iff α ≥ ½)")
     ax.plot([], [], "k-", lw=1, label="TP VI: α + γ = 1 (Claim 7.2: stable\n"
             "iff α + γ ≥ 1, nontrivial iff ≤ 1)")
