@@ -166,3 +166,114 @@ def test_study_pipeline_on_synthetic_power_laws(tmp_path):
     assert "| SGD | 0.5 | 1 | unfaithful | du grows | trivial | **no** |" in text
     plot_tp6_map(ds, tmp_path / "map.png")
     assert (tmp_path / "map.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------------------
+# The limit's part
+# ---------------------------------------------------------------------------
+
+def _limit_point(**changed):
+    """Limit exponent intervals of a stable, faithful, nontrivial point."""
+    from validation.studies._tp6map import LIMIT_OBSERVABLES
+
+    out = {k: FLAT for k in LIMIT_OBSERVABLES}
+    out.update(changed)
+    return out
+
+
+@pytest.mark.parametrize("changed, expected", [
+    ({}, "not trivial (Δh not measured)"),
+    ({"x_init": UP}, "unstable"),
+    ({"df": UP}, "unstable"),
+    ({"u_init": UP}, "unfaithful"),
+    ({"u_init": DOWN}, "unfaithful"),
+    ({"df": DOWN}, "trivial"),
+    ({"df": ACROSS_DOWN}, "undecided"),
+    ({"df": (math.nan, math.nan)}, "undecided"),  # noise-dominated: not a measurement
+])
+def test_classify_limit_synthetic_exponents(changed, expected):
+    from validation.studies._tp6map import classify_limit
+
+    assert classify_limit(_limit_point(**changed))[0] == expected
+    assert classify_limit(None)[0] == "unstable"  # a diverged run
+
+
+def test_limit_agrees_with_stable_nontrivial_network_classes_only():
+    from validation.studies._tp6map import NOT_TRIVIAL, limit_agrees
+
+    assert limit_agrees(NOT_TRIVIAL, CLASSES[4]) == "yes"
+    assert limit_agrees(NOT_TRIVIAL, "no feature learning") == "yes"
+    assert limit_agrees(NOT_TRIVIAL, "trivial") == "**no**"
+    assert limit_agrees("trivial", "trivial") == "yes"
+    assert limit_agrees("trivial", CLASSES[5]) == "**no**"
+    assert limit_agrees("undecided", "trivial") == "—"
+
+
+def test_noise_share_of_synthetic_changes():
+    # Δf = 1 on every probe plus seed noise of standard deviation σ: share → σ²/(1 + σ²)
+    from validation.studies._tp6map import _noise_share
+
+    rng = np.random.default_rng(1)
+    for sigma in (0.1, 1.0):
+        changes = 1.0 + sigma * rng.standard_normal((400, 32))
+        assert _noise_share(changes) == pytest.approx(sigma**2 / (1 + sigma**2), rel=0.05)
+    assert math.isnan(_noise_share(np.full((3, 4), np.nan)))
+
+
+def test_limit_measurement_is_the_simulate_run_it_names():
+    # x_init, u_init and df against one nfd.simulate call made here with the study's
+    # data, probes, parametrization (W only) and paired probes, P = 128, L = 4
+    from validation.studies._tp6map import measure_limit_point
+
+    got = measure_limit_point(alpha=0.75, gamma=0.25, optimizer="sgd", depth=4,
+                              particles=128, seeds=[5], steps=2, batch=4, data_seed=0)
+    X, y = synthetic_task("tanh", 8, 16, seed=0)
+    Xp, yp = synthetic_task("tanh", 32, 16, seed=1, teacher_seed=0)
+    run = nfd.simulate(X, y, eta_c=0.5, depth=4, batch_size=4, activation="gelu",
+                       parametrization=nfd.Parametrization.tp6(0.75, 0.25, trainable=("W",)),
+                       particles=128, seed=5, dtype="float64", error_replicas=0,
+                       progress=False, record=nfd.Record(probes=(Xp, yp), probe_steps=[0, 2],
+                                                         paired_probes=True))
+    rms = np.sqrt(run["h2"].isel(step=0).values)
+    change = run["probe_f"].values[-1] - run["probe_f"].values[0]
+    np.testing.assert_array_equal(got["x_init"].values, [rms.max()])
+    np.testing.assert_array_equal(got["u_init"].values, [rms[:-1].max()])
+    np.testing.assert_array_equal(got["df"].values, [np.sqrt(np.mean(change**2))])
+    assert got["finite"].item() == 1
+
+
+def test_study_pipeline_with_the_limit_on_synthetic_power_laws(tmp_path):
+    """The limit's part on exact power laws: a nontrivial point agreeing with a
+    linearized network point, a trivial limit point beside it where the networks
+    are not trivial (marked **no**), and a point whose noise share is too large
+    (undecided); the figure gains a row."""
+    import xarray as xr
+    from validation.studies._tp6map import (LIMIT_OBSERVABLES, conclude_tp6_map,
+                                            limit_classes, plot_tp6_map)
+
+    ds = _synthetic_study({("sgd", 0.5, 0.5): {"lin": -0.5}, ("sgd", 0.5, 1.0): {"lin": -0.5},
+                           ("sgd", 1.0, 0.5): {"lin": -0.5}, ("sgd", 1.0, 1.0): {"lin": -0.5}})
+    L = ds["depth"].values.astype(float)
+    rng = np.random.default_rng(2)
+    shape = (1, 2, 2, len(L), 3)  # optimizer, limit_alpha, gamma, depth, limit_seed
+    data = {k: 0.5 * (1 + 0.02 * rng.standard_normal(shape)) for k in LIMIT_OBSERVABLES}
+    data["df"][0, 0, 1] *= L[:, None] ** -0.5  # (½, 1): df vanishes
+    dims = ("optimizer", "limit_alpha", "gamma", "depth", "limit_seed")
+    ds = ds.assign({f"limit_{k}": (dims, v) for k, v in data.items()})
+    ds["limit_finite"] = (dims, np.ones(shape, np.int8))
+    noise = np.full(shape[:-1], 0.05)
+    noise[0, 1, 1, -1] = 0.6  # (1, 1) at the largest depth: noise-dominated
+    ds["limit_df_noise"] = (dims[:-1], noise)
+    ds = ds.assign_coords(limit_alpha=[0.5, 1.0], limit_seed=[0, 1, 2])
+    ds.attrs["limit_particles_sgd"] = 64
+    got = {k: v[0] for k, v in limit_classes(ds).items()}
+    assert got == {("sgd", 0.5, 0.5): "not trivial (Δh not measured)",
+                   ("sgd", 0.5, 1.0): "trivial",
+                   ("sgd", 1.0, 0.5): "not trivial (Δh not measured)",
+                   ("sgd", 1.0, 1.0): "undecided"}
+    text = conclude_tp6_map(ds)
+    assert ("| SGD | 0.5 | 1 | trivial | df vanishes | feature learning, layerwise "
+            "linearized | **no** |") in text
+    assert "both decided at 3 of 4 points and agree at 2 of them" in text
+    plot_tp6_map(ds, tmp_path / "map.png")
+    assert (tmp_path / "map.png").stat().st_size > 10_000

@@ -753,6 +753,9 @@ def _draw_limit(ds: xr.Dataset, row, alphas: Sequence[float],
     top = int(ds["width"].values[-1])
     for ax, o in zip(row, _OPTIMIZERS):
         _draw_claims(ax, alphas, gammas)
+        if f"limit_particles_{o}" not in ds.attrs:
+            ax.set_title(f"{_OPTIMIZERS[o][0]}: the limit was not run", fontsize=9)
+            continue
         for (oo, a, g), (cls, _) in lim.items():
             if oo != o:
                 continue
