@@ -218,6 +218,7 @@ def test_noise_share_of_synthetic_changes():
         changes = 1.0 + sigma * rng.standard_normal((400, 32))
         assert _noise_share(changes) == pytest.approx(sigma**2 / (1 + sigma**2), rel=0.05)
     assert math.isnan(_noise_share(np.full((3, 4), np.nan)))
+    assert math.isnan(_noise_share(np.ones((1, 4))))
 
 
 def test_limit_measurement_is_the_simulate_run_it_names():

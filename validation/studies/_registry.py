@@ -263,9 +263,12 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "validation.studies._tp6map.classify (an exponent grows or vanishes when its "
           "interval lies beyond ±⅛; an interval across ±⅛ leaves the point undecided), "
           "then set beside what Claims 7.1–7.3 and 7.6 predict (the same lines for SGD "
-          "and Adam in Def. 6.2's γ), at two widths. Networks only: the limit's probe "
-          "outputs carry O(P^−1/2) Monte Carlo noise drawn afresh at each evaluation, "
-          "larger than the Δf measured here at large L.",
+          "and Adam in Def. 6.2's γ), at two widths. Beside them the n → ∞ limit "
+          "(nfd.simulate, coupled backward) at α ∈ [½, 1]: it measures x^ℓ and h^ℓ at "
+          "init and Δf only (it records no probe paths, so not Δx^ℓ, Δh^ℓ or the "
+          "remainder), and Δf's exponent is read only where the Monte Carlo noise, "
+          "the seeds' spread of the deterministic limit, is below a quarter of Δf's "
+          "mean square at every depth.",
           run_tp6_map, summarize_tp6_map, plot_tp6_map, conclude_tp6_map),
 )}
 

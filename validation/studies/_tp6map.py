@@ -240,8 +240,8 @@ def _noise_share(changes: np.ndarray) -> float:
     mean over probes of the seed variance over the mean over seeds and probes of
     Δf² (the limit is deterministic, so its seed spread is all noise). The noise
     inflates each seed's rms by 1/√(1 − share)."""
-    if not np.isfinite(changes).all():
-        return math.nan
+    if len(changes) < 2 or not np.isfinite(changes).all():
+        return math.nan  # one seed has no spread
     return float(changes.var(0, ddof=1).mean() / np.mean(changes ** 2))
 
 
@@ -766,10 +766,10 @@ def _draw_limit(ds: xr.Dataset, row, alphas: Sequence[float],
                            edgecolors="red", lw=1.5, zorder=2)
         ax.set_xlabel(r"α (block multiplier $L^{-\alpha}$)")
         ax.set_ylabel(r"γ (hidden rate $\eta n^{-1} L^{-\gamma}$, Def. 6.2)")
-        ax.set_title(f"{_OPTIMIZERS[o][0]}: the limit n → ∞ (P = "
-                     f"{int(ds.attrs[f'limit_particles_{o}'])}), α ∈ [½, 1], "
-                     f"{ds.sizes['limit_seed']} seeds\n(red ring: differs from the "
-                     f"networks at n = {top})", fontsize=9)
+        ax.set_title(f"{_OPTIMIZERS[o][0]}: the limit n → ∞, P = "
+                     f"{int(ds.attrs[f'limit_particles_{o}'])}, "
+                     f"{ds.sizes['limit_seed']} seeds\n?: undecided or Δf's noise too large\n"
+                     f"red ring: differs from the networks, n = {top}", fontsize=8)
 
 
 def _legend(ax) -> None:
