@@ -50,8 +50,9 @@ class Record:
         innovations, which change with the history, and the learned terms carry
         the particles' Monte Carlo error, so the noise of a change such as
         probe_f(K) − probe_f(0) falls little (its seed variance by 1.4–2.5 times
-        at φ = id, d = 16, K·B = 12; by none at Tensor Programs VI's block with
-        gelu, d = 16, K·B = 32, P = 512–2048: measured 2026-11-28). No effect in
+        at φ = id, d = 16, K·B = 12; by 0.8–1.3 times, none resolved, on Tensor
+        Programs VI's block with gelu, d = 16, K·B = 32, P = 512–2048, 4 seeds:
+        measured 2026-11-28). No effect in
         ``nfd.linear_limit`` (exact, no noise) or the networks.
     """
 

@@ -35,6 +35,13 @@ Each quantity's growth exponent e (value ∝ L^e) is fitted over depths by
 percentile interval from the paired bootstrap over seeds). :func:`classify` turns the
 exponents into a class by the rules of its docstring, without reference to the
 claims; :func:`tp6_class` is what Claims 7.1–7.3 and 7.6 predict, set beside it.
+
+The n → ∞ limit (:func:`add_limit`, :func:`measure_limit_point`: ``nfd.simulate``
+at α ∈ [½, 1], coupled backward, the same data, probes, η_c and depths) measures
+x_init, u_init and df only (:data:`LIMIT_OBSERVABLES`), and
+:func:`classify_limit` applies the rules it can; df's exponent is read only where
+its Monte Carlo noise (the seeds' spread of the deterministic limit) is below
+:data:`NOISE_SHARE` of its mean square at every depth.
 """
 
 from __future__ import annotations
