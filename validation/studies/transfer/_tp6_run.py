@@ -62,37 +62,41 @@ TP6_ETAS = (0.1 * 2.0 ** (np.arange(13) / 2)).tolist()
 TP6_AS = (2.0 ** (np.arange(-3, 4) / 2)).tolist()
 #: Where each rule's optimum lies, as a grid index c(L) = c₄ + s·log₂(L/4) (η_c: k of
 #: :data:`TP6_ETAS`; "a": index of :data:`TP6_AS`), and the networks' window (None:
-#: every depth's limit window widened by 1 point on each side; else a fixed range of
-#: indices). Measured 2026-11-28 on n = 128 networks, 4 seeds, K = 32, W alone
-#: trained: η* ≈ 2.5 (L = 4) and 2.1 (L = 64) under depth-μP, 1.3 and 0.27 under the
-#: block multiplier only, 2.7 and 2.1 under (1, 0), 2.5 at L = 4 under SP (whose
-#: loss at L = 64 stays near 10³ at every η_c: its features grow like 1.34^L), and
-#: η* ≈ 0.5 at L = 16 under the block multiplier only, and a* ≈ 1.3, 1.15 and 1.0 at
-#: L = 4, 16 and 64 at η_c = 2.26 under depth-μP.
-WINDOWS = {"depth-mup": (9.3, -0.12, None), "block-only": (7.4, -1.2, None),
+#: every depth's limit window widened by ``net_margin`` points on each side; else a
+#: fixed range of indices). Placed from probe runs on 2026-11-28 (n = 128 networks, 4
+#: seeds, K = 32, W alone trained): η* ≈ 2.5 (L = 4) and 2.1 (L = 64) under
+#: depth-μP, 2.7 and 2.1 under (1, 0), 2.5 at L = 4 under SP (whose loss at L = 64
+#: stays near 10³ at every η_c: its features grow like 1.34^L), and a* ≈ 1.3, 1.15
+#: and 1.0 at L = 4, 16 and 64 at η_c = 2.26 under depth-μP. The first full run found
+#: the limit's minimum at L = 64 at the top end of those windows (depth-μP's η* and
+#: a* lie higher in the limit than at n = 128), so they were moved up one point
+#: there: depth-μP's window is the same at every L, block-only's is depth-μP's moved
+#: down by log₂ L points (the same networks, see :mod:`._tp6_report`).
+WINDOWS = {"depth-mup": (9.3, 0.0, None), "block-only": (7.4, -1.05, None),
            "ode": (9.5, -0.17, None), "sp": (9.5, 0.0, (4, 12)),
-           "a": (3.7, -0.19, (0, 6))}
+           "a": (3.7, -0.15, (0, 6))}
 #: The limit's P is 16 times the history K·B and float64, as study 10 found needed
 #: (:data:`._adam_run.ADAM_CONFIG`). Full version measured 2026-11-28 on the 2-core
-#: machine with another study running: a limit run of L = 64 takes ~45 s, a network
-#: run of n = 256, L = 64 (4 seeds) ~18 s.
+#: machine with another study running: a limit run of L = 64 takes ~45 s, and the
+#: whole study ~27 minutes with 2 processes.
 TP6_CONFIG = {
     True: dict(K=8, B=2, n_probe=32, depths=[4, 8], widths=[16, 32], seeds=2,
-               particles=128, lim_seeds=2, a_eta=TP6_ETAS[9]),
+               particles=128, lim_seeds=2, a_eta=TP6_ETAS[9], net_margin=0),
     False: dict(K=32, B=2, n_probe=128, depths=[4, 16, 64], widths=[128, 256], seeds=4,
-                particles=1024, lim_seeds=3, a_eta=TP6_ETAS[9]),
+                particles=1024, lim_seeds=3, a_eta=TP6_ETAS[9], net_margin=1),
 }
 
 
-def window(name: str, L: int, kind: str) -> list[int]:
+def window(name: str, L: int, kind: str, margin: int = 1) -> list[int]:
     """The grid indices of rule ``name`` (or "a") run at depth L: the limit's four
     points ⌊c(L)⌋ − 1 … ⌊c(L)⌋ + 2 (:data:`WINDOWS`), or (``kind="network"``) the
-    networks' window, those widened by one point on each side."""
+    networks' window, those widened by ``margin`` points on each side (with
+    ``margin`` ≥ 1, a rule's fixed window where :data:`WINDOWS` gives one)."""
     c4, s, fixed = WINDOWS[name]
     n_grid = len(TP6_AS if name == "a" else TP6_ETAS)
-    if kind == "network" and fixed is not None:
+    if kind == "network" and fixed is not None and margin >= 1:
         return list(range(fixed[0], fixed[1] + 1))
-    wide = 1 if kind == "network" else 0
+    wide = margin if kind == "network" else 0
     lo = math.floor(c4 + s * math.log2(L / 4)) - 1 - wide
     return [k for k in range(lo, lo + 4 + 2 * wide) if 0 <= k < n_grid]
 
@@ -109,7 +113,7 @@ def _rule_sweeps(rule: str, values: list[float], dim: str, param: dict, common: 
     name = "a" if dim == "block_multiplier" else rule
     nets, lims = [], []
     for L in cfg["depths"]:
-        points = {kind: [values[k] for k in window(name, L, kind)]
+        points = {kind: [values[k] for k in window(name, L, kind, cfg["net_margin"])]
                   for kind in ("network", "limit")}
         nets.append(net_metrics(sweep_grid(
             X, y, kind="network",
@@ -164,7 +168,7 @@ def run_tp6(*, quick: bool = False, store=None, scheduler: str | None = None,
     ----------
     quick : bool
         K = 8 steps, depths 4 and 8, widths 16 and 32, 2 seeds, the limit with 2 seeds
-        of 128 particles, instead of K = 32 steps, depths 4, 16 and 64, widths 128 and
+        of 128 particles, the networks on the limit's windows, instead of K = 32 steps, depths 4, 16 and 64, widths 128 and
         256, 4 seeds, the limit with 3 seeds of 1024 particles (float64); both batch 2
         (:data:`TP6_CONFIG`), each rule on its windows of :data:`TP6_ETAS`
         (:data:`WINDOWS`).
