@@ -38,7 +38,7 @@ from validation.studies import STUDIES
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "validation"
 #: Studies whose findings take seconds to recompute (optima bootstraps): slow test only.
-SLOW = ("transfer", "adam", "branch", "baselines")
+SLOW = ("transfer", "adam", "branch", "baselines", "tp6")
 FAST = tuple(name for name in STUDIES if name not in SLOW)
 
 _NUM = r"[-−]?(?:\d+(?:\.\d+)?|\.\d+)(?:e[-+−]?\d+)?"

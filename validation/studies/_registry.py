@@ -35,9 +35,10 @@ from ._training import plot_training, run_training, summarize_training
 from .transfer import (conclude_adam_transfer, conclude_baselines, conclude_branch_transfer,
                        conclude_transfer, plot_adam_transfer, plot_baselines,
                        plot_branch_transfer, plot_transfer, run_adam_transfer,
-                       run_baselines, run_branch_transfer, run_transfer,
-                       summarize_adam_transfer, summarize_baselines,
-                       summarize_branch_transfer, summarize_transfer)
+                       plot_tp6, run_baselines, run_branch_transfer, run_tp6,
+                       run_transfer, summarize_adam_transfer, summarize_baselines,
+                       summarize_branch_transfer, summarize_tp6, summarize_transfer,
+                       conclude_tp6)
 
 __all__ = ["Study", "STUDIES", "run_validation", "write_report"]
 
@@ -245,6 +246,36 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "depth-μP transfers (papers 000, 001); the baselines do not (paper 000 Figs. "
           "1, B.2, SGD; TP VI §10.2, Fig. 10 bottom, Adam).",
           run_baselines, summarize_baselines, plot_baselines, conclude_baselines),
+    Study("tp6", 13, "Tensor Programs VI's experiments on its own block: the hidden "
+          "rate and the block multiplier across depth (post-nonlinearity with mean "
+          "subtraction, Figs. 10, 11, 13)",
+          "Ten-class digits (study 10's stream: softmax cross-entropy, relu, batch B, K "
+          "Adam steps at a constant rate, betas (0.9, 0.999), ε = 1e-8) on paper 001's "
+          "§6.3 block x^l = x^{l−1} + a·(T/L)^α·MS(φ(W^l x^{l−1})) at T = 1, U and V "
+          "frozen (trainable=(\"W\",): TP VI's \"input/output layers fixed\"), W "
+          "trained by exactly torch.optim.Adam at lr η_c·(T/L)^γ/√n (Def. 6.2, "
+          "nfd.Parametrization.tp6(α, γ)). Fig. 10/11 protocol: the hidden rate η_c "
+          "swept at each depth under depth-μP (α, γ) = (½, ½), the block multiplier "
+          "only (½, 0), the ODE limit (1, 0) and SP (0, 1); Fig. 13: the block "
+          "multiplier a swept under depth-μP at one η_c. Networks at two widths × "
+          "seeds, beside their n → ∞ limit at each depth, nfd.simulate(optimizer="
+          "nfd.Adam(), depth=L, parametrization=nfd.Parametrization.tp6(α, γ, "
+          "trainable=(\"W\",))), dense P×P Adam states, P = 16·K·B, float64, a few "
+          "seeds of its own (the same at every grid point); SP has no limit (the limit "
+          "takes α ∈ [½, 1]). The grid is log-spaced in steps of √2, each rule run on "
+          "a window of it around its optimum at each depth (placed from probe runs; "
+          "a minimum at a window's end is not resolved). T = 8 (TP VI's base depth) "
+          "would be T = 1 at the multiplier 8^α·a and the rate 8^γ·η_c: it moves η* "
+          "and a* by depth-independent factors and leaves the drifts, up to the shift "
+          "in a, which the a sweep measures. Observables: the running-mean train loss "
+          "(last K/4 steps) and the test loss after K steps; the optimum and its "
+          "drift per doubling of L as in study 10. With U and V frozen, the block "
+          "multiplier only at η_c is depth-μP at η_c·√(L/T): the same network, so its "
+          "drift is depth-μP's minus ½ exactly, and Fig. 10's top and middle panels "
+          "are one claim. TP VI claims: depth-μP's η* and a* transfer, the others' "
+          "η* shift ((1, 0) upwards), depth-μP's loss falls with depth and SP's "
+          "degrades.",
+          run_tp6, summarize_tp6, plot_tp6, conclude_tp6),
     Study("tp6_map", 14, "Tensor Programs VI's (α, γ) map, measured: stable, trivial, "
           "unfaithful, feature-learning and layerwise-linearized points (Def. 6.2, "
           "Claims 7.1–7.3, 7.6)",

@@ -23,7 +23,8 @@ from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._report import boot_min, exp_finding, fmt_optimum, signed_finding
 
 __all__ = ["summarize_adam_transfer", "conclude_adam_transfer", "adam_optima",
-           "rule_drift_rows", "RULES", "DRIFT_WORDS", "CONTROL_DRIFT_WORDS"]
+           "rule_drift_rows", "lowest_difference", "RULES", "DRIFT_WORDS",
+           "CONTROL_DRIFT_WORDS"]
 
 #: The rules of the hidden rate and how the report names them.
 RULES = {"depth-mup": "depth-μP Adam (W at lr η_c·√(T/(Ln)))",
@@ -104,8 +105,8 @@ def _contrast(ds: xr.Dataset, metric: str) -> list[Finding]:
          "no difference between the rules resolved"))]
 
 
-def _lowest_difference(cells: list, observable: str, quantity: str, claim: str,
-                       words: tuple[str, str, str]) -> Finding | None:
+def lowest_difference(cells: list, observable: str, quantity: str, claim: str,
+                      words: tuple[str, str, str]) -> Finding | None:
     """The limit's lowest loss over η_c in ``cells[1]`` minus in ``cells[0]`` (paired:
     the same seeds and bootstrap draws in both); None when a cell was not run."""
     if not all(present(c) for c in cells):
@@ -124,7 +125,7 @@ def _best_loss(ds: xr.Dataset, rule: str, metric: str) -> Finding | None:
     claim = ("pre-nonlinearity relu: no gain from depth beyond 8 layers (TP VI, Fig. 2; "
              "post-nonlinearity blocks gain, Fig. 10 top)"
              if rule == "depth-mup" else "no claim (a baseline)")
-    return _lowest_difference(
+    return lowest_difference(
         [da.sel(depth=Ls[0]), da.sel(depth=Ls[-1])], _where(rule, metric, None),
         f"lowest loss over η_c: L = {Ls[-1]} − L = {Ls[0]}", claim,
         ("deeper is worse at its best η_c", "deeper is better at its best η_c",
@@ -135,7 +136,7 @@ def _best_contrast(ds: xr.Dataset, metric: str) -> Finding | None:
     """The limit's lowest loss over η_c at the deepest depth, block multiplier only
     minus depth-μP."""
     L = max(ds["depth"].values.tolist())
-    return _lowest_difference(
+    return lowest_difference(
         [ds[f"lim_{metric}"].sel(hidden_lr=rule, depth=L) for rule in RULES],
         f"ten-class digits, limit (n = ∞), L = {L}, {_METRICS[metric]}",
         "lowest loss over η_c: block multiplier only − depth-μP",

@@ -93,9 +93,10 @@ def optimum_panel(ax, ds: xr.Dataset, metric: str, rules: dict[str, dict],
     legend(ax)
 
 
-def best_panel(ax, ds: xr.Dataset, metric: str, rules: dict[str, dict]) -> None:
+def best_panel(ax, ds: xr.Dataset, metric: str, rules: dict[str, dict],
+               colors: list[str] | None = None) -> None:
     """The lowest seed-mean loss over the η_c grid against depth of every rule, limit
-    and the widest networks."""
+    and the widest networks (``colors``: one per rule, default C0, C1, …)."""
     depths = np.array(ds["depth"].values.tolist())
     n = max(ds["width"].values.tolist())
     for r, (name, select) in enumerate(rules.items()):
@@ -104,7 +105,8 @@ def best_panel(ax, ds: xr.Dataset, metric: str, rules: dict[str, dict]) -> None:
                                            f"networks n = {n}")):
             cells = [ds[var].sel(depth=L, **sel, **select) for L in depths]
             best = [np.nanmin(c.mean(dim).values) if present(c) else math.nan for c in cells]
-            ax.plot(depths, best, style, color=f"C{r}", mfc="none" if who != "limit" else None,
+            ax.plot(depths, best, style, color=colors[r] if colors else f"C{r}",
+                    mfc="none" if who != "limit" else None,
                     label=f"{name} {who}")
     log_x_at(ax, depths, base=2)
     ax.set_xlabel("depth L (blocks)")

@@ -1,0 +1,164 @@
+"""Study 13 (Tensor Programs VI's Figs. 10, 11 and 13 on its own block,
+``validation.studies.transfer``): the optima, drifts and verdicts on a synthetic grid
+whose answer is known, and the quick study end to end.
+
+The synthetic losses are parabolas in log η_c, 1 + (log η_c − log η*)², with
+η* = 2·(L/4)^s and s = 0 under depth-μP, −½ under the block multiplier only, +0.3
+under (1, 0) and −¼ under SP (networks only: its limit is NaN, as in the study), and
+in log a with a* = 1.2 at every depth, plus independent noise of s.d. 0.002 per
+seed: the vertex fit is exact without noise, so each drift of log₂ η* per doubling
+of L must come out s inside its 95% interval, a drift must be detected where s ≠ 0
+and none where s = 0.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from conftest import needs
+from validation import STUDIES
+from validation.studies.transfer._optima import depth_drift, rule_optima
+from validation.studies.transfer._tp6_report import a_view
+from validation.studies.transfer._tp6_run import TP6_AS, TP6_ETAS, TP6_RULES
+
+DEPTHS = [4, 16, 64]
+RULES = list(TP6_RULES)
+SLOPES = {"depth-mup": 0.0, "block-only": -0.5, "ode": 0.3, "sp": -0.25}
+A_STAR = 1.2
+
+
+def _parabolas(x: np.ndarray, centre: np.ndarray, shape: tuple, rng) -> np.ndarray:
+    """1 + (x − centre)² over the last grid axis, plus seed noise; ``centre``
+    broadcasts against (..., grid, seed)."""
+    return 1 + (x[:, None] - centre) ** 2 + 0.002 * rng.standard_normal(shape)
+
+
+def _eta_losses(seeds: int, rng, widths: int | None) -> np.ndarray:
+    """(rule, [width,] depth, eta_c, seed) losses; the limit's SP is NaN."""
+    opt = np.log([[2.0 * (L / 4) ** SLOPES[r] for L in DEPTHS] for r in RULES])
+    extra = () if widths is None else (widths,)
+    opt = opt.reshape(len(RULES), *([1] * len(extra)), len(DEPTHS), 1, 1)
+    shape = (len(RULES), *extra, len(DEPTHS), len(TP6_ETAS), seeds)
+    out = _parabolas(np.log(TP6_ETAS), opt, shape, rng)
+    if widths is None:
+        out[RULES.index("sp")] = np.nan
+    return out
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    rng = np.random.default_rng(13)
+    net_dims = ("rule", "width", "depth", "eta_c", "seed")
+    lim_dims = ("rule", "depth", "eta_c", "lim_seed")
+    a_net = ("width", "depth", "block_multiplier", "seed")
+    a_lim = ("depth", "block_multiplier", "lim_seed")
+    x_a = np.log(TP6_AS)
+    data = {}
+    for metric in ("train", "probe"):
+        data[f"net_{metric}"] = (net_dims, _eta_losses(4, rng, 2))
+        data[f"lim_{metric}"] = (lim_dims, _eta_losses(3, rng, None))
+        data[f"a_net_{metric}"] = (a_net, _parabolas(x_a, math.log(A_STAR),
+                                                     (2, 3, len(TP6_AS), 4), rng))
+        data[f"a_lim_{metric}"] = (a_lim, _parabolas(x_a, math.log(A_STAR),
+                                                     (3, len(TP6_AS), 3), rng))
+    return xr.Dataset(data, coords=dict(rule=RULES, width=[128, 256], depth=DEPTHS,
+                                        eta_c=TP6_ETAS, block_multiplier=TP6_AS,
+                                        seed=np.arange(4), lim_seed=np.arange(3)),
+                      attrs=dict(quick=0, wall_time_s=1.0, a_eta=TP6_ETAS[9]))
+
+
+@pytest.mark.parametrize("width", [None, 128, 256])
+@pytest.mark.parametrize("rule", RULES)
+def test_drift_of_a_known_optimum(synthetic, rule, width):
+    opts = rule_optima(synthetic, "train", width, rule=rule)
+    if rule == "sp" and width is None:
+        assert opts == {}  # SP has no limit
+        return
+    for L, opt in opts.items():
+        assert math.exp(opt.estimate) == pytest.approx(2.0 * (L / 4) ** SLOPES[rule],
+                                                       rel=0.05)
+    d = depth_drift(opts)
+    lo, hi = d.ci()
+    assert lo < SLOPES[rule] < hi and abs(d.estimate - SLOPES[rule]) < 0.03, (d.estimate,
+                                                                               lo, hi)
+
+
+def test_block_multiplier_optimum(synthetic):
+    view = a_view(synthetic)
+    for width in (None, 128, 256):
+        opts = rule_optima(view, "train", width)
+        assert sorted(opts) == DEPTHS
+        assert all(math.exp(o.estimate) == pytest.approx(A_STAR, rel=0.05)
+                   for o in opts.values())
+
+
+_VERDICT = {"depth-μP (α, γ) = (½, ½)": "consistent with 0: no drift of η* resolved",
+            "block multiplier only": "η* falls with depth",
+            "ODE limit": "η* grows with depth",
+            "SP": "η* falls with depth"}
+
+
+def test_verdicts_follow_the_intervals(synthetic):
+    findings = STUDIES["tp6"].summarize(synthetic)
+    drifts = [f for f in findings if f.quantity.startswith("drift of log₂ η*")]
+    assert len(drifts) == 2 * (3 * 3 + 2)  # metrics × (3 rules × (limit, 2 widths) + SP)
+    for f in drifts:
+        expect = [v for k, v in _VERDICT.items() if k in f.observable]
+        assert [f.verdict] == expect, f
+    contrast = {f.quantity: f.verdict for f in findings if f.quantity.startswith("drift, ")}
+    assert contrast == {
+        "drift, block multiplier only (α, γ) = (½, 0) − depth-μP":
+            "its η* falls faster with depth than depth-μP's",
+        "drift, ODE limit (α, γ) = (1, 0) − depth-μP":
+            "its η* rises faster with depth than depth-μP's"}
+    a_rows = [f for f in findings if f.quantity.startswith("drift of log₂ a*")]
+    assert len(a_rows) == 2 * 3
+    assert {f.verdict for f in a_rows} == {"consistent with 0: no drift of a* resolved"}
+    assert "drift of log₂ η*" in STUDIES["tp6"].conclude(synthetic)
+
+
+@needs("matplotlib")
+def test_figure_is_written(synthetic, tmp_path):
+    STUDIES["tp6"].plot(synthetic, tmp_path / "tp6.png")
+    assert (tmp_path / "tp6.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def quick():
+    """The quick version end to end (about 10 s)."""
+    return STUDIES["tp6"].run(quick=True)
+
+
+def test_quick_study_runs(quick):
+    """Every rule's networks, the limit for all but SP, and the block multiplier's
+    sweep, each on its windows."""
+    ds = quick
+    assert list(ds["rule"].values) == RULES
+    assert ds["net_train"].dims == ("rule", "width", "depth", "eta_c", "seed")
+    assert ds["lim_train"].dims == ("rule", "depth", "eta_c", "lim_seed")
+    assert ds["a_lim_train"].dims == ("depth", "block_multiplier", "lim_seed")
+    assert np.isnan(ds["lim_train"].sel(rule="sp").values).all()
+    for rule in RULES[:3]:  # each limit ran 4 points per depth, every seed finite
+        ran = np.isfinite(ds["lim_train"].sel(rule=rule).values)
+        assert (ran.sum(axis=1) == 4).all()
+    assert (np.isfinite(ds["a_lim_train"].values).sum(axis=1) == 4).all()
+    assert ds.attrs["block"] == "post-nonlin-ms" and ds.attrs["trainable"] == "W"
+    assert list(ds["alpha"].values) == [TP6_RULES[r][0] for r in RULES]
+
+
+@pytest.mark.parametrize("source", ["net", "lim"])
+def test_block_only_is_depth_mup_at_a_rescaled_rate(quick, source):
+    """With U and V frozen, the block multiplier only (½, 0) at η_c trains W at
+    η_c/√n, which is depth-μP (½, ½) at η_c·√(L/T) (T = 1): the same network, seed
+    for seed, so its losses are depth-μP's shifted by log₂ L steps of the √2 grid
+    (2 at L = 4, 3 at L = 8). A rule run at other exponents fails this."""
+    for L in quick["depth"].values.tolist():
+        shift = round(math.log2(L))
+        block = quick[f"{source}_train"].sel(rule="block-only", depth=L)
+        mup = quick[f"{source}_train"].sel(rule="depth-mup", depth=L)
+        b, m = block.values[..., :-shift, :], mup.values[..., shift:, :]
+        both = np.isfinite(b) & np.isfinite(m)
+        assert both.sum() >= 2 * 4, (L, both.sum())  # both windows cover these points
+        np.testing.assert_allclose(b[both], m[both], rtol=1e-4)
