@@ -50,7 +50,7 @@ from ._adam_run import ADAM_CONFIG, ten_digits
 from ._run import limit_metrics, net_metrics, own_grid_part
 
 __all__ = ["run_branch_transfer", "BRANCH_CONFIG", "BRANCH_EXPONENTS", "CONTROLS",
-           "diversity"]
+           "diversity", "kappa_dataset"]
 
 #: The branch exponents compared: depth-μP and CompleteP (the ODE parametrization).
 BRANCH_EXPONENTS = (0.5, 1.0)
@@ -164,25 +164,25 @@ def _kappa_runs(cfg: dict, seed: int, dev) -> xr.Dataset:
                 for phase, k in (("init", 0), ("trained", K - 1)):
                     ms, D = diversity(h[:, k], L)
                     rows[(a, L, s, phase)] = (ms / L, D)
-    return _kappa_dataset(rows, cfg)
+    return kappa_dataset(rows, "branch_exponent", list(BRANCH_EXPONENTS), cfg)
 
 
-def _kappa_dataset(rows: dict, cfg: dict) -> xr.Dataset:
-    """``kappa_D`` (branch_exponent, kappa_depth, lim_seed, phase, eps_index) and the
-    ε of each index per depth, ``kappa_eps`` (kappa_depth, eps_index)."""
+def kappa_dataset(rows: dict, dim: str, values: list, cfg: dict) -> xr.Dataset:
+    """``kappa_D`` (``dim``, kappa_depth, lim_seed, phase, eps_index) and the ε of each
+    index per depth, ``kappa_eps`` (kappa_depth, eps_index), from ``rows`` keyed by
+    (value of ``dim``, L, seed index, phase) holding (ε, D) of :func:`diversity`."""
     depths, n_seeds = cfg["kappa_depths"], cfg["lim_seeds"]
     n_eps = max(len(v[0]) for v in rows.values())
-    D = np.full((len(BRANCH_EXPONENTS), len(depths), n_seeds, 2, n_eps), np.nan)
+    D = np.full((len(values), len(depths), n_seeds, 2, n_eps), np.nan)
     eps = np.full((len(depths), n_eps), np.nan)
     for (a, L, s, phase), (e, d) in rows.items():
-        i, j, p = BRANCH_EXPONENTS.index(a), depths.index(L), ("init", "trained").index(phase)
+        i, j, p = values.index(a), depths.index(L), ("init", "trained").index(phase)
         D[i, j, s, p, :len(d)] = d
         eps[j, :len(e)] = e
-    dims = ("branch_exponent", "kappa_depth", "lim_seed", "phase", "eps_index")
+    dims = (dim, "kappa_depth", "lim_seed", "phase", "eps_index")
     return xr.Dataset(
         {"kappa_D": (dims, D), "kappa_eps": (("kappa_depth", "eps_index"), eps)},
-        coords={"branch_exponent": list(BRANCH_EXPONENTS), "kappa_depth": depths,
-                "phase": ["init", "trained"]})
+        coords={dim: list(values), "kappa_depth": depths, "phase": ["init", "trained"]})
 
 
 def run_branch_transfer(*, quick: bool = False, store=None, scheduler: str | None = None,
