@@ -247,8 +247,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "1, B.2, SGD; TP VI §10.2, Fig. 10 bottom, Adam).",
           run_baselines, summarize_baselines, plot_baselines, conclude_baselines),
     Study("tp6", 13, "Tensor Programs VI's experiments on its own block: the hidden "
-          "rate and the block multiplier across depth (post-nonlinearity with mean "
-          "subtraction, Figs. 10, 11, 13)",
+          "rate and the block multiplier across depth, |x| against relu and "
+          "pre-LayerNorm (post-nonlinearity with mean subtraction, Figs. 3, 10–13, 19)",
           "Ten-class digits (study 10's stream: softmax cross-entropy, relu, batch B, K "
           "Adam steps at a constant rate, betas (0.9, 0.999), ε = 1e-8) on paper 001's "
           "§6.3 block x^l = x^{l−1} + a·(T/L)^α·MS(φ(W^l x^{l−1})) at T = 1, U and V "
@@ -272,9 +272,22 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "drift per doubling of L as in study 10. With U and V frozen, the block "
           "multiplier only at η_c is depth-μP at η_c·√(L/T): the same network, so its "
           "drift is depth-μP's minus ½ exactly, and Fig. 10's top and middle panels "
-          "are one claim. TP VI claims: depth-μP's η* and a* transfer, the others' "
-          "η* shift ((1, 0) upwards), depth-μP's loss falls with depth and SP's "
-          "degrades.",
+          "are one claim. Figs. 3 and 12 (version 2): η_c swept under depth-μP with "
+          "|x| for relu, and with |x| and pre-LayerNorm (LayerNorm on x^{l−1} before "
+          "W^l, nfd.Parametrization.tp6(½, ½, layernorm=True)), networks and limit on "
+          "windows of their own; their lowest loss over η_c is set beside relu's, "
+          "paired over the same seeds. Fig. 19: the feature diversity exponent κ "
+          "(Def. 7.6) of relu and |x| in the limit under depth-μP at one η_c, from "
+          "the particle paths of the residual stream x^l (nfd.Record(paths=...)), "
+          "D(ε) = E|x_{t+ε} − x_t|² ∝ ε^{2(1−κ)} fitted over ε = 1/16…1/2 as in "
+          "study 11, at initialization and after K − 1 steps, paired over the limit's "
+          "seeds. Under this protocol the block multiplier only with preLN is again "
+          "depth-μP at a √L-rescaled rate, so only depth-μP's drift is run. TP VI "
+          "claims: depth-μP's η* and a* transfer, the others' η* shift ((1, 0) "
+          "upwards), depth-μP's loss falls with depth and SP's degrades; |x| trains "
+          "better than relu at depth (Fig. 3, §8.3) and has more feature diversity, "
+          "κ(|x|) > κ(relu) (§8.3, Fig. 19); with preLN depth-μP keeps η* and its "
+          "loss improves with depth (Fig. 12).",
           run_tp6, summarize_tp6, plot_tp6, conclude_tp6),
     Study("tp6_map", 14, "Tensor Programs VI's (α, γ) map, measured: stable, trivial, "
           "unfaithful, feature-learning and layerwise-linearized points (Def. 6.2, "

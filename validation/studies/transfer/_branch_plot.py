@@ -19,7 +19,7 @@ from ._optima import own_grid_optima
 from ._plot import legend, optimum_bars
 from ._rule_plot import best_panel, loss_row, optimum_panel
 
-__all__ = ["plot_branch_transfer"]
+__all__ = ["plot_branch_transfer", "diversity_panel"]
 
 _LOSS = "running-mean train loss, cross-entropy\n(last K/4 SGD steps)"
 _RULE = {f"α = {a:g}": {"branch_exponent": a} for a in RULES}
@@ -46,31 +46,35 @@ def _controls(metric: str, ds: xr.Dataset):
     return draw
 
 
-def _diversity_panel(ax, ds: xr.Dataset) -> None:
-    """D(ε) after training (K − 1 steps) at every κ depth and both α (seed means),
-    with the ε and ε² guides (κ = ½ and κ = 0) and the fitted κ in the legend."""
+def diversity_panel(ax, ds: xr.Dataset, names: dict | None = None,
+                    dim: str = "branch_exponent", feature: str = "h") -> None:
+    """D(ε) after training (K − 1 steps) at every κ depth and every value of ``dim``
+    (``names``: value → label; default α = ½ and 1), seed means, with the ε and ε²
+    guides (κ = ½ and κ = 0) and the fitted κ in the legend; ``feature`` names the
+    path whose increments D measures."""
     from matplotlib.ticker import NullFormatter
 
-    for r, alpha in enumerate(RULES):
+    names = names or {a: f"α = {a:g}" for a in RULES}
+    for r, (value, name) in enumerate(names.items()):
         for j, L in enumerate(ds["kappa_depth"].values.tolist()):
             eps = ds["kappa_eps"].sel(kappa_depth=L).values
-            D = ds["kappa_D"].sel(branch_exponent=alpha, kappa_depth=L, phase="trained")
-            k = kappa(ds, alpha, L, "trained")
+            D = ds["kappa_D"].sel({dim: value, "kappa_depth": L, "phase": "trained"})
+            k = kappa(ds, value, L, "trained", dim=dim)
             lo, hi = k.ci()
             ax.loglog(eps, D.mean("lim_seed").values, ("s-", "o--")[j % 2], color=f"C{r}",
-                      ms=3, label=f"α = {alpha:g}, L = {L}: κ = {k.estimate:.2f} "
+                      ms=3, label=f"{name}, L = {L}: κ = {k.estimate:.2f} "
                       f"[{lo:.2f}, {hi:.2f}]")
     e = np.array(KAPPA_EPS)
     top = float(ds["kappa_D"].sel(phase="trained").max())
-    for power, name in ((1, "ε (κ = ½)"), (2, "ε² (κ = 0)")):
+    for power, label in ((1, "ε (κ = ½)"), (2, "ε² (κ = 0)")):
         ax.loglog(e, top * (e / e[-1]) ** power, "k:" if power == 1 else "k-.", lw=1,
-                  label=name)
+                  label=label)
     ax.axvspan(*KAPPA_EPS, color="0.9", zorder=0)
     ax.set_xlabel("ε (depth time between the compared layers)")
-    ax.set_ylabel("E|h(t+ε) − h(t)|², after K − 1 steps (limit)")
+    ax.set_ylabel(f"limit's E|{feature}(t+ε) − {feature}(t)|²\nafter K − 1 steps")
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_title("feature diversity (TP VI Def. 7.6): κ = 1 − slope/2, fit over the "
-                 f"shaded ε\n(η_c = {ds.attrs['kappa_eta']:g}; 95% intervals over the "
+                 f"shaded ε\n(η_c = {ds.attrs['kappa_eta']:.3g}; 95% intervals over the "
                  "limit's seeds)", fontsize=8)
     legend(ax)
 
@@ -87,7 +91,7 @@ def plot_branch_transfer(ds: xr.Dataset, path) -> None:
     optimum_panel(axes[1, 0], ds, "train", _RULE, _controls("train", ds))
     optimum_panel(axes[1, 1], ds, "probe", _RULE, _controls("probe", ds))
     best_panel(axes[2, 0], ds, "train", _RULE)
-    _diversity_panel(axes[2, 1], ds)
+    diversity_panel(axes[2, 1], ds)
     if adam:
         _adam_row(axes[3], adam_view(ds))
     save(fig, path)

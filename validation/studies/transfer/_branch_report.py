@@ -156,11 +156,14 @@ def _depth_gain(ds: xr.Dataset, metric: str) -> list[Finding]:
     return rows
 
 
-def kappa(ds: xr.Dataset, alpha: float, L: int, phase: str) -> Optimum:
-    """κ = 1 − s/2 per limit seed (module docstring), its seed mean and bootstrap."""
+def kappa(ds: xr.Dataset, value, L: int, phase: str, dim: str = "branch_exponent"
+          ) -> Optimum:
+    """κ = 1 − s/2 per limit seed (module docstring) of the runs at ``dim`` = ``value``
+    (the branch exponent α; study 13: the activation), its seed mean and bootstrap
+    (the same resampled seeds for every ``value``, so differences are paired)."""
     eps = ds["kappa_eps"].sel(kappa_depth=L).values
     keep = (eps >= KAPPA_EPS[0] * (1 - 1e-9)) & (eps <= KAPPA_EPS[1] * (1 + 1e-9))
-    D = ds["kappa_D"].sel(branch_exponent=alpha, kappa_depth=L, phase=phase).values
+    D = ds["kappa_D"].sel({dim: value, "kappa_depth": L, "phase": phase}).values
     per_seed = np.array([1 - np.polyfit(np.log(eps[keep]), np.log(d[keep]), 1)[0] / 2
                          for d in D if np.all(np.isfinite(d[keep]))])
     reps = bootstrap_replicates(per_seed, np.mean, 1000, axis=0, seed=0)

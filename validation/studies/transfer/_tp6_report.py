@@ -21,11 +21,13 @@ import xarray as xr
 
 from .._report import Finding
 from ._adam_report import CONTROL_DRIFT_WORDS, lowest_difference, rule_drift_rows
+from ._branch_report import kappa
 from ._fit import compare_optima
 from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._report import boot_min, fmt_optimum, signed_finding
 
-__all__ = ["summarize_tp6", "conclude_tp6", "a_view", "sp_trained", "RULE_NAMES", "CHANCE"]
+__all__ = ["summarize_tp6", "conclude_tp6", "a_view", "variant_view", "sp_trained",
+           "RULE_NAMES", "VARIANT_NAMES", "CHANCE"]
 
 #: How the report names each rule of :data:`._tp6_run.TP6_RULES`.
 RULE_NAMES = {"depth-mup": "depth-μP (α, γ) = (½, ½)",
@@ -40,6 +42,17 @@ _CLAIM = {"depth-mup": "η* transfers: drift 0 (TP VI Fig. 10 top)",
           "ode": "η* shifts with depth, upwards (TP VI Fig. 11, §10.2)",
           "sp": "η* shifts with depth (TP VI Fig. 10 bottom)"}
 _BLOCK = "TP VI block (post-nonlin, MS), U and V frozen, Adam"
+#: How the report names each variant of :data:`._tp6_run.TP6_VARIANTS` (depth-μP).
+VARIANT_NAMES = {"abs": "depth-μP, |x| for relu",
+                 "abs-ln": "depth-μP, |x| and pre-LayerNorm"}
+#: TP VI's claim on each variant's η* and on its lowest loss against depth.
+_VARIANT_CLAIM = {
+    "abs": ("no explicit claim (Fig. 3 is Fig. 10's setup with |x|; depth-μP's theory "
+            "predicts transfer)", "|x| improves the loss at depth (TP VI Fig. 3)"),
+    "abs-ln": ("η* transfers with preLN under depth-μP (TP VI Fig. 12 left)",
+               "the training loss improves consistently with depth (TP VI Fig. 12)")}
+_DEPTH_WORDS = ("deeper is worse at its best η_c", "deeper is better at its best η_c",
+                "no change with depth resolved")
 
 
 def a_view(ds: xr.Dataset) -> xr.Dataset:
@@ -51,6 +64,112 @@ def a_view(ds: xr.Dataset) -> xr.Dataset:
     view = view.rename(block_multiplier="eta_c")
     view.attrs = dict(ds.attrs)
     return view
+
+
+def variant_view(ds: xr.Dataset) -> xr.Dataset:
+    """The variants' sweeps as a Dataset the η_c helpers read: ``v_net_*``/``v_lim_*``
+    as ``net_*``/``lim_*`` with ``variant`` as ``rule``."""
+    names = [k for k in ds.data_vars if k.startswith("v_")]
+    view = ds[names].rename({k: k.removeprefix("v_") for k in names})
+    view = view.drop_vars(["rule", "alpha", "gamma", "block_multiplier"], errors="ignore")
+    view = view.rename(variant="rule")
+    view.attrs = dict(ds.attrs)
+    return view
+
+
+def _vwhere(variant: str, metric: str, width: int | None, L: int | None = None) -> str:
+    who = "limit (n = ∞ at each L)" if width is None else f"networks, n = {width}"
+    at = "" if L is None else f", L = {L}"
+    return (f"ten-class digits, {_BLOCK}, {VARIANT_NAMES[variant]}, {who}{at}, "
+            f"{_METRICS[metric]}")
+
+
+def _lowest_pair(cells: list, width: int | None, observable: str, quantity: str,
+                 claim: str, words: tuple[str, str, str]) -> list[Finding]:
+    """The lowest loss over η_c of ``cells[1]`` minus ``cells[0]``: the limit's
+    (``width`` None, its seeds), or the networks' (their seeds), paired (the same
+    seeds and bootstrap draws in both)."""
+    if width is None:
+        row = lowest_difference(cells, observable, quantity, claim, words)
+        return [] if row is None else [row]
+    if not all(present(c) for c in cells):
+        return []
+    best = [boot_min(seed_matrix(c, "seed"), 0) for c in cells]
+    return [signed_finding(observable, quantity, compare_optima(best[1], best[0]), claim,
+                           words)]
+
+
+def _variant_rows(ds: xr.Dataset) -> list[Finding]:
+    """Figs. 3 and 12: each variant's drift of η* and its lowest loss at the deepest
+    depth minus the shallowest, limit and networks; |x| − relu at the shallowest and
+    the deepest depth."""
+    view = variant_view(ds)
+    Ls = ds["depth"].values.tolist()
+    L0, L1 = min(Ls), max(Ls)
+    out = []
+    for metric in _METRICS:
+        for v in VARIANT_NAMES:
+            out += rule_drift_rows(view, metric, lambda w, v=v, m=metric: _vwhere(v, m, w),
+                                   _VARIANT_CLAIM[v][0], rule=v)
+        for v in VARIANT_NAMES:
+            for width in [None] + ds["width"].values.tolist():
+                pre = "lim" if width is None else "net"
+                da = view[f"{pre}_{metric}"].sel(rule=v)
+                da = da if width is None else da.sel(width=width)
+                out += _lowest_pair([da.sel(depth=L0), da.sel(depth=L1)], width,
+                                    _vwhere(v, metric, width),
+                                    f"lowest loss over η_c: L = {L1} − L = {L0}",
+                                    _VARIANT_CLAIM[v][1], _DEPTH_WORDS)
+        out += _abs_relu_rows(ds, view, metric, (L0, L1))
+    return out
+
+
+def _abs_relu_rows(ds: xr.Dataset, view: xr.Dataset, metric: str, depths) -> list[Finding]:
+    """Fig. 3: the lowest loss over η_c under depth-μP, |x| minus relu (study 13's
+    depth-μP rows), per depth of ``depths``, limit and networks."""
+    out = []
+    for L in depths:
+        for width in [None] + ds["width"].values.tolist():
+            pre = "lim" if width is None else "net"
+            sel = {"depth": L} | ({} if width is None else {"width": width})
+            cells = [ds[f"{pre}_{metric}"].sel(rule="depth-mup", **sel),
+                     view[f"{pre}_{metric}"].sel(rule="abs", **sel)]
+            who = "limit (n = ∞)" if width is None else f"networks, n = {width}"
+            out += _lowest_pair(
+                cells, width, f"ten-class digits, {_BLOCK}, depth-μP, {who}, L = {L}, "
+                f"{_METRICS[metric]}", "lowest loss over η_c: |x| − relu",
+                "|x| trains better than relu at depth (TP VI Fig. 3, §8.3)",
+                ("|x| is worse at its best η_c", "|x| reaches a lower loss",
+                 "no difference resolved"))
+    return out
+
+
+def _kappa_rows(ds: xr.Dataset) -> list[Finding]:
+    """Fig. 19: κ of relu and |x| in the limit per depth and phase, and κ(|x|) −
+    κ(relu) (paired over the limit's seeds)."""
+    out = []
+    eta = ds.attrs["kappa_eta"]
+    quantity = ("feature diversity exponent κ (slope of log E|x_{t+ε} − x_t|², "
+                "ε = 1/16…1/2)")
+    for L in ds["kappa_depth"].values.tolist():
+        for phase in ("init", "trained"):
+            when = "at initialization" if phase == "init" else "after K − 1 steps"
+            where = (f"ten-class digits, {_BLOCK}, depth-μP, limit (n = ∞), L = {L}, "
+                     f"η_c = {eta:.3g}, {when}")
+            ks = {act: kappa(ds, act, L, phase, dim="activation") for act in ("relu", "abs")}
+            for act, k in ks.items():
+                lo, hi = k.ci()
+                out.append(Finding(
+                    f"{where}, {'|x|' if act == 'abs' else 'relu'}", quantity, k.estimate,
+                    (lo, hi), "κ = ½ under depth-μP (TP VI Claim 7.5)",
+                    "consistent with ½" if lo <= 0.5 <= hi else
+                    "below ½" if hi < 0.5 else "above ½"))
+            out.append(signed_finding(
+                where, "κ(|x|) − κ(relu)", compare_optima(ks["abs"], ks["relu"]),
+                "|x| has more feature diversity than relu: κ(|x|) > κ(relu) (TP VI §8.3, "
+                "Fig. 19)", ("|x| has the larger κ", "relu has the larger κ",
+                             "no difference resolved")))
+    return out
 
 
 def _where(rule: str | None, metric: str, width: int | None) -> str:
@@ -132,6 +251,8 @@ def summarize_tp6(ds: xr.Dataset) -> list[Finding]:
     for metric in _METRICS:  # block-only's lowest loss is depth-μP's (rescaled rate)
         for rule in ("depth-mup", "ode", "sp"):
             out += _lowest_rows(ds, metric, rule)
+    if "v_net_train" in ds:  # version 2: Figs. 3, 12 and 19
+        out += _variant_rows(ds) + _kappa_rows(ds)
     return out
 
 
@@ -207,4 +328,54 @@ def conclude_tp6(ds: xr.Dataset) -> str:
             "Studies 10 and 11 measured depth-μP, the block multiplier only and α = 1 "
             "under Adam on paper 002's pre-nonlinearity block (eq. 1), with U and V "
             "trained at the swept rate; README's Adam and branch-exponent bullets put "
-            "those drifts beside these.")
+            "those drifts beside these." + (_variant_words(ds) if "v_net_train" in ds
+                                            else ""))
+
+
+def _words(f: Finding | None) -> str:
+    """'estimate [lo, hi]' of a finding."""
+    if f is None or not f.resolved:
+        return "not resolved"
+    return f"{f.estimate:.3g} [{f.ci[0]:.3g}, {f.ci[1]:.3g}]"
+
+
+def _variant_words(ds: xr.Dataset) -> str:
+    """Figs. 3, 12 and 19 in numbers: |x| − relu and L = 64 − L = 4 of the lowest
+    train loss (limit; widest networks), the variants' drifts, and κ after training
+    at the deepest κ depth."""
+    n = max(ds["width"].values.tolist())
+    rows = [f for f in _variant_rows(ds) if f.observable.endswith(_METRICS["train"])]
+    Ls = ds["depth"].values.tolist()
+
+    def pick(quantity: str, *keys: str) -> Finding | None:
+        hits = [f for f in rows if f.quantity.startswith(quantity)
+                and all(k in f.observable for k in keys)]
+        return hits[0] if hits else None
+
+    lim, net = "limit (n = ∞", f"networks, n = {n},"
+    diff = "lowest loss over η_c: |x| − relu"
+    gain = f"lowest loss over η_c: L = {max(Ls)} − L = {min(Ls)}"
+    L = max(ds["kappa_depth"].values.tolist())
+    ks = {a: kappa(ds, a, L, "trained", dim="activation") for a in ("relu", "abs")}
+    k_rows = [f for f in _kappa_rows(ds) if f.quantity == "κ(|x|) − κ(relu)"
+              and f"L = {L}," in f.observable and "after" in f.observable]
+    parts = [
+        f" |x| for relu under depth-μP (Fig. 3): its lowest train loss minus relu's at "
+        f"L = {max(Ls)} is {_words(pick(diff, lim, f'L = {max(Ls)},'))} (limit) and "
+        f"{_words(pick(diff, net, f'L = {max(Ls)},'))} (networks, n = {n}); at L = "
+        f"{min(Ls)} {_words(pick(diff, lim, f'L = {min(Ls)},'))} (limit). Its own "
+        f"lowest loss changes from L = {min(Ls)} to {max(Ls)} by "
+        f"{_words(pick(gain, VARIANT_NAMES['abs'], lim))} (limit), its η* drifts by "
+        f"{_words(pick('drift', VARIANT_NAMES['abs'], lim))} (limit) per doubling.",
+        f" After training, at L = {L}, κ is relu {fmt_optimum(ks['relu'], value=float)}"
+        f", |x| {fmt_optimum(ks['abs'], value=float)}, κ(|x|) − κ(relu) "
+        f"{_words(k_rows[0] if k_rows else None)} (Fig. 19).",
+        f" With |x| and pre-LayerNorm (Fig. 12) depth-μP's η* drifts by "
+        f"{_words(pick('drift', VARIANT_NAMES['abs-ln'], lim))} (limit) and "
+        f"{_words(pick('drift', VARIANT_NAMES['abs-ln'], net))} (networks) per "
+        f"doubling, and its lowest loss changes by "
+        f"{_words(pick(gain, VARIANT_NAMES['abs-ln'], lim))} (limit) from L = "
+        f"{min(Ls)} to {max(Ls)}; the block multiplier only with preLN is depth-μP "
+        "with preLN at a rate √L higher (U and V frozen), so its drift is this one "
+        "minus ½ and is not run."]
+    return "".join(parts)
