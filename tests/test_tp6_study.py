@@ -218,6 +218,17 @@ def test_figure_is_written(synthetic, tmp_path):
     assert (tmp_path / "tp6.png").stat().st_size > 10_000
 
 
+@needs("matplotlib")
+def test_figure_leaves_its_data_alone(synthetic, tmp_path):
+    """The figure leaves SP out where it does not train (a loss of 10³ at L = 64 here)
+    on a copy: the Dataset the report reads afterwards keeps those losses."""
+    ds = synthetic.copy(deep=True)
+    ds["net_train"].loc[dict(rule="sp", depth=64)] = 1e3
+    before = ds.copy(deep=True)
+    STUDIES["tp6"].plot(ds, tmp_path / "tp6.png")
+    xr.testing.assert_identical(ds, before)
+
+
 @pytest.fixture(scope="module")
 def quick():
     """The quick version end to end (about 10 s)."""

@@ -117,7 +117,7 @@ def _with_relu(ds: xr.Dataset, view: xr.Dataset) -> xr.Dataset:
 def _sp_trained_only(ds: xr.Dataset, metric: str) -> xr.Dataset:
     """``ds`` with SP's networks left out at the depths where no η_c trains below
     ln 10 (:func:`._tp6_report.sp_trained`), as the report leaves them out."""
-    out = ds.copy()
+    out = ds.copy(deep=True)  # a shallow copy would write the NaN into ``ds``
     var = f"net_{metric}"
     for n in ds["width"].values.tolist():
         keep = sp_trained(ds, metric, n)
