@@ -29,6 +29,7 @@ from conftest import needs
 from validation import STUDIES
 from validation.studies.transfer._optima import depth_drift, rule_optima
 from validation.studies.transfer._tp6_report import a_view
+from validation.studies.transfer._tp6_verdicts import agreement
 from validation.studies.transfer._tp6_run import (TP6_AS, TP6_ETAS, TP6_RULES,
                                                   TP6_VARIANTS)
 
@@ -145,10 +146,10 @@ def test_block_multiplier_optimum(synthetic):
                    for o in opts.values())
 
 
-_VERDICT = {"depth-μP (α, γ) = (½, ½)": "consistent with 0: no drift of η* resolved",
-            "block multiplier only": "η* falls with depth",
-            "ODE limit": "η* grows with depth",
-            "SP": "η* falls with depth"}
+_VERDICT = {"depth-μP (α, γ) = (½, ½)": "consistent with 0: no drift of η* resolved — agrees with TP VI",
+            "block multiplier only": "η* falls with depth — agrees with TP VI",
+            "ODE limit": "η* grows with depth — agrees with TP VI",
+            "SP": "η* falls with depth — agrees with TP VI"}
 
 
 def test_verdicts_follow_the_intervals(synthetic):
@@ -162,12 +163,12 @@ def test_verdicts_follow_the_intervals(synthetic):
     contrast = {f.quantity: f.verdict for f in findings if f.quantity.startswith("drift, ")}
     assert contrast == {
         "drift, block multiplier only (α, γ) = (½, 0) − depth-μP":
-            "its η* falls faster with depth than depth-μP's",
+            "its η* falls faster with depth than depth-μP's — agrees with TP VI",
         "drift, ODE limit (α, γ) = (1, 0) − depth-μP":
-            "its η* rises faster with depth than depth-μP's"}
+            "its η* rises faster with depth than depth-μP's — agrees with TP VI"}
     a_rows = [f for f in findings if f.quantity.startswith("drift of log₂ a*")]
     assert len(a_rows) == 2 * 3
-    assert {f.verdict for f in a_rows} == {"consistent with 0: no drift of a* resolved"}
+    assert {f.verdict for f in a_rows} == {"consistent with 0: no drift of a* resolved — agrees with TP VI"}
     assert "drift of log₂ η*" in STUDIES["tp6"].conclude(synthetic)
 
 
@@ -179,16 +180,16 @@ def test_variant_verdicts_follow_the_intervals(synthetic):
     assert len(abs_relu) == 2 * 2 * 3  # metrics × (L = 4, 64) × (limit, 2 widths)
     for f in abs_relu:
         L = int(f.observable.split("L = ")[1].split(",")[0])
-        assert f.verdict == ("|x| reaches a lower loss" if L == 64 else
-                             "no difference resolved"), f
+        assert f.verdict == ("|x| reaches a lower loss — agrees with TP VI" if L == 64 else
+                             "no difference resolved — TP VI's effect not resolved here"), f
         assert abs(f.estimate - _ABS_GAIN[L]) < 0.01, f
     depth = [f for f in findings if f.quantity == "lowest loss over η_c: L = 64 − L = 4"
              and ("|x|" in f.observable)]
     assert len(depth) == 2 * 2 * 3  # metrics × variants × (limit, 2 widths)
     for f in depth:
         gained = "|x| for relu" in f.observable
-        assert f.verdict == ("deeper is better at its best η_c" if gained else
-                             "no change with depth resolved"), f
+        assert f.verdict == ("deeper is better at its best η_c — agrees with TP VI" if gained else
+                             "no change with depth resolved — TP VI's effect not resolved here"), f
         assert abs(f.estimate - (-0.1 if gained else 0.0)) < 0.01, f
     drifts = [f for f in findings if "|x|" in f.observable
               and f.quantity.startswith("drift of log₂ η*")]
@@ -197,10 +198,10 @@ def test_variant_verdicts_follow_the_intervals(synthetic):
     diff = {(f.observable.split("L = ")[1].split(",")[0], f.observable.split(", ")[-1]):
             (f.verdict, f.ci) for f in findings if f.quantity == "κ(|x|) − κ(relu)"}
     assert {k: v[0] for k, v in diff.items()} == {
-        ("16", "at initialization"): "no difference resolved",
-        ("16", "after K − 1 steps"): "no difference resolved",
-        ("64", "at initialization"): "no difference resolved",
-        ("64", "after K − 1 steps"): "|x| has the larger κ"}
+        ("16", "at initialization"): "no difference resolved — TP VI's effect not resolved here",
+        ("16", "after K − 1 steps"): "no difference resolved — TP VI's effect not resolved here",
+        ("64", "at initialization"): "no difference resolved — TP VI's effect not resolved here",
+        ("64", "after K − 1 steps"): "|x| has the larger κ — agrees with TP VI"}
     lo, hi = diff[("64", "after K − 1 steps")][1]
     assert lo < 0.1 < hi
     kappas = [f for f in findings if f.quantity.startswith("feature diversity exponent")]
@@ -285,3 +286,35 @@ def test_block_only_is_depth_mup_at_a_rescaled_rate(quick, source):
         both = np.isfinite(b) & np.isfinite(m)
         assert both.sum() >= 2 * 4, (L, both.sum())  # both windows cover these points
         np.testing.assert_allclose(b[both], m[both], rtol=1e-4)
+
+
+@pytest.mark.parametrize("claim, verdict, said", [
+    # Fig. 11: TP VI has (1, 0)'s η* rising; a resolved fall disagrees
+    ("η* shifts with depth, upwards (TP VI Fig. 11, §10.2)", "η* falls with depth",
+     "disagrees with TP VI"),
+    ("η* shifts with depth, upwards (TP VI Fig. 11, §10.2)",
+     "consistent with 0: no drift of η* resolved", "TP VI's effect not resolved here"),
+    ("η* shifts with depth, upwards (TP VI Fig. 11, §10.2)", "η* grows with depth",
+     "agrees with TP VI"),
+    # a transfer claim is contradicted by a resolved drift either way
+    ("η* transfers: drift 0 (TP VI Fig. 10 top)", "η* falls with depth",
+     "disagrees with TP VI"),
+    # a claimed change that the interval does not resolve is not confirmed
+    ("η* shifts with depth (TP VI Fig. 10 middle; theory: −½)",
+     "consistent with 0: no drift of η* resolved", "TP VI's effect not resolved here"),
+    ("the loss falls with depth (TP VI Fig. 10 top)", "no change with depth resolved",
+     "TP VI's effect not resolved here"),
+    ("|x| trains better than relu at depth (TP VI Fig. 3, §8.3)",
+     "|x| is worse at its best η_c", "disagrees with TP VI"),
+    ("η* transfers: drift 0 (TP VI Fig. 10 top)",
+     "not resolved: optima beyond the grid's end (estimate or bootstrap)",
+     "TP VI's effect not resolved here"),
+    ("no claim", "deeper is worse at its best η_c", None),
+])
+def test_each_verdict_says_whether_it_agrees_with_tp6(claim, verdict, said):
+    assert agreement(claim, verdict) == said
+
+
+def test_a_claim_without_an_agreement_rule_is_refused():
+    with pytest.raises(ValueError, match="no agreement rule"):
+        agreement("some new claim of TP VI", "η* falls with depth")

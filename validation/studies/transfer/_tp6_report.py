@@ -25,6 +25,7 @@ from ._branch_report import kappa
 from ._fit import compare_optima
 from ._optima import depth_drift, present, rule_optima, seed_matrix
 from ._report import boot_min, fmt_optimum, signed_finding
+from ._tp6_verdicts import with_agreement
 
 __all__ = ["summarize_tp6", "conclude_tp6", "a_view", "variant_view", "sp_trained",
            "RULE_NAMES", "VARIANT_NAMES", "CHANCE"]
@@ -238,7 +239,8 @@ def _a_rows(ds: xr.Dataset) -> list[Finding]:
 def summarize_tp6(ds: xr.Dataset) -> list[Finding]:
     """Study 13's findings: the drift of η* per rule (limit and networks, train and
     test loss), each rule's drift against depth-μP's (limit), the lowest loss
-    against depth, and the drift of the optimal block multiplier a."""
+    against depth, and the drift of the optimal block multiplier a; each verdict
+    followed by whether it agrees with TP VI (:func:`._tp6_verdicts.agreement`)."""
     out = []
     for metric in _METRICS:
         for rule in ("depth-mup", "block-only", "ode"):
@@ -253,7 +255,7 @@ def summarize_tp6(ds: xr.Dataset) -> list[Finding]:
             out += _lowest_rows(ds, metric, rule)
     if "v_net_train" in ds:  # version 2: Figs. 3, 12 and 19
         out += _variant_rows(ds) + _kappa_rows(ds)
-    return out
+    return with_agreement(out)
 
 
 #: The loss of a uniform guess over the ten classes: a depth where no η_c trains below
