@@ -459,6 +459,16 @@ def classify(exponents: dict[str, tuple[float, float]] | None,
     if missing:
         raise ValueError(f"exponents: missing {sorted(missing)}")
     rules = RULES + ((CLASSES[4], (("lin", "down"),)),)
+    return (_first_rule(exponents, rules, margin)
+            or (CLASSES[5], "du = Θ(1), lin does not vanish"))
+
+
+def _first_rule(exponents: dict[str, tuple[float, float]], rules: tuple,
+                margin: float) -> tuple[str, str] | None:
+    """The first of ``rules`` ((class, ((observable, "up" or "down"), ...)), in
+    order) whose test an exponent's interval passes beyond ``margin``, with the tests
+    it passed; "undecided" at the first rule an interval cannot decide; None when
+    every rule is decided against."""
     for name, tests in rules:
         said = [(k, side, beyond(exponents[k], side, margin)) for k, side in tests]
         hits = [f"{k} {'grows' if side == 'up' else 'vanishes'}"
@@ -468,7 +478,7 @@ def classify(exponents: dict[str, tuple[float, float]] | None,
         open_ = [k for k, _, v in said if v == "undecided"]
         if open_:
             return "undecided", f"{', '.join(open_)} undecided (rule: {name})"
-    return CLASSES[5], "du = Θ(1), lin does not vanish"
+    return None
 
 
 #: The largest share of Monte Carlo noise in the limit's mean square of Δf, at every
@@ -494,16 +504,8 @@ def classify_limit(exponents: dict[str, tuple[float, float]] | None,
     read Δh^ℓ, which the limit does not measure."""
     if exponents is None:
         return "unstable", "a run diverged"
-    for name, tests in LIMIT_RULES:
-        said = [(k, side, beyond(exponents[k], side, margin)) for k, side in tests]
-        hits = [f"{k} {'grows' if side == 'up' else 'vanishes'}"
-                for k, side, v in said if v == "yes"]
-        if hits:
-            return name, ", ".join(hits)
-        open_ = [k for k, _, v in said if v == "undecided"]
-        if open_:
-            return "undecided", f"{', '.join(open_)} undecided (rule: {name})"
-    return NOT_TRIVIAL, "df = Θ(1); Δh not measured"
+    return (_first_rule(exponents, LIMIT_RULES, margin)
+            or (NOT_TRIVIAL, "df = Θ(1); Δh not measured"))
 
 
 def limit_classes(ds: xr.Dataset) -> dict[tuple[str, float, float], tuple[str, str]]:
