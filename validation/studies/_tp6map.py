@@ -738,13 +738,8 @@ def plot_tp6_map(ds: xr.Dataset, path) -> None:
         for (m, oo, a, g), (cls, _) in got.items():
             if (m, oo) != (n, o):
                 continue
-            marker, color = _STYLE[cls]
-            ax.scatter([a], [g], marker=marker, color=color, s=70, zorder=3)
-            if cls not in ("undecided", tp6_class(a, g)):
-                ax.scatter([a], [g], marker="o", s=260, facecolors="none",
-                           edgecolors="red", lw=1.5, zorder=2)
-        ax.set_xlabel(r"α (block multiplier $L^{-\alpha}$)")
-        ax.set_ylabel(r"γ (hidden rate $\eta n^{-1} L^{-\gamma}$, Def. 6.2)")
+            _mark(ax, a, g, cls, cls not in ("undecided", tp6_class(a, g)))
+        _label_axes(ax)
         ax.set_title(f"{_OPTIMIZERS[o][0]}: networks n = {n}, "
                      f"L = {ds['depth'].values[0]}–{ds['depth'].values[-1]}, "
                      f"{ds.sizes['seed']} seeds", fontsize=9)
@@ -752,6 +747,21 @@ def plot_tp6_map(ds: xr.Dataset, path) -> None:
         _draw_limit(ds, axes[-1], alphas, gammas)
     _legend(axes[0][-1])
     save(fig, path)
+
+
+def _mark(ax, a: float, g: float, cls: str, ring: bool) -> None:
+    """The class ``cls`` of point (α, γ) = (a, g) on ``ax``, ringed in red if ``ring``."""
+    marker, color = _STYLE[cls]
+    ax.scatter([a], [g], marker=marker, color=color, s=70, zorder=3)
+    if ring:
+        ax.scatter([a], [g], marker="o", s=260, facecolors="none", edgecolors="red",
+                   lw=1.5, zorder=2)
+
+
+def _label_axes(ax) -> None:
+    """The axes of a map panel: α and γ of Def. 6.2."""
+    ax.set_xlabel(r"α (block multiplier $L^{-\alpha}$)")
+    ax.set_ylabel(r"γ (hidden rate $\eta n^{-1} L^{-\gamma}$, Def. 6.2)")
 
 
 def _draw_limit(ds: xr.Dataset, row, alphas: Sequence[float],
@@ -768,13 +778,8 @@ def _draw_limit(ds: xr.Dataset, row, alphas: Sequence[float],
         for (oo, a, g), (cls, _) in lim.items():
             if oo != o:
                 continue
-            marker, color = _STYLE[cls]
-            ax.scatter([a], [g], marker=marker, color=color, s=70, zorder=3)
-            if limit_agrees(cls, got[(top, o, a, g)][0]) == "**no**":
-                ax.scatter([a], [g], marker="o", s=260, facecolors="none",
-                           edgecolors="red", lw=1.5, zorder=2)
-        ax.set_xlabel(r"α (block multiplier $L^{-\alpha}$)")
-        ax.set_ylabel(r"γ (hidden rate $\eta n^{-1} L^{-\gamma}$, Def. 6.2)")
+            _mark(ax, a, g, cls, limit_agrees(cls, got[(top, o, a, g)][0]) == "**no**")
+        _label_axes(ax)
         ax.set_title(f"{_OPTIMIZERS[o][0]}: the limit n → ∞, P = "
                      f"{int(ds.attrs[f'limit_particles_{o}'])}, "
                      f"{ds.sizes['limit_seed']} seeds\n?: undecided or Δf's noise too large\n"

@@ -56,26 +56,30 @@ _DEPTH_WORDS = ("deeper is worse at its best η_c", "deeper is better at its bes
                 "no change with depth resolved")
 
 
+def _prefixed_view(ds: xr.Dataset, prefix: str, drop: list[str], dim: str,
+                   as_dim: str) -> xr.Dataset:
+    """The variables ``<prefix>net_*``/``<prefix>lim_*`` of ``ds`` as ``net_*``/``lim_*``,
+    without the coordinates ``drop``, with ``dim`` renamed ``as_dim``: a sweep the η_c
+    helpers read."""
+    names = [k for k in ds.data_vars if k.startswith(prefix)]
+    view = ds[names].rename({k: k.removeprefix(prefix) for k in names})
+    view = view.drop_vars(drop, errors="ignore").rename({dim: as_dim})
+    view.attrs = dict(ds.attrs)
+    return view
+
+
 def a_view(ds: xr.Dataset) -> xr.Dataset:
     """Fig. 13's sweep of the block multiplier as a Dataset the η_c helpers read:
     ``a_net_*``/``a_lim_*`` as ``net_*``/``lim_*`` over ``eta_c`` = a."""
-    names = [k for k in ds.data_vars if k.startswith("a_")]
-    view = ds[names].rename({k: k.removeprefix("a_") for k in names})
-    view = view.drop_vars(["eta_c", "rule", "alpha", "gamma"], errors="ignore")
-    view = view.rename(block_multiplier="eta_c")
-    view.attrs = dict(ds.attrs)
-    return view
+    return _prefixed_view(ds, "a_", ["eta_c", "rule", "alpha", "gamma"],
+                          "block_multiplier", "eta_c")
 
 
 def variant_view(ds: xr.Dataset) -> xr.Dataset:
     """The variants' sweeps as a Dataset the η_c helpers read: ``v_net_*``/``v_lim_*``
     as ``net_*``/``lim_*`` with ``variant`` as ``rule``."""
-    names = [k for k in ds.data_vars if k.startswith("v_")]
-    view = ds[names].rename({k: k.removeprefix("v_") for k in names})
-    view = view.drop_vars(["rule", "alpha", "gamma", "block_multiplier"], errors="ignore")
-    view = view.rename(variant="rule")
-    view.attrs = dict(ds.attrs)
-    return view
+    return _prefixed_view(ds, "v_", ["rule", "alpha", "gamma", "block_multiplier"],
+                          "variant", "rule")
 
 
 def _vwhere(variant: str, metric: str, width: int | None, L: int | None = None) -> str:
