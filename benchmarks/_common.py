@@ -49,4 +49,4 @@ def digits10_task(K: int = 60, B: int = 8, Q: int = 64):
     eta = nfd.warmup_cosine(K, peak=0.1, warmup=max(1, K // 10))
     return X[:K * B], y[:K * B], (X[K * B:], y[K * B:]), dict(
         activation="relu", loss="cross_entropy", classes=10, eta_c=eta, batch_size=B,
-        momentum=0.9)
+        optimizer=nfd.SGD(momentum=0.9))

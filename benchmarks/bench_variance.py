@@ -54,7 +54,7 @@ def _task(quick: bool):
     """The digits10 setting of ``bench_accuracy.py`` (``_common.digits10_task``: K = 60
     steps of batch 8, 64 probes), depth 8; ``quick``: K = 12, 16 probes."""
     X, y, probes, opts = digits10_task(*((12, 8, 16) if quick else (60, 8, 64)))
-    return X, y, probes, opts | dict(steps=8, progress=False, eig_steps=[])
+    return X, y, probes, opts | dict(depth=8, progress=False)
 
 
 def crossed_runs(X, y, probes, opts, P: int, S_p: int, S_i: int, backward: str,
@@ -63,14 +63,15 @@ def crossed_runs(X, y, probes, opts, P: int, S_p: int, S_i: int, backward: str,
     steps·B·C) and ``probe_f`` (S_p, S_i, evaluations·Q·C), and the wall time; each
     ``replicate`` has seeds of its own."""
     out = {"f": [], "probe_f": []}
-    shape = (opts["steps"], len(y), P)
+    shape = (opts["depth"], len(y), P)
     start = time.perf_counter()
     for p in range(S_p):
         rows = {"f": [], "probe_f": []}
         for i in range(S_i):
             g = torch.Generator().manual_seed(10_000 * (1 + replicate) + 5000 + i)
             xi = tuple(torch.randn(shape, generator=g) for _ in range(2))
-            ds = nfd.simulate(X, y, particles=P, record=nfd.Record(probes=probes),
+            ds = nfd.simulate(X, y, particles=P,
+                              record=nfd.Record(probes=probes, eig_steps=[]),
                               backward=backward,
                               error_replicas=0, seed=10_000 * (1 + replicate) + p,
                               innovations=xi, **opts)
@@ -104,10 +105,8 @@ def amplification(Y: np.ndarray, per_step: int) -> tuple[float, float, float]:
 
 def network_variance(X, y, probes, opts, P: int, seeds: int) -> dict:
     """Seed variance of width-P networks on the same stream (per output, averaged)."""
-    kw = {k: v for k, v in opts.items() if k not in ("steps", "eig_steps")}
     start = time.perf_counter()
-    ds = train_resnet(X, y, width=P, depth=opts["steps"], seeds=seeds,
-                      record=nfd.Record(probes=probes), **kw)
+    ds = train_resnet(X, y, width=P, seeds=seeds, record=nfd.Record(probes=probes), **opts)
     out = {name: ds[name].transpose("seed", ...).values.reshape(seeds, -1).var(0, ddof=1).mean()
            for name in ("f", "probe_f")}
     return out | {"seconds": time.perf_counter() - start}
