@@ -92,18 +92,19 @@ STREAMS = {"decoupled": 6, "coupled": 8}
 
 
 def timed(P: int, L: int, K: int, device: str, backward: str, replicas: int = 0,
-          block: str = "one-layer", **optimizer) -> float:
+          block: str = "one-layer", optimizer: nfd.SGD = nfd.SGD(), gamma0: float = 1.0,
+          schedule: bool = False) -> float:
     """Seconds of one run (after a warm-up); ``replicas``: ``error_replicas`` (0: the
     integration alone, as every sweep here measures it); ``block``: the residual
-    block; ``optimizer``: momentum, weight_decay, gamma0 and ``schedule=True`` (a
-    warm-up + cosine schedule)."""
+    block; ``optimizer``: its momentum and weight decay; ``gamma0``: the
+    parametrization's γ₀; ``schedule``: a warm-up + cosine schedule."""
     X, y = _data(K)
-    kw = dict(eta_c=ETA_C, depth=L, parametrization=nfd.Parametrization(block=block),
+    kw = dict(eta_c=ETA_C, depth=L, optimizer=optimizer,
+              parametrization=nfd.Parametrization(block=block, gamma0=gamma0),
               record=nfd.Record(eig_steps=[]), particles=P, progress=False,
               device=device, backward=backward, error_replicas=replicas)
-    if optimizer.pop("schedule", False):
+    if schedule:
         kw["eta_c"] = nfd.warmup_cosine(K, peak=ETA_C, warmup=K // 10)
-    kw.update(optimizer)
     nfd.simulate(X[:4], y[:4], **dict(kw, eta_c=ETA_C))  # warm-up
     start = time.perf_counter()
     try:
@@ -335,7 +336,8 @@ def _particle_share(L: int, dev: str, backward: str) -> tuple[float, float]:
 
 
 #: The options of :func:`optimizer_cost`: all four at once.
-ALL_OPTIONS = dict(schedule=True, momentum=0.9, weight_decay=1e-3, gamma0=0.5)
+ALL_OPTIONS = dict(schedule=True, optimizer=nfd.SGD(momentum=0.9, weight_decay=1e-3),
+                   gamma0=0.5)
 
 
 def optimizer_cost(dev: str, s: int, reps: int) -> None:
@@ -367,7 +369,7 @@ def adam_cost(dev: str, s: int, reps: int) -> None:
     P, L, K = 4096 // s, 8 // s, 64 // s
     X, y = _data(K)
     eta = nfd.warmup_cosine(K, peak=0.05, warmup=K // 8)
-    common = dict(eta_c=eta, activation="tanh", optimizer="adam", progress=False,
+    common = dict(eta_c=eta, activation="tanh", optimizer=nfd.Adam(), progress=False,
                   device=dev)
 
     def limit(backward: str, replicas: int = 0) -> float:
