@@ -114,11 +114,10 @@ def workloads(quick: bool) -> dict[str, callable]:
     ts = torch.linspace(0, 1, L0 + 1)
     out[f"torchsde euler P={P0} L={L0}"] = lambda: torchsde.sdeint(
         sde.TorchsdeAdapter(mv, "diagonal"), y0, ts, method="euler", dt=1 / L0)
-    net_kw = {k: v for k, v in common.items() if k not in ("steps", "progress", "eig_steps")}
+    net_kw = dict(common, record=nfd.Record(probes=probes))  # the limit's less eig_steps
     for n, S in ((1024, 8), (256, 4)):
         out[f"train_resnet n={n} L=8 {S} seeds"] = (
-            lambda n=n, S=S: train_resnet(X, y, width=n, depth=8, seeds=S, progress=False,
-                                          **net_kw))
+            lambda n=n, S=S: train_resnet(X, y, width=n, seeds=S, **net_kw))
     net = ResNetEnsemble(X.shape[1], width=1024, depth=8, seeds=8)
     out["ResNetEnsemble.propagate n=1024 L=8 8 seeds"] = lambda: net.propagate(X[:64])
     out["examples/digits_optimizer.py --quick"] = Example("digits_optimizer.py", "--quick")
