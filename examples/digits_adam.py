@@ -5,7 +5,7 @@ ordinary-backprop depth-μP ResNets (relu, softmax cross-entropy over the ten di
 classes, batch 8) trained by exactly ``torch.optim.Adam`` in depth-μP's parameter
 groups (:class:`nfd.schema.AdamRun`: U and V at lr η_c, every W_ℓ at η_c·√(T/(Ln)),
 eps scaled alike), with a warm-up and a cosine decay, at several widths, beside
-``nfd.simulate(optimizer="adam")``, their n → ∞ limit with dense P×P Adam states
+``nfd.simulate(optimizer=nfd.Adam())``, their n → ∞ limit with dense P×P Adam states
 per layer. Every option of that script applies (``--quick``, ``--widths``,
 ``--particles``, ``--betas``, ``--eps``, ``--optimizer adamw --weight-decay λ``,
 ``--reuse``, ``--device``); the figure and json are ``digits_adam.png`` / ``.json``
