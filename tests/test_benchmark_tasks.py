@@ -1,0 +1,81 @@
+"""The benchmarks' shared tasks and their calls of the public API (issue 51 removed
+``momentum=``, ``steps=``, ``optimizer="adam"`` and other flat keywords, and four
+benchmark paths stopped on the TypeError without a test noticing): each options
+dict and call runs ``nfd.simulate`` and ``validation.train_resnet`` at a tiny size,
+and the options mean what the builders' docstrings say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nfd
+from validation import train_resnet
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """Import a script of benchmarks/ by name (its sibling ``_common`` importable)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return __import__
+
+
+def _finite(ds) -> bool:
+    return bool(np.isfinite(ds.f.values).all() and np.isfinite(ds.probe_f.values).all())
+
+
+def test_digits10_options_run_both_sides_as_documented(bench):
+    # _common.digits10_task's docstring: softmax cross-entropy over 10 classes,
+    # SGD with momentum 0.9, a warm-up + cosine schedule of K steps to 0.1, batch B.
+    pytest.importorskip("sklearn")
+    X, y, probes, opts = bench("_common").digits10_task(K=2, B=4, Q=8)
+    record = nfd.Record(probes=probes, eig_steps=[])
+    ds = nfd.simulate(X, y, depth=2, particles=64, record=record, error_replicas=0,
+                      progress=False, **opts)
+    nets = train_resnet(X, y, width=16, depth=2, seeds=2, record=record, progress=False,
+                        **opts)
+    assert _finite(ds) and _finite(nets)
+    assert opts["optimizer"] == nfd.SGD(momentum=0.9)
+    assert (opts["loss"], opts["classes"], opts["batch_size"]) == ("cross_entropy", 10, 4)
+    assert len(opts["eta_c"]) == 2 and max(opts["eta_c"]) == pytest.approx(0.1)
+
+
+def test_quickstart_task_runs_both_sides(bench):
+    X, y, probes = bench("_common").quickstart_task(K=2, B=2)
+    record = nfd.Record(probes=probes, eig_steps=[])
+    kw = dict(eta_c=0.4, depth=2, batch_size=2, record=record, progress=False)
+    ds = nfd.simulate(X, y, particles=64, error_replicas=0, **kw)
+    assert _finite(ds) and _finite(train_resnet(X, y, width=16, seeds=2, **kw))
+
+
+def test_bench_variance_task_runs_limit_and_networks(bench):
+    pytest.importorskip("sklearn")
+    bv = bench("bench_variance")
+    X, y, probes, opts = bv._task(quick=True)
+    X, y = X[:16], y[:16]  # two SGD steps of batch 8
+    short = dict(opts, eta_c=opts["eta_c"][:2])
+    runs = bv.crossed_runs(X, y, probes, short, P=32, S_p=2, S_i=1, backward="decoupled")
+    assert runs["f"].shape[:2] == (2, 1) and np.isfinite(runs["f"]).all()
+    nets = bv.network_variance(X, y, probes, short, P=16, seeds=2)
+    assert np.isfinite(nets["f"]) and np.isfinite(nets["probe_f"])
+    assert opts["depth"] == 8 and opts["optimizer"] == nfd.SGD(momentum=0.9)
+
+
+def test_bench_simulate_optimizer_and_adam_runs(bench, capsys):
+    # --optimizer-only's options (SGD momentum and weight decay, γ₀, a schedule) and
+    # --adam-only's limit and network, at their smallest sizes (s divides P, L, K).
+    bs = bench("bench_simulate")
+    assert bs.ALL_OPTIONS["optimizer"] == nfd.SGD(momentum=0.9, weight_decay=1e-3)
+    assert np.isfinite(bs.timed(64, 2, 10, "cpu", "coupled", **bs.ALL_OPTIONS))
+    bs.adam_cost("cpu", 8, 1)  # P = 512, L = 1, K = 8
+    assert "Adam: the limit at P=512" in capsys.readouterr().out
+
+
+def test_bench_contention_network_workload_runs(bench):
+    pytest.importorskip("torchsde")
+    jobs = bench("bench_contention").workloads(quick=True)
+    jobs["train_resnet n=256 L=8 4 seeds"]()
