@@ -8,7 +8,7 @@ adapter to torchsde's solvers; and convergence-slope diagnostics.
 
 from ._base import McKeanVlasovSDE
 from ._diagnostics import SlopeFit, fit_slope
-from ._drivers import STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter
+from ._drivers import STEIN_ROUNDING, STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter
 from ._group import DriverGroup
 from ._layout import ALIGN, CUDA_ALIGN, grouped
 from ._euler import EulerMaruyamaResult, euler_maruyama
@@ -27,6 +27,7 @@ __all__ = [
     "CUDA_ALIGN",
     "default_jitter",
     "STEIN_TRUNCATION",
+    "STEIN_ROUNDING",
     "psd_factor",
     "TorchsdeAdapter",
     "fit_slope",

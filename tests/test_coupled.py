@@ -315,7 +315,7 @@ def test_float32_probes_with_a_rank_deficient_history_match_linear_limit(backwar
 @pytest.mark.slow  # ~30 s
 def test_float32_coupled_run_on_an_ill_conditioned_stream_trains_like_float64():
     # d = 8, 384 SGD steps, η_c = 0.3: Θ_ℓ becomes nearly singular (Θ pivots ~1e-10 in
-    # float64). Without the Stein truncation (sde STEIN_TRUNCATION) float32 divided by
+    # float64). Without a Stein truncation (sde STEIN_TRUNCATION, STEIN_ROUNDING) float32 divided by
     # pivots whose rounding error is O(1) and diverged at step 258 (P = 8192), while
     # float64 trains to a late loss of 0.0090. Rule: float32 must finish, and the mean
     # losses of the two runs over the last 50 steps must agree within 3 standard errors

@@ -468,12 +468,12 @@ def test_block_border_equals_one_component_at_a_time(case):
     # and, independently of how either builds them: a truncated inverse is the inverse
     # of the factor's principal submatrix on the components it keeps, zero elsewhere
     # (L⁻¹: all but the skipped ones; Stein: also not those whose squared pivot is
-    # below STEIN_TRUNCATION·rel_jitter of their variance)
+    # below the driver's stein_level of their variance: sde.STEIN_TRUNCATION)
     factor = torch.zeros(n, n, dtype=torch.float64)
     factor[:k, :k], factor[k:] = first, weights
     pivot2, var = torch.diagonal(factor) ** 2, torch.diagonal(cov)
     kept = torch.cat([torch.zeros(k, dtype=torch.bool), skip]).logical_not()
-    kept_stein = kept & (pivot2 >= sde.STEIN_TRUNCATION * blk.rel_jitter * var)
+    kept_stein = kept & (pivot2 >= blk.stein_level * var)
     for inv, keep in ((blk.inv[0, :n, :n], kept), (blk.inv_stein[0, :n, :n], kept_stein)):
         sub = factor[keep][:, keep]
         expected = torch.zeros(n, n, dtype=torch.float64)

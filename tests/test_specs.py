@@ -248,11 +248,14 @@ def test_compare_reads_the_objects_from_the_attrs():
 # ---------------------------------------------------------------- pinned numbers
 # f of small float64 runs computed at cae91e8 (before issue 51) with the flat keywords
 # given in each comment; the objects must reproduce them (to 1e-12: the same code path;
-# other CPU kernels may round the last bits differently).
+# other CPU kernels may round the last bits differently). The two coupled runs
+# ("default", "adamw") were repinned when float64's Stein truncation rose from 1e-8 to
+# sde.STEIN_TRUNCATION = 1e-2 of a component's variance (issue 54: it moved their f by
+# at most 1.3e-3 and 6.5e-3, from the second step on); the others did not move.
 PINNED = {
     # simulate(X, Y, eta_c=0.3, steps=3, particles=64, seed=1, dtype="float64", ...)
     "default": ([-0.1828298738713423, 0.5646768203461153, -0.15468687137934076,
-                 -0.4131396164787755, 0.1785768067678381, -0.13474201364802474],
+                 -0.41245881700668474, 0.17724419989257345, -0.1339076457140474],
                 lambda: nfd.simulate(X, Y, **LIMIT)),
     # momentum=0.5, weight_decay=0.2, gamma0=0.8, branch_exponent=0.75,
     # trainable=("U", "W"), backward="decoupled"
@@ -265,8 +268,8 @@ PINNED = {
                         backward="decoupled", **LIMIT)),
     # eta_c=0.05, optimizer="adamw", betas=(0.8, 0.99), eps=1e-3, weight_decay=0.1,
     # hidden_lr="block-only"
-    "adamw": ([-0.1828298738713423, 0.1769036509757117, -0.02716652780829161,
-               -0.22125834351661294, 0.27133412444757404, 0.05279224252139227],
+    "adamw": ([-0.1828298738713423, 0.1769036509757117, -0.030918073734357232,
+               -0.22170357289139767, 0.26486508298805417, 0.04649664565676062],
               lambda: nfd.simulate(
                   X, Y, optimizer=nfd.AdamW(betas=(0.8, 0.99), eps=1e-3, weight_decay=0.1),
                   parametrization=nfd.Parametrization.block_only(),
