@@ -274,11 +274,10 @@ def simulate(
     device : str or torch.device, optional
         Default: CUDA if available, else CPU.
     dtype : torch.dtype or str, optional
-        Default float32. With ``nfd.Adam`` / ``nfd.AdamW``, float32's driver floor
-        moved runs by up to 3.5 of their standard errors and narrowed those, while on
-        ten-class digits at P up to 19·K·B coupled float64 runs diverged or trained to
-        wrong numbers where float32 trained (issue 54; :ref:`arg-optimizer`): check
-        a run against one at P/2 in either dtype.
+        Default float32. Both dtypes truncate the coupled limit's Stein estimates at
+        the same level (``sde.STEIN_TRUNCATION``); at float64's earlier, lower level
+        coupled float64 runs on ten-class digits diverged or trained to wrong numbers
+        where float32 trained (issue 54; :ref:`arg-optimizer`).
     rel_jitter : float, optional
         Relative eigenvalue floor of the growing drivers (singular covariances from
         repeated inputs or dead units are regularised; ``sigma_floored`` and
