@@ -578,7 +578,8 @@ def main() -> None:
                 "optimizer_only": optimizer_cost, "errors_only": error_cost,
                 "adam_only": adam_cost}
     chosen = [run for flag, run in sections.items() if getattr(args, flag)]
-    for run in chosen or sections.values():
+    # no --X-only flag: every section, unless --target-only asks for the target alone
+    for run in chosen or ([] if args.target_only else sections.values()):
         run(dev, s, args.reps)
     if chosen:  # the --X-only flags run their sections alone
         return
