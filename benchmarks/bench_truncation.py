@@ -6,8 +6,8 @@ L^{−T} E[F ξ], over the history's driver components. A component whose condit
 variance given the earlier ones (its squared pivot) is below a share ``level`` of its
 variance gets no Stein derivative: it moves z by at most √level of its scale beyond
 the earlier components, while the Monte Carlo noise of its moment E[F ξ_j] is as large
-as any other's. The share is ``sde.STEIN_TRUNCATION``; this script replaces it for the
-duration of each run (an ablation of a module constant, not an option of ``simulate``)
+as any other's. The share is ``sde.STEIN_TRUNCATION``; this script replaces it for
+each run with ``sde.stein_truncation`` (an ablation, not an option of ``simulate``)
 and measures, in the digits10 setting of ``bench_accuracy.py`` (``_common.digits10_task``:
 K = 60 steps of batch 8, ten classes, softmax cross-entropy, momentum 0.9, warm-up +
 cosine to η_c = 0.1, 64 probes; L = 8, coupled, float32, ``error_replicas=0``):
@@ -35,30 +35,18 @@ the other core busy): docs/benchmarks.md, "The Stein truncation".
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 
 import numpy as np
 import torch
 
 import nfd
-from sde import _drivers
+from sde import stein_truncation
 from validation import train_resnet
 
 from _common import digits10_task
 
 L = 8
-
-
-@contextlib.contextmanager
-def truncation(level: float):
-    """Runs made inside have the Stein truncation ``level`` (``sde.STEIN_TRUNCATION``)."""
-    kept = _drivers.STEIN_TRUNCATION
-    _drivers.STEIN_TRUNCATION = level
-    try:
-        yield
-    finally:
-        _drivers.STEIN_TRUNCATION = kept
 
 
 def _outputs(ds) -> np.ndarray:
@@ -85,7 +73,7 @@ def limit_runs(X, y, probes, opts, level: float, P: int, seeds: int) -> tuple[np
     """The outputs of ``seeds`` coupled runs at P particles with the truncation
     ``level`` (seed, outputs), and their wall time."""
     t = time.perf_counter()
-    with truncation(level):
+    with stein_truncation(level):
         runs = [_outputs(nfd.simulate(X, y, depth=L, particles=P, seed=s, error_replicas=0,
                                       record=nfd.Record(probes=probes, eig_steps=[]),
                                       progress=False, **opts))

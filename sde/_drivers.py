@@ -24,13 +24,17 @@ derivative (``responses=True``).
 
 from __future__ import annotations
 
+import contextlib
+import numbers
 import warnings
+from collections.abc import Iterator
 
 import torch
 
 from ._border import border_block, border_column, condition_each, truncated_rows
 
-__all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION", "STEIN_ROUNDING"]
+__all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION", "STEIN_ROUNDING",
+           "stein_truncation"]
 
 
 #: Components whose squared pivot (their conditional variance given the earlier
@@ -52,6 +56,37 @@ STEIN_TRUNCATION = 1e-2
 #: floor ``rel_jitter`` times their variance, where its rounding error is O(1) (float32
 #: Gram matrices of float32 particles): only binds for ``rel_jitter`` above 1e-4.
 STEIN_ROUNDING = 100.0
+
+#: The truncation of drivers built now: :data:`STEIN_TRUNCATION`, or the level of an
+#: enclosing :func:`stein_truncation`
+_truncation = STEIN_TRUNCATION
+
+
+@contextlib.contextmanager
+def stein_truncation(level: float) -> Iterator[None]:
+    """Drivers built inside the block truncate their Stein derivatives at ``level``
+    instead of :data:`STEIN_TRUNCATION`: an ablation for measuring what the truncation
+    does (``benchmarks/bench_truncation.py``), not a setting to tune a run with.
+
+    Parameters
+    ----------
+    level : float
+        Share of a component's variance below which its squared pivot gets no Stein
+        derivative, in (0, 1); :data:`STEIN_ROUNDING` still applies.
+
+    Raises
+    ------
+    ValueError
+        When ``level`` is not a number in (0, 1).
+    """
+    global _truncation
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    kept, _truncation = _truncation, float(level)
+    try:
+        yield
+    finally:
+        _truncation = kept
 
 
 def default_jitter(dtype: torch.dtype) -> float:
@@ -152,8 +187,9 @@ class GrowingGaussianDriver:
         if not 0 < self.rel_jitter < 1:
             raise ValueError(f"rel_jitter must lie in (0, 1), got {self.rel_jitter!r}")
         #: Squared pivots below this share of a component's variance get no Stein
-        #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`)
-        self.stein_level = max(STEIN_TRUNCATION, STEIN_ROUNDING * self.rel_jitter)
+        #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`,
+        #: :func:`stein_truncation`)
+        self.stein_level = max(_truncation, STEIN_ROUNDING * self.rel_jitter)
         self._given = innovations is not None
         self.xi = self._innovation_buffer(innovations, storage)
         # L⁻¹ per time index (lower triangular; a skipped component has a zero row),

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import sde
+import nfd
 from nfd import ForwardSDE, get_activation
 
 
@@ -598,3 +599,42 @@ def test_a_driver_group_refuses_members_of_different_sizes():
     col = sde.grouped(2, (2, 1), torch.float64, torch.device("cpu")).fill_(0.5)
     with pytest.raises(ValueError, match="different numbers of components"):
         sde.DriverGroup([a, b]).border(0, col)
+
+
+def test_stein_truncation_sets_the_level_of_drivers_built_inside_and_restores_it():
+    # sde.stein_truncation (an ablation, benchmarks/bench_truncation.py): drivers built
+    # inside truncate at its level, those outside at STEIN_TRUNCATION (also after an
+    # error inside); STEIN_ROUNDING still binds above it; bad levels are refused
+    def level(**kw):
+        return sde.GrowingGaussianDriver(1, 4, 2, dtype=torch.float64, **kw).stein_level
+    assert level() == sde.STEIN_TRUNCATION
+    with sde.stein_truncation(0.2):
+        assert level() == 0.2
+        assert level(rel_jitter=0.01) == sde.STEIN_ROUNDING * 0.01
+        with sde.stein_truncation(1e-6):
+            assert level() == 1e-6
+        assert level() == 0.2
+    with pytest.raises(KeyError), sde.stein_truncation(0.3):
+        raise KeyError
+    assert level() == sde.STEIN_TRUNCATION
+    for bad in (0, 1, 1.5, -0.1, True, "0.1", None):
+        with pytest.raises(ValueError, match="level must be a number in"), \
+                sde.stein_truncation(bad):
+            pass
+
+
+def test_stein_truncation_at_the_default_level_changes_no_number():
+    # the ablation at sde.STEIN_TRUNCATION is the run itself, bit for bit; another level
+    # moves a coupled run (so the runs do see it)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((12, 4))
+    y = np.tanh(X[:, 0])
+    kw = dict(eta_c=0.5, depth=3, particles=128, batch_size=2, error_replicas=0,
+              progress=False, record=nfd.Record(eig_steps=[]))
+    plain = nfd.simulate(X, y, **kw).f.values
+    with sde.stein_truncation(sde.STEIN_TRUNCATION):
+        same = nfd.simulate(X, y, **kw).f.values
+    with sde.stein_truncation(0.5):
+        other = nfd.simulate(X, y, **kw).f.values
+    np.testing.assert_array_equal(plain, same)
+    assert not np.array_equal(plain, other)

@@ -199,7 +199,7 @@ def test_study2_quick_width_error_vanishes_at_fixed_depth(training_study, mode):
         assert lo <= 1.0 <= hi, p
         (c,) = _by(findings, f"², {mode}, L = {L}", "plateau c")
         assert "no plateau" in c.verdict, c
-    (ref,) = _by(findings, f"simulate(steps=L) MC variance mean_k se² vs width error "
+    (ref,) = _by(findings, f"simulate(depth=L) MC variance mean_k se² vs width error "
                  f"mean_k (f − f_lim,L)², {mode}", "reference / smallest measured")
     assert ref.ci[1] < 0.1, ref
 

@@ -201,7 +201,7 @@ def test_network_gradients_match_autograd_cross_entropy():
 def test_tanh_networks_match_their_limit_at_two_widths_cross_entropy(backward):
     # tanh, L = 4, d = 8, K = 8 online steps, C = 3 classes, momentum 0.5: the seed
     # mean of f over S = 64 networks (train_resnet) against simulate (same options,
-    # steps=L) averaged over R = 8 seeds at P = 16384, float64, on the m = 7·3 = 21
+    # depth=L) averaged over R = 8 seeds at P = 16384, float64, on the m = 7·3 = 21
     # trained outputs (steps × classes): Hotelling's T² with the across-seed
     # covariance (module rule, level α/2 per width). Power: the limit of the other
     # backward mode is rejected at n = 1024.

@@ -252,7 +252,7 @@ def _mode_findings(ds: xr.Dataset, fits: dict[str, PowerFit], b: str) -> list[Fi
         out.append(exponent_finding(what, "width exponent p", fit, "p", 1.0,
                                     "p = 1 (variance of f is O(1/n); derived)"))
         out.append(plateau_finding(
-            what, fit, f"none: simulate(backward={b!r}, steps=L) is the n → ∞ limit ({limit})"))
+            what, fit, f"none: simulate(backward={b!r}, depth=L) is the n → ∞ limit ({limit})"))
     reference, paper = _REFERENCE[b]
     mse_claim = f"O(1/L + 1/n) ({paper}): p = 1 (variance), q ≥ 1"
     bias_claim = "weak error O(1/L + 1/n) ⇒ bias² ≥ 2 (derived)"
@@ -277,7 +277,7 @@ def _reference_findings(ds: xr.Dataset, b: str) -> list[Finding]:
     width error and |bias²| of mode ``b`` (``ds`` = that mode's slice)."""
     width_err = _per_seed_sq(ds, "f", "ref_f").mean("step")
     out = [reference_finding(
-        f"simulate(steps=L) MC variance mean_k se² vs width error mean_k (f − f_lim,L)², {b}",
+        f"simulate(depth=L) MC variance mean_k se² vs width error mean_k (f − f_lim,L)², {b}",
         float((ds["ref_f_se"] ** 2).mean("step").max()),
         *smallest_cell(width_err.stack(cell=("width", "depth")).transpose("cell", "seed").values))]
     vf, _, _ = _cells(ds["f"])
