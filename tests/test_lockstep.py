@@ -19,6 +19,7 @@ import torch
 
 import nfd
 from nfd._simulation import _simulate, _state
+from nfd._simulation._errors import calibrate_errors, replica_seeds
 
 X_TASK = nfd.synthetic_task("tanh", 12, 6, seed=0)
 PROBES = nfd.synthetic_task("tanh", 3, 6, seed=1, teacher_seed=0)
@@ -121,20 +122,22 @@ def test_two_layer_blocks_run_their_replicas_after_the_run(monkeypatch):
 @pytest.mark.parametrize("guard, phase", [("guard", "SGD step"), ("probe_guard", "probe")],
                          ids=["training", "probes"])
 @pytest.mark.parametrize("together", [True, False], ids=["lockstep", "one after the other"])
-def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, together,
-                                                                   guard, phase):
+def test_a_diverging_replica_is_replaced_and_the_run_keeps_its_errors(monkeypatch, together,
+                                                                      guard, phase):
     """A replica whose guard (of its training steps, or of its probes) fails at once
-    leaves the group (or ends the replicas run one after the other): the run keeps
-    every estimate of a run without replicas, its errors are NaN, and the warning
-    names the replica. Its reason gives the guard's standard remedies but not the
-    coupled run's "raise particles": the replica's P is not what to change (the
-    warning says what is)."""
+    leaves the group (or its turn, one after the other) while the other replica goes
+    on, and a fresh replica (the next seed, R) replaces it after the run (issue 54,
+    item 4): the run keeps every estimate of a run without replicas, and its errors are
+    exactly those calibrated with replica 0 and the replacement, each run alone. The
+    warning names the replica, gives the guard's standard remedies but not the coupled
+    run's "raise particles" (the replica's P is not what to change), and says it was
+    replaced."""
     real, groups = _state.start_group, []
 
     def fragile(cfgs, *args):
         group = real(cfgs, *args)
         groups.append(group)
-        # the second replica "diverges" at once: third of a group, or third group
+        # replica 1 "diverges" at once: third of a group, or third group
         if together and len(group.states) == 3:
             getattr(group.states[2], guard).bound = 1e-30
         elif not together and len(groups) == 3:
@@ -144,14 +147,21 @@ def test_a_diverging_replica_leaves_the_group_and_the_run_goes_on(monkeypatch, t
     monkeypatch.setattr(_simulate, "start_group", fragile)
     monkeypatch.setattr(_simulate, "fit_together", lambda cfgs: together)
     with pytest.warns(RuntimeWarning, match=r"error replica 1 \(512 particles\) diverged: "
-                      rf"{phase}.* 0: .*; lower eta_c or T\. The") as caught:
+                      rf"{phase}.* 0: .*; lower eta_c or T\. Each was replaced") as caught:
         ds = _run(particles=600)
-    assert len(groups) == (1 if together else 3)
+    monkeypatch.undo()
+    assert len(groups) == (2 if together else 4)  # the replacement runs alone, after
     assert not any("raise particles" in str(w.message) for w in caught)
     plain = _run(particles=600, error_replicas=0)
     for name in ("f", "probe_f", "h2", "g2", "sigma_pivot", "theta_min_eig"):
         np.testing.assert_array_equal(ds[name].values, plain[name].values, err_msg=name)
-    assert np.isnan(ds.f_se).all() and np.isnan(ds.probe_f_se).all()
+    seeds = replica_seeds(3, 3)
+    alone = [_run(particles=512, seed=seeds[r], error_replicas=0,
+                  record=nfd.Record(probes=PROBES, eig_steps=[])) for r in (0, 2)]
+    expected = calibrate_errors(plain.copy(), alone)
+    for name in ("f_se", "probe_f_se", "f_se_inflation"):
+        assert np.isfinite(ds[name].values).all(), name
+        np.testing.assert_array_equal(ds[name].values, expected[name].values, err_msg=name)
 
 
 @pytest.mark.parametrize("together", [True, False], ids=["lockstep", "one after the other"])

@@ -274,17 +274,19 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
     :func:`windowed_inflation` measured with its ``replicas`` (each a run of the same
     stream, probes and settings with another seed), recorded as ``f_se_inflation``
     and ``probe_f_se_inflation`` (the dims of ``f`` and ``probe_f``). ``replicas=None``
-    (a replica diverged: ``reason`` says how) makes the errors NaN, with a
-    ``RuntimeWarning``: an error bar that is unknown is not shown as a narrow one."""
+    (a replica and its replacement diverged: ``reason`` says how) makes the errors
+    NaN, with a ``RuntimeWarning``: an error bar that is unknown is not shown as a
+    narrow one."""
     if replicas is None:
         warnings.warn(f"the standard errors f_se and probe_f_se are NaN: {reason}. The "
                       "estimates are the main run's, but an error replica that diverges "
                       "on the data and schedule where the main run trained marks a Monte "
                       "Carlo error that the particles' interaction makes heavy-tailed, so "
-                      "they may be off by more than an error bar would say. Lower eta_c "
-                      "(on ten-class digits 15 of 31 runs lost their errors at eta_c = "
-                      "0.2, 1 of 32 at 0.1; replicas of twice the particles diverged as "
-                      "often). error_replicas=0 would report the per-particle errors, "
+                      "they may be off by more than an error bar would say, and here a "
+                      "fresh replica diverged too. Lower eta_c (on ten-class digits, "
+                      "with the Stein truncation at 1e-3, 15 of 31 runs lost a replica "
+                      "at eta_c = 0.2, 1 of 32 at 0.1; at 1e-2, 1 of 16 at 0.3). "
+                      "error_replicas=0 would report the per-particle errors, "
                       "which ignore the interaction: 2.5-4 times too narrow there",
                       RuntimeWarning, stacklevel=4)
         rho = (np.full(ds["f"].size, np.nan), np.full(ds["probe_f"].size, np.nan))

@@ -87,13 +87,22 @@ class Group:
 
     states: list[RunState]
     engine: Lockstep | Solo
-    #: why the error replicas left the group (one diverged); empty while they train
-    reason: str = ""
+    #: why error replicas left the group (each diverged), in the order they did
+    reasons: list[str] = dataclasses.field(default_factory=list)
 
-    def drop_replicas(self, reason: str) -> None:
-        """Go on with the first run alone, recording ``reason``."""
-        self.states, self.reason = self.states[:1], reason
-        self.engine.keep([0])
+    def __post_init__(self) -> None:
+        #: each state's place in the group as started: 0 the run, r + 1 its replica r
+        self.ids = list(range(len(self.states)))
+
+    def drop(self, members: list[int], reasons: list[str]) -> None:
+        """Go on without the error replicas at ``members`` (indices into
+        :attr:`states`, never 0), recording why they left (``reasons``); the others
+        keep their numbers (:meth:`Lockstep.keep`)."""
+        keep = [i for i in range(len(self.states)) if i not in members]
+        self.states = [self.states[i] for i in keep]
+        self.ids = [self.ids[i] for i in keep]
+        self.reasons += reasons
+        self.engine.keep(keep)
 
 
 def _record(cfg: Config) -> dict[str, torch.Tensor]:

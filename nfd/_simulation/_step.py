@@ -127,22 +127,23 @@ def _check(group: Group, k: int, values, phase) -> None:
     gives a run's guard and its (h2, g2, f) (:meth:`nfd.schema.DivergenceGuard.check`),
     ``phase(s)`` what its step is called. All the runs' verdicts are read at once,
     the step's one host synchronisation whatever the number of error replicas. When
-    one fails, the first run's ``FloatingPointError`` stops the run; an error
-    replica's takes the replicas out of the group, with the reason
-    (``calibrate_errors`` then reports NaN errors). The reason names the first
-    replica to diverge; the errors are NaN either way."""
+    one fails, the first run's ``FloatingPointError`` stops the run; a diverging error
+    replica leaves the group, with the reason, and the others go on (``simulate``
+    replaces it after the run with a fresh one)."""
     checks = [values(s) for s in group.states]
     verdicts = [guard.within(*args) for guard, *args in checks]
     if bool(verdicts[0] if len(verdicts) == 1 else torch.stack(verdicts).all()):
         return
+    failed, reasons = [], []
     for i, (s, (guard, *args)) in enumerate(zip(group.states, checks)):
         try:
             guard.check(k, *args, phase=phase(s))
         except FloatingPointError as err:
             if i == 0:
                 raise
-            group.drop_replicas(replica_diverged(i - 1, s.cfg.P, err))
-            return
+            failed.append(i)
+            reasons.append(replica_diverged(group.ids[i] - 1, s.cfg.P, err))
+    group.drop(failed, reasons)
 
 
 def _scalar_readout(state: RunState, k: int, h: torch.Tensor) -> tuple:
