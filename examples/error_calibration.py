@@ -37,8 +37,9 @@ were measured with the Stein truncation at 1e-3 of a component's variance; at
 ``sde.STEIN_TRUNCATION`` = 1e-2 (issue 54), ``--eta-c 0.2 --particles 8192``, 16
 seeds: none diverged or lost its errors, ρ̂ averaged 2.4 over the last two fifths,
 and mean z² was 1.10 [0.88, 1.32] for f and 1.14 [0.89, 1.39] for probe_f; with
-``--eta-c 0.3``, where ρ̂ averages 4.0–4.1 there, one of 16 seeds lost its errors
-to a diverging replica and the other 15 gave 1.06 [0.92, 1.20] (f).
+``--eta-c 0.3``, where ρ̂ averages 4.0–4.1 there, one replica of 32 diverged and
+was replaced by a fresh one, and the 16 seeds gave 1.10 [0.95, 1.25] (f), 1.29
+[0.98, 1.60] over the last two fifths.
 
 Usage::
 

@@ -127,10 +127,11 @@ WINDOW_MIN_OUTPUTS = 32
 #:   fifths (single runs peaked at 3.2), and mean z² was 1.10 [0.88, 1.32] for f,
 #:   1.26 [0.90, 1.62] over the last two fifths (errors scaled by 0.8: rejected).
 #:   At η_c = 0.3, P = 8192, 16 seeds: ρ̂ averaged 4.0–4.1 over the last two fifths
-#:   (single runs peaked at 3.6–5.8), no run diverged, one lost its errors to a
-#:   diverging replica, and the 15 others held: mean z² 1.06 [0.92, 1.20] for f and
-#:   1.07 [0.89, 1.24] for probe_f, 1.22 [0.93, 1.51] and 1.20 [0.89, 1.50] over the
-#:   last two fifths (scaled by 0.8: 1.66 [1.44, 1.88], rejected).
+#:   (single runs peaked at 3.6–5.8), no run diverged and one replica did (replaced
+#:   by a fresh one, ``nfd._simulation._simulate``): mean z² 1.10 [0.95, 1.25] for f
+#:   and 1.11 [0.93, 1.29] for probe_f over the 16, 1.29 [0.98, 1.60] and
+#:   1.27 [0.94, 1.59] over the last two fifths (up to ~13% narrow there, not
+#:   resolved; scaled by 0.8: rejected).
 #: - The decoupled limit at η_c = 0.2, P = 4096 (replicas of 512), 24 seeds: ρ̂
 #:   averaged 1.0–1.5, and the errors held, 1.03 [0.92, 1.13] (×0.8 and ×1.25
 #:   rejected). The strong amplification above is the coupled limit's, through its
@@ -285,7 +286,7 @@ def calibrate_errors(ds: xr.Dataset, replicas: list[xr.Dataset] | None,
                       "they may be off by more than an error bar would say, and here a "
                       "fresh replica diverged too. Lower eta_c (on ten-class digits, "
                       "with the Stein truncation at 1e-3, 15 of 31 runs lost a replica "
-                      "at eta_c = 0.2, 1 of 32 at 0.1; at 1e-2, 1 of 16 at 0.3). "
+                      "at eta_c = 0.2, 1 of 32 at 0.1; at 1e-2, 1 of 32 replicas at 0.3). "
                       "error_replicas=0 would report the per-particle errors, "
                       "which ignore the interaction: 2.5-4 times too narrow there",
                       RuntimeWarning, stacklevel=4)
