@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 import nfd
-from sde import stein_truncation
+import sde
 from validation import train_resnet
 
 from _common import digits10_task
@@ -69,11 +69,18 @@ def networks(X, y, probes, opts, widths, seeds) -> dict:
     return out
 
 
+def applied(level: float) -> float:
+    """The level a float32 run's drivers use under ``stein_truncation(level)``: at
+    least ``sde.STEIN_ROUNDING`` times float32's floor (1e-3)."""
+    with sde.stein_truncation(level):
+        return sde.GrowingGaussianDriver(1, 1, 1, dtype=torch.float32).stein_level
+
+
 def limit_runs(X, y, probes, opts, level: float, P: int, seeds: int) -> tuple[np.ndarray, float]:
     """The outputs of ``seeds`` coupled runs at P particles with the truncation
     ``level`` (seed, outputs), and their wall time."""
     t = time.perf_counter()
-    with stein_truncation(level):
+    with sde.stein_truncation(level):
         runs = [_outputs(nfd.simulate(X, y, depth=L, particles=P, seed=s, error_replicas=0,
                                       record=nfd.Record(probes=probes, eig_steps=[]),
                                       progress=False, **opts))
@@ -100,6 +107,10 @@ def main() -> None:
     ap.add_argument("--net-seeds", type=int, nargs=2, default=[64, 32])
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    clamped = [lv for lv in args.levels if applied(lv) != lv]
+    if clamped:
+        ap.error(f"--levels {clamped}: float32 runs truncate at least at "
+                 f"{applied(1e-12):g} (sde.STEIN_ROUNDING times its floor)")
     torch.set_num_threads(1)
     K = 12 if args.quick else 60
     if args.quick:

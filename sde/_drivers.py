@@ -54,7 +54,9 @@ __all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION", "STEIN
 STEIN_TRUNCATION = 1e-2
 #: ... nor components whose squared pivot is below this multiple of the eigenvalue
 #: floor ``rel_jitter`` times their variance, where its rounding error is O(1) (float32
-#: Gram matrices of float32 particles): only binds for ``rel_jitter`` above 1e-4.
+#: Gram matrices of float32 particles): it binds for ``rel_jitter`` above 1e-4 at the
+#: default :data:`STEIN_TRUNCATION` (above level/100 under :func:`stein_truncation`;
+#: at ``rel_jitter`` ≥ 1e-2 nearly every Stein derivative is dropped).
 STEIN_ROUNDING = 100.0
 
 #: The truncation of drivers built now: :data:`STEIN_TRUNCATION`, or the level of an
@@ -72,7 +74,10 @@ def stein_truncation(level: float) -> Iterator[None]:
     ----------
     level : float
         Share of a component's variance below which its squared pivot gets no Stein
-        derivative, in (0, 1); :data:`STEIN_ROUNDING` still applies.
+        derivative, in (0, 1). :data:`STEIN_ROUNDING` still applies: a driver's level
+        is at least 100·``rel_jitter`` (1e-3 in float32 by default), whatever
+        ``level`` says; :attr:`GrowingGaussianDriver.stein_level` is the one used.
+        The level is a module global: not for runs in concurrent threads.
 
     Raises
     ------

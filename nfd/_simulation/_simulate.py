@@ -284,7 +284,11 @@ def simulate(
         repeated inputs or dead units are regularised; ``sigma_floored`` and
         ``theta_floored`` count the floored components); default 1e-5 in float32,
         1e-10 in float64. A ``RuntimeWarning`` is issued for rel_jitter ≥ 1e-3 with
-        ≥ 2% of the components floored (:ref:`arg-rel-jitter`).
+        ≥ 2% of the components floored (:ref:`arg-rel-jitter`). The coupled limit's
+        Stein truncation is at least 100·rel_jitter of a component's variance
+        (``sde.STEIN_ROUNDING``; ``sde.STEIN_TRUNCATION`` = 1e-2 otherwise): above
+        rel_jitter = 1e-4 it rises, and at 1e-2 nearly every response term is
+        dropped.
     innovations : (Tensor, Tensor), optional
         Standard normal innovations of the forward and backward drivers, each of
         shape (depth, K·B, particles) in ``dtype``, used instead of drawing them

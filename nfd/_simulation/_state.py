@@ -261,9 +261,11 @@ def _advice(cfg: Config, replica: bool = False) -> str:
     not at 80). Given only below P = 64·K·B. Adam with ε = 0: a positive eps, since
     the update divides 0 by 0 wherever a gradient entry is exactly 0 (found in
     review: relu at ε = 0 turned NaN at step 0, reported at step 1). Not more
-    particles for an error ``replica``: what to do when one diverges is the NaN
-    errors' warning (``nfd._simulation._errors.calibrate_errors``), and replicas of
-    twice the particles diverged as often there."""
+    particles for an error ``replica``: one that diverges is replaced by a fresh one
+    after the run, with its own warning (``nfd._simulation._simulate``), and if that
+    diverges too the NaN errors' warning says what to do
+    (``nfd._simulation._errors.calibrate_errors``); replicas of twice the particles
+    diverged as often there."""
     if cfg.adam is not None and cfg.adam.eps == 0:
         return ("give eps > 0 (with eps=0 Adam divides 0 by 0 wherever a gradient entry "
                 "is exactly 0, e.g. relu's inactive units)")
