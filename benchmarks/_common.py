@@ -1,10 +1,11 @@
 """Shared benchmark helpers: wall time and this machine's copy bandwidth, in one run,
-and the quickstart's task."""
+the quickstart's and the digits10 tasks, and a run's outputs as one array."""
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 import nfd
@@ -50,3 +51,10 @@ def digits10_task(K: int = 60, B: int = 8, Q: int = 64):
     return X[:K * B], y[:K * B], (X[K * B:], y[K * B:]), dict(
         activation="relu", loss="cross_entropy", classes=10, eta_c=eta, batch_size=B,
         optimizer=nfd.SGD(momentum=0.9))
+
+
+def outputs(ds) -> np.ndarray:
+    """f and probe_f of one run (or of each seed, leading) flattened: (..., outputs)."""
+    lead = (ds.sizes["seed"],) if "seed" in ds["f"].dims else ()
+    return np.concatenate([ds["f"].values.reshape(*lead, -1),
+                           ds["probe_f"].values.reshape(*lead, -1)], -1)

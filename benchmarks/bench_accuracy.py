@@ -54,7 +54,7 @@ import torch
 import nfd
 from validation import train_resnet
 
-from _common import digits10_task, quickstart_task
+from _common import digits10_task, outputs, quickstart_task
 
 L = 8
 
@@ -82,13 +82,6 @@ SETTINGS = {
 }
 
 
-def _outputs(ds) -> np.ndarray:
-    """f and probe_f of one run (or of each seed) flattened: (..., outputs)."""
-    lead = (ds.sizes["seed"],) if "seed" in ds["f"].dims else ()
-    return np.concatenate([ds["f"].values.reshape(*lead, -1),
-                           ds["probe_f"].values.reshape(*lead, -1)], -1)
-
-
 def _limit(X, y, probes, opts, P: int, seed: int, replicas: bool) -> tuple[np.ndarray, float]:
     """Outputs and wall time of one coupled limit run."""
     kw = {} if replicas else {"error_replicas": 0}
@@ -96,7 +89,7 @@ def _limit(X, y, probes, opts, P: int, seed: int, replicas: bool) -> tuple[np.nd
     ds = nfd.simulate(X, y, depth=L, record=nfd.Record(probes=probes, eig_steps=[]), particles=P,
                       seed=seed,
                       progress=False, **opts, **kw)
-    return _outputs(ds), time.perf_counter() - t
+    return outputs(ds), time.perf_counter() - t
 
 
 def reference(X, y, probes, opts, P: int, seeds: int) -> tuple[np.ndarray, float, float]:
@@ -132,7 +125,7 @@ def network_table(X, y, probes, opts, ref, ref_mse, widths, seeds) -> dict:
         ds = train_resnet(X, y, width=n, depth=L, seeds=seeds, record=nfd.Record(probes=probes),
                           progress=False, **opts)
         per_seed = (time.perf_counter() - t) / seeds
-        runs = _outputs(ds)
+        runs = outputs(ds)
         out[n] = dict(time=per_seed, var=runs.var(0, ddof=1), bias=runs.mean(0) - ref,
                       seeds=seeds)
         means.append(out[n]["bias"])

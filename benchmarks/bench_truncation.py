@@ -44,28 +44,24 @@ import nfd
 import sde
 from validation import train_resnet
 
-from _common import digits10_task
+from _common import digits10_task, outputs
 
 L = 8
 
 
-def _outputs(ds) -> np.ndarray:
-    """f and probe_f of a run (or of each seed, leading) flattened: (..., outputs)."""
-    lead = (ds.sizes["seed"],) if "seed" in ds["f"].dims else ()
-    return np.concatenate([ds["f"].values.reshape(*lead, -1),
-                           ds["probe_f"].values.reshape(*lead, -1)], -1)
+def summary(runs: np.ndarray, **extra) -> dict:
+    """The seed mean and seed variance of every output of ``runs`` (seed, outputs)."""
+    return dict(mean=runs.mean(0), var=runs.var(0, ddof=1), seeds=len(runs), **extra)
 
 
 def networks(X, y, probes, opts, widths, seeds) -> dict:
-    """Per width: the seed mean and the seed variance of every output."""
+    """Per width: :func:`summary` of the networks' outputs, with their wall time."""
     out = {}
     for n, S in zip(widths, seeds):
         t = time.perf_counter()
         ds = train_resnet(X, y, width=n, depth=L, seeds=S, record=nfd.Record(probes=probes),
                           progress=False, **opts)
-        runs = _outputs(ds)
-        out[n] = dict(mean=runs.mean(0), var=runs.var(0, ddof=1), seeds=S,
-                      seconds=time.perf_counter() - t)
+        out[n] = summary(outputs(ds), seconds=time.perf_counter() - t)
     return out
 
 
@@ -81,19 +77,19 @@ def limit_runs(X, y, probes, opts, level: float, P: int, seeds: int) -> tuple[np
     ``level`` (seed, outputs), and their wall time."""
     t = time.perf_counter()
     with sde.stein_truncation(level):
-        runs = [_outputs(nfd.simulate(X, y, depth=L, particles=P, seed=s, error_replicas=0,
+        runs = [outputs(nfd.simulate(X, y, depth=L, particles=P, seed=s, error_replicas=0,
                                       record=nfd.Record(probes=probes, eig_steps=[]),
                                       progress=False, **opts))
                 for s in range(seeds)]
     return np.stack(runs), time.perf_counter() - t
 
 
-def bias2(runs: np.ndarray, ref: dict) -> tuple[float, float]:
-    """Mean-square difference of the runs' seed mean from the reference's, less both
-    sides' variance of the mean (averaged over outputs), and that subtracted variance:
-    the scale below which a bias² is not resolved."""
-    diff = ((runs.mean(0) - ref["mean"]) ** 2).mean()
-    noise = runs.var(0, ddof=1).mean() / len(runs) + ref["var"].mean() / ref["seeds"]
+def bias2(a: dict, ref: dict) -> tuple[float, float]:
+    """Mean-square difference of two :func:`summary` seed means, less both sides'
+    variance of the mean (averaged over outputs), and that subtracted variance: the
+    scale below which a bias² is not resolved."""
+    diff = ((a["mean"] - ref["mean"]) ** 2).mean()
+    noise = a["var"].mean() / a["seeds"] + ref["var"].mean() / ref["seeds"]
     return float(diff - noise), float(noise)
 
 
@@ -118,8 +114,7 @@ def main() -> None:
     X, y, probes, opts = digits10_task(K, 8, 16 if args.quick else 64)
     nets = networks(X, y, probes, opts, args.widths, args.net_seeds)
     small, ref = (nets[n] for n in args.widths)
-    net_bias2 = (((small["mean"] - ref["mean"]) ** 2).mean() - small["var"].mean() / small["seeds"]
-                 - ref["var"].mean() / ref["seeds"])
+    net_bias2 = bias2(small, ref)[0]
     print(f"digits10 setting (K = {K}), coupled, float32, one thread. Reference: networks of "
           f"width {args.widths[1]} ({ref['seeds']} seeds, {ref['seconds']:.0f} s); their "
           f"mean-square difference from width {args.widths[0]} ({small['seeds']} seeds), "
@@ -131,7 +126,7 @@ def main() -> None:
         for level in args.levels:
             runs, seconds = limit_runs(X, y, probes, opts, level, P, S)
             rms = np.sqrt(((runs - ref["mean"]) ** 2).mean(1))
-            b2, noise = bias2(runs, ref)
+            b2, noise = bias2(summary(runs), ref)
             print(f"| {level:g} | {P} | {S} | {runs.var(0, ddof=1).mean():.4f} | "
                   f"{rms.min():.3f}–{rms.max():.3f} | {b2:+.4f} | {noise:.4f} | "
                   f"{seconds / S:.1f} |", flush=True)
