@@ -15,7 +15,9 @@ It does the same over the outputs after at least 0.6·K updates (the last two fi
 training), where the inflation ρ̂ (``f_se_inflation``) is largest, and prints ρ̂'s
 mean there. The two reference runs are compared the same way. A seed whose run
 diverges, or whose errors are NaN because an error replica diverged, is counted and
-left out; a reference that does either stops the example with a message.
+left out; a reference that does either stops the example with a message. Replicas
+that diverged and were replaced by fresh ones (``attrs["error_replicas_replaced"]``)
+are counted over the seeds kept.
 
 The setting is the coupled limit on all ten digit classes with softmax
 cross-entropy, relu and momentum 0.9 with a warm-up + cosine schedule to η_c (0.1);
@@ -160,7 +162,10 @@ def main(argv: list[str] | None = None) -> None:
           f"{no_errors} without errors: an error replica diverged)")
     if len(runs) < 2:
         return
-    print(f"  replicas of {runs[0].attrs['error_replica_particles']} particles")
+    replaced = [ds.attrs["error_replicas_replaced"] for ds in runs]
+    print(f"  replicas of {runs[0].attrs['error_replica_particles']} particles; "
+          f"{sum(replaced)} diverged and were replaced, in {np.count_nonzero(replaced)} "
+          "of these runs")
     for var in ("f", "probe_f"):
         m, late = _mean_z2(runs, ref, var), _mean_z2(runs, ref, var, late=True)
         rho = _late_inflation(runs, var)

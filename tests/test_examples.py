@@ -168,8 +168,8 @@ def test_linear_frozen_quick_writes_its_figure_and_numbers(tmp_path, capsys):
 def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     """``examples/error_calibration.py`` at a tiny size (about 5 s): seeds whose run
     diverges (1 and 3) and a seed whose errors are NaN (2: a diverged error replica)
-    are counted apart and left out, not averaged in as NaN; ``--eta-c`` reaches the
-    schedule; the rest gives finite statistics. Needs the ``data`` extra (the digits)."""
+    are counted apart and left out, not averaged in as NaN; replaced replicas (seed 4)
+    are counted; ``--eta-c`` reaches the schedule; the rest gives finite statistics. Needs the ``data`` extra (the digits)."""
     pytest.importorskip("sklearn")
     example = _example("error_calibration")
     real, real_schedule, peaks = example.nfd.simulate, example.nfd.warmup_cosine, []
@@ -180,6 +180,8 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
         ds = real(X, y, particles=particles, seed=seed, **kw)
         if particles == 256 and seed == 2:
             ds["f_se"] = ds["f_se"] * np.nan
+        if particles == 256 and seed == 4:
+            ds.attrs["error_replicas_replaced"] = 2
         return ds
 
     def schedule(K, peak, warmup):
@@ -193,6 +195,7 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert peaks == [0.05] and "eta_c = 0.05" in printed
     assert "2 of 5 seeds" in printed and "(2 diverged, 1 without errors" in printed
+    assert "2 diverged and were replaced, in 1 of these runs" in printed
     lines = [line for line in printed.splitlines() if "mean z²" in line]
     assert len(lines) == 4 and "nan" not in printed.lower()
 

@@ -131,7 +131,7 @@ def test_a_diverging_replica_is_replaced_and_the_run_keeps_its_errors(monkeypatc
     exactly those calibrated with replica 0 and the replacement, each run alone. The
     warning names the replica, gives the guard's standard remedies but not the coupled
     run's "raise particles" (the replica's P is not what to change), and says it was
-    replaced."""
+    replaced; ``attrs`` count the replacement."""
     real, groups = _state.start_group, []
 
     def fragile(cfgs, *args):
@@ -152,7 +152,9 @@ def test_a_diverging_replica_is_replaced_and_the_run_keeps_its_errors(monkeypatc
     monkeypatch.undo()
     assert len(groups) == (2 if together else 4)  # the replacement runs alone, after
     assert not any("raise particles" in str(w.message) for w in caught)
+    assert ds.attrs["error_replicas_replaced"] == 1
     plain = _run(particles=600, error_replicas=0)
+    assert plain.attrs["error_replicas_replaced"] == 0
     for name in ("f", "probe_f", "h2", "g2", "sigma_pivot", "theta_min_eig"):
         np.testing.assert_array_equal(ds[name].values, plain[name].values, err_msg=name)
     seeds = replica_seeds(3, 3)
