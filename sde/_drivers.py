@@ -25,6 +25,7 @@ derivative (``responses=True``).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import numbers
 import warnings
 from collections.abc import Iterator
@@ -59,9 +60,10 @@ STEIN_TRUNCATION = 1e-2
 #: at ``rel_jitter`` ≥ 1e-2 nearly every Stein derivative is dropped).
 STEIN_ROUNDING = 100.0
 
-#: The truncation of drivers built now: :data:`STEIN_TRUNCATION`, or the level of an
-#: enclosing :func:`stein_truncation`
-_truncation = STEIN_TRUNCATION
+#: The truncation of drivers built now in this thread (or task): :data:`STEIN_TRUNCATION`,
+#: or the level of an enclosing :func:`stein_truncation` (a context variable, so a block
+#: in one thread leaves the drivers other threads build alone)
+_truncation = contextvars.ContextVar("stein_truncation", default=STEIN_TRUNCATION)
 
 
 @contextlib.contextmanager
@@ -77,21 +79,21 @@ def stein_truncation(level: float) -> Iterator[None]:
         derivative, in (0, 1). :data:`STEIN_ROUNDING` still applies: a driver's level
         is at least 100·``rel_jitter`` (1e-3 in float32 by default), whatever
         ``level`` says; :attr:`GrowingGaussianDriver.stein_level` is the one used.
-        The level is a module global: not for runs in concurrent threads.
+        The level holds for drivers built in this thread (a context variable):
+        runs in other threads keep theirs.
 
     Raises
     ------
     ValueError
         When ``level`` is not a number in (0, 1).
     """
-    global _truncation
     if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    kept, _truncation = _truncation, float(level)
+    token = _truncation.set(float(level))
     try:
         yield
     finally:
-        _truncation = kept
+        _truncation.reset(token)
 
 
 def default_jitter(dtype: torch.dtype) -> float:
@@ -194,7 +196,7 @@ class GrowingGaussianDriver:
         #: Squared pivots below this share of a component's variance get no Stein
         #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`,
         #: :func:`stein_truncation`)
-        self.stein_level = max(_truncation, STEIN_ROUNDING * self.rel_jitter)
+        self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
         self._given = innovations is not None
         self.xi = self._innovation_buffer(innovations, storage)
         # L⁻¹ per time index (lower triangular; a skipped component has a zero row),

@@ -2,6 +2,7 @@
 
 import contextlib
 import math
+import threading
 import warnings
 
 import numpy as np
@@ -621,6 +622,29 @@ def test_stein_truncation_sets_the_level_of_drivers_built_inside_and_restores_it
         with pytest.raises(ValueError, match="level must be a number in"), \
                 sde.stein_truncation(bad):
             pass
+
+
+def test_stein_truncation_holds_in_its_own_thread_only():
+    # a block in one thread leaves the level of drivers built in another thread alone
+    # (a context variable, not a module global)
+    def level():
+        return sde.GrowingGaussianDriver(1, 4, 2, dtype=torch.float64).stein_level
+    inside, outside = threading.Event(), threading.Event()
+    seen = {}
+
+    def ablation():
+        with sde.stein_truncation(0.2):
+            inside.set()
+            outside.wait(10)
+            seen["ablation"] = level()
+
+    worker = threading.Thread(target=ablation)
+    worker.start()
+    assert inside.wait(10)
+    seen["other"] = level()
+    outside.set()
+    worker.join(10)
+    assert seen == {"ablation": 0.2, "other": sde.STEIN_TRUNCATION}
 
 
 def test_stein_truncation_at_the_default_level_changes_no_number():
