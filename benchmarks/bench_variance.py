@@ -33,7 +33,7 @@ same stream (the decoupled particle system has a width-P decoupled network's law
 the coupled one, ordinary backprop's).
 
     python benchmarks/bench_variance.py [--particles 2048] [--seeds 6 6] [--replicates 2]
-        [--quick]
+        [--backward {coupled,decoupled,both}] [--quick]
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ def main(argv=None) -> None:
     ap.add_argument("--network-seeds", type=int, default=16, help="0: no networks")
     ap.add_argument("--replicates", type=int, default=2,
                     help="independent designs on disjoint seeds (one table row each)")
+    ap.add_argument("--backward", choices=("coupled", "decoupled", "both"), default="both",
+                    help="which limits to decompose (default both)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -135,7 +137,7 @@ def main(argv=None) -> None:
     nets = (network_variance(X, y, probes, opts, P, args.network_seeds)
             if args.network_seeds > 1 else {"f": float("nan"), "probe_f": float("nan"),
                                             "seconds": 0.0})
-    for backward in ("coupled", "decoupled"):
+    for backward in (("coupled", "decoupled") if args.backward == "both" else (args.backward,)):
         for r in range(args.replicates):
             runs = crossed_runs(X, y, probes, opts, P, S_p, S_i, backward, r)
             for name, per_step in (("f", B * C), ("probe_f", len(probes[1]) * C)):
