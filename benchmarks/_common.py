@@ -58,3 +58,17 @@ def outputs(ds) -> np.ndarray:
     lead = (ds.sizes["seed"],) if "seed" in ds["f"].dims else ()
     return np.concatenate([ds["f"].values.reshape(*lead, -1),
                            ds["probe_f"].values.reshape(*lead, -1)], -1)
+
+
+def summary(runs: np.ndarray, **extra) -> dict:
+    """The seed mean and seed variance of every output of ``runs`` (seed, outputs)."""
+    return dict(mean=runs.mean(0), var=runs.var(0, ddof=1), seeds=len(runs), **extra)
+
+
+def bias2(a: dict, ref: dict) -> tuple[float, float]:
+    """Mean-square difference of two :func:`summary` seed means, less both sides'
+    variance of the mean (averaged over outputs), and that subtracted variance: the
+    scale below which a bias² is not resolved."""
+    diff = ((a["mean"] - ref["mean"]) ** 2).mean()
+    noise = a["var"].mean() / a["seeds"] + ref["var"].mean() / ref["seeds"]
+    return float(diff - noise), float(noise)

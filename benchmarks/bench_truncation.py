@@ -44,14 +44,9 @@ import nfd
 import sde
 from validation import train_resnet
 
-from _common import digits10_task, outputs
+from _common import bias2, digits10_task, outputs, summary
 
 L = 8
-
-
-def summary(runs: np.ndarray, **extra) -> dict:
-    """The seed mean and seed variance of every output of ``runs`` (seed, outputs)."""
-    return dict(mean=runs.mean(0), var=runs.var(0, ddof=1), seeds=len(runs), **extra)
 
 
 def networks(X, y, probes, opts, widths, seeds) -> dict:
@@ -82,15 +77,6 @@ def limit_runs(X, y, probes, opts, level: float, P: int, seeds: int) -> tuple[np
                                       progress=False, **opts))
                 for s in range(seeds)]
     return np.stack(runs), time.perf_counter() - t
-
-
-def bias2(a: dict, ref: dict) -> tuple[float, float]:
-    """Mean-square difference of two :func:`summary` seed means, less both sides'
-    variance of the mean (averaged over outputs), and that subtracted variance: the
-    scale below which a bias² is not resolved."""
-    diff = ((a["mean"] - ref["mean"]) ** 2).mean()
-    noise = a["var"].mean() / a["seeds"] + ref["var"].mean() / ref["seeds"]
-    return float(diff - noise), float(noise)
 
 
 def main() -> None:

@@ -79,3 +79,17 @@ def test_bench_contention_network_workload_runs(bench):
     pytest.importorskip("torchsde")
     jobs = bench("bench_contention").workloads(quick=True)
     jobs["train_resnet n=256 L=8 4 seeds"]()
+
+
+def test_adam_dtype_benchmark_runs_and_reports_each_dtype(bench, capsys):
+    # bench_adam_dtype.py --quick (issue 54, item 3): wine with 3 classes, AdamW, a
+    # table row per dtype with finite statistics
+    pytest.importorskip("sklearn")
+    module = bench("bench_adam_dtype")
+    X, y, probes, opts = module.wine_task(K=3)
+    assert X.shape == (12, 13) and set(np.unique(y)) <= {0, 1, 2} and len(probes[1]) == 60
+    assert np.allclose(np.linalg.norm(X, axis=1), np.sqrt(13))
+    assert opts["optimizer"] == nfd.AdamW(weight_decay=0.01) and opts["classes"] == 3
+    module.main(["--quick", "--dtypes", "float32"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| float")]
+    assert len(rows) == 1 and "nan" not in rows[0]
