@@ -169,7 +169,8 @@ def test_error_replicas_is_checked():
 
 def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
     """An error that cannot be measured is NaN with a warning, never the narrower
-    per-particle one; the estimates are kept. Here the replicas run after the run
+    per-particle one; the estimates are kept, and ``attrs`` count the replacements
+    that were tried. Here the replicas run after the run
     (as for two-layer blocks, or replicas that do not fit in memory beside it;
     tests/test_lockstep.py has a replica diverging in lockstep)."""
     X, y, probes = _task()
@@ -187,6 +188,9 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
                           progress=False)
     assert np.isnan(ds.f_se).all() and np.isnan(ds.probe_f_se).all()
     assert np.isfinite(ds.f).all() and ds.f_se_inflation.isnull().all()
+    # both replicas diverged and were replaced, and both replacements diverged too:
+    # the attribute counts the replacements run, not only those that trained
+    assert ds.attrs["error_replicas_replaced"] == 2
 
 
 # --- calibration against the spread of seeds ----------------------------------------

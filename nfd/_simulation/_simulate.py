@@ -315,7 +315,8 @@ def simulate(
         two-layer and ``"post-nonlin-ms"`` blocks): every number is the same either way.
         A replica that diverges where the run trains is replaced by a fresh one after
         the run, with a warning (the errors are NaN only if a replacement diverges
-        too); ``attrs["error_replicas_replaced"]`` counts the replacements. With
+        too); ``attrs["error_replicas_replaced"]`` counts the replacements (0
+        without replicas; a replacement that diverged too is counted). With
         ``nfd.Adam`` / ``nfd.AdamW`` the replicas hold P particles, as many as
         the main run, so they cost about R times the run. Calibration and cost:
         :ref:`arg-error-replicas`.
