@@ -80,7 +80,10 @@ def stein_truncation(level: float) -> Iterator[None]:
         is at least 100·``rel_jitter`` (1e-3 in float32 by default), whatever
         ``level`` says; :attr:`GrowingGaussianDriver.stein_level` is the one used.
         The level holds for drivers built in this thread (a context variable):
-        runs in other threads keep theirs.
+        runs in other threads keep theirs, and so do threads started inside the
+        block (a ``ThreadPoolExecutor`` worker builds its drivers at
+        :data:`STEIN_TRUNCATION`, silently): start them with
+        ``contextvars.copy_context().run`` or enter the block in each.
 
     Raises
     ------
