@@ -255,9 +255,10 @@ def simulate(
         K·B trajectories of the history. With the Stein truncation at 10⁻³ (float32's
         level before issue 54) they were heavy-tailed unless P ≫ K·B, and P ≥ 64·K·B
         was needed where it mattered (:ref:`arg-particles`); at today's 10⁻²
-        (``sde.STEIN_TRUNCATION``) ten-class digits at P ≈ 4·K·B showed no heavy
-        tail (8 seeds, one-run errors 0.19–0.26 rms). Check a new setting with
-        independent seeds (``examples/error_calibration.py``).
+        (``sde.STEIN_TRUNCATION``) ten-class digits at P ≈ 4·K·B showed none in 8
+        seeds (each run 0.19–0.26 rms from the seed mean of width-1024 networks,
+        whose own bias is part of that), which cannot rule out a rare bad draw. Check a
+        new setting with independent seeds (``examples/error_calibration.py``).
     backward : {"coupled", "decoupled"}
         Which network's limit to integrate. ``"coupled"`` (default): ordinary
         backpropagation, the network people train; its limit keeps the forward and
