@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     ref = networks(X, y, probes, opts, args.width, args.net_seeds)
     print(f"wine (K = {K} of batch 4, L = {L}), coupled AdamW limit at P = {args.particles} "
           f"against {args.net_seeds} networks of width {args.width} ({ref['seconds']:.0f} s): "
-          f"test loss {ref['loss']:.4f}, accuracy {ref['acc']:.3f}; one thread")
+          f"test loss {ref['loss']:.4f}, accuracy {ref['acc']:.3f}, seed variance per output "
+          f"{ref['var'].mean():.4f}; one thread")
     print("| dtype | seeds | variance per output | bias² (debiased) | variance of the means "
           "(subtracted) | rms Welch t | within ±2 s.e. | test loss | accuracy | s per run |")
     print("|---|---|---|---|---|---|---|---|---|---|")
