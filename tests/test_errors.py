@@ -261,11 +261,12 @@ def test_reported_errors_match_the_seed_spread():
 
 
 @pytest.mark.slow
-def test_reported_errors_match_the_seed_spread_with_whitened_particles():
-    """As the fast test, with ``particle_init="whitened"`` (main run and replicas): the
-    runs' errors shrink (the replicas' spread falls with the main run's), and must
-    still match the seeds' spread."""
-    _check_calibration(_calibration("relu", 64, 4, 256, 16, particle_init="whitened"))
+@pytest.mark.parametrize("init", ["whitened", "sobol"])
+def test_reported_errors_match_the_seed_spread_with_other_particles(init):
+    """As the fast test, with ``particle_init="whitened"`` or ``"sobol"`` (main run and
+    replicas): the runs' errors shrink (the replicas' spread falls with the main
+    run's), and must still match the seeds' spread."""
+    _check_calibration(_calibration("relu", 64, 4, 256, 16, particle_init=init))
 
 
 @pytest.mark.slow

@@ -19,18 +19,25 @@ from .._schema import (DEFAULT_EIG_STEPS, check_choice, check_divergence, check_
                        resolve_device_dtype)
 from .._optim import AdamRun, SGDRun, check_block, check_stream, optimizer_keywords
 
-__all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_whitening",
+__all__ = ["Config", "check_simulate", "check_limit_parametrization", "check_particle_init",
            "PARTICLE_INITS"]
 
-#: ``simulate``'s ``particle_init``: independent draws of each particle's (u, v), or the
-#: same draws whitened jointly (``nfd._simulation._state.whiten_jointly``).
-PARTICLE_INITS = ("iid", "whitened")
+#: ``simulate``'s ``particle_init``: independent draws of each particle's (u, v), the
+#: same draws whitened jointly (``nfd._simulation._state.whiten_jointly``), or scrambled
+#: Sobol' points (``nfd._simulation._state.sobol_particles``).
+PARTICLE_INITS = ("iid", "whitened", "sobol")
 
 
-def check_whitening(cfg: "Config", smallest: int) -> None:
+def check_particle_init(cfg: "Config", smallest: int) -> None:
     """``particle_init="whitened"`` needs the empirical covariance of the d + C
     coordinates of (u, v) to be invertible in every run of ``cfg``, the smallest of
-    which (an error replica) has ``smallest`` particles."""
+    which (an error replica) has ``smallest`` particles; ``"sobol"`` needs d + C within
+    the dimensions of ``torch.quasirandom.SobolEngine``."""
+    if cfg.particle_init == "sobol" and cfg.d + cfg.C > torch.quasirandom.SobolEngine.MAXDIM:
+        raise ValueError(f"particle_init='sobol' draws points in the d + C = {cfg.d + cfg.C} "
+                         "coordinates of (u, v), more than the "
+                         f"{torch.quasirandom.SobolEngine.MAXDIM} of torch's Sobol' engine: "
+                         "use particle_init='iid' or 'whitened'")
     if cfg.particle_init == "whitened" and smallest <= cfg.d + cfg.C:
         raise ValueError(f"particle_init='whitened' needs more particles than the d + C = "
                          f"{cfg.d + cfg.C} coordinates of (u, v) in every run, but a run "
@@ -78,7 +85,7 @@ class Config:
     adam_path: str = "dense"
     #: the branch exponent α and the trained parameters (``nfd._model._depth``)
     param: Parametrization = Parametrization()
-    #: the initial particles (u, v): "iid" draws, or "whitened" jointly
+    #: the initial particles (u, v): "iid" draws, "whitened" jointly, or "sobol" points
     #: (``nfd._simulation._state.whiten_jointly``)
     particle_init: str = "iid"
     #: Tensor Programs VI's block multiplier a (paper 001 §10.2; 1 for other blocks)

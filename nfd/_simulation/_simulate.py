@@ -88,7 +88,7 @@ from .._model import Activation, Loss, Parametrization
 from .._optim import OptimizerSpec, SGDSpec
 from .._schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, REMOVED_KEYWORDS, Record,
                        check_input_scale, removed_keywords)
-from ._checks import Config, check_simulate, check_whitening
+from ._checks import Config, check_particle_init, check_simulate
 from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
                       replica_particles, replica_seeds, uncalibrated)
@@ -321,14 +321,22 @@ def simulate(
         ``nfd.Adam`` / ``nfd.AdamW`` the replicas hold P particles, as many as
         the main run, so they cost about R times the run. Calibration and cost:
         :ref:`arg-error-replicas`.
-    particle_init : {"iid", "whitened"}
-        The initial particles (u, v): independent N(0, I) draws (the default), or
+    particle_init : {"iid", "whitened", "sobol"}
+        The initial particles (u, v): independent N(0, I) draws (the default);
         those draws whitened jointly, so that their empirical mean is 0 and their
         covariance exactly I_{d+C} (:func:`~nfd._simulation._state.whiten_jointly`;
-        a variance reduction, issue 36; :ref:`arg-particle-init`). The rows are then
-        not independent: the per-particle error is not the run's, so keep
-        ``error_replicas`` (whitened the same way, they calibrate the errors). Needs
-        more particles than d + C in every run, error replicas included.
+        a variance reduction, issue 36); or randomized quasi-Monte Carlo points,
+        scrambled Sobol' points in d + C dimensions mapped through Φ⁻¹, each row
+        exactly N(0, I) but the rows spread evenly
+        (:func:`~nfd._simulation._state.sobol_particles`; issue 54). Measured
+        (:ref:`arg-particle-init`): the seed variance of f and probe_f falls to
+        0.53–0.62 of i.i.d. draws' at the quickstart setting with ``"sobol"``
+        (0.62–0.72 whitened), and to 0.44–0.80 coupled and 0.57 decoupled on ten-class
+        digits, with no bias resolved. Either way the rows are not independent: the
+        per-particle error is not the run's, so keep ``error_replicas`` (drawn the
+        same way, with seeds of their own, they calibrate the errors). ``"whitened"``
+        needs more particles than d + C in every run, error replicas included;
+        ``"sobol"`` needs d + C ≤ 21 201.
     record : nfd.Record
         What to record beside the training numbers (nothing of which changes).
         ``probes`` (array_like (Q, d), array_like (Q,) or (Q, C)): held-out inputs and targets (of the training targets' kind) evaluated forward-only at ``probe_steps`` with
@@ -420,7 +428,7 @@ def simulate(
                          error_replicas=error_replicas, particle_init=particle_init,
                          record=record, divergence=divergence)
     replicas = _replica_configs(cfg)
-    check_whitening(cfg, replicas[0].P if replicas else cfg.P)
+    check_particle_init(cfg, replicas[0].P if replicas else cfg.P)
     scale = check_input_scale("X", cfg.X, stacklevel=4)  # user → wrapper → simulate → it
     if not replicas:
         ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
