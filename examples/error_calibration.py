@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--particle-init", default="iid", choices=("iid", "whitened", "sobol"),
+                    help="simulate's particle_init, for the seeds' runs and the reference's")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.error("--seeds must be at least 2: the interval comes from the spread over seeds")
@@ -154,10 +156,11 @@ def main(argv: list[str] | None = None) -> None:
               optimizer=nfd.SGD(momentum=0.9), batch_size=B,
               record=nfd.Record(probes=(X[K * B:], y[K * B:]), eig_steps=[],
                                 probe_steps=np.unique(np.linspace(0, K, 11).round().astype(int))),
-              device=args.device, progress=False)
+              device=args.device, particle_init=args.particle_init, progress=False)
     ref = _references(X[:K * B], y[:K * B], args, kw)
     runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw)
-    print(f"P = {args.particles}, eta_c = {args.eta_c}, K·B = {K * B}: {len(runs)} of "
+    print(f"P = {args.particles}, eta_c = {args.eta_c}, K·B = {K * B}, particle_init = "
+          f"{args.particle_init}: {len(runs)} of "
           f"{args.seeds} seeds against 2 runs at P = {args.reference} ({diverged} diverged, "
           f"{no_errors} without errors: an error replica diverged)")
     if len(runs) < 2:

@@ -169,12 +169,16 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     """``examples/error_calibration.py`` at a tiny size (about 5 s): seeds whose run
     diverges (1 and 3) and a seed whose errors are NaN (2: a diverged error replica)
     are counted apart and left out, not averaged in as NaN; replaced replicas (seed 4)
-    are counted; ``--eta-c`` reaches the schedule; the rest gives finite statistics. Needs the ``data`` extra (the digits)."""
+    are counted; ``--eta-c`` reaches the schedule and ``--particle-init`` every run;
+    the rest gives finite statistics. Needs the ``data`` extra (the digits)."""
     pytest.importorskip("sklearn")
     example = _example("error_calibration")
     real, real_schedule, peaks = example.nfd.simulate, example.nfd.warmup_cosine, []
 
+    inits = set()
+
     def simulate(X, y, particles, seed, **kw):
+        inits.add(kw["particle_init"])
         if particles == 256 and seed in (1, 3):
             raise FloatingPointError("SGD step 3: diverging output f^2")
         ds = real(X, y, particles=particles, seed=seed, **kw)
@@ -191,9 +195,10 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     monkeypatch.setattr(example.nfd, "simulate", simulate)
     monkeypatch.setattr(example.nfd, "warmup_cosine", schedule)
     example.main(["--seeds", "5", "--particles", "256", "--reference", "512", "--steps",
-                  "6", "--batch", "2", "--depth", "2", "--eta-c", "0.05"])
+                  "6", "--batch", "2", "--depth", "2", "--eta-c", "0.05",
+                  "--particle-init", "sobol"])
     printed = capsys.readouterr().out
-    assert peaks == [0.05] and "eta_c = 0.05" in printed
+    assert peaks == [0.05] and "eta_c = 0.05" in printed and inits == {"sobol"}
     assert "2 of 5 seeds" in printed and "(2 diverged, 1 without errors" in printed
     assert "2 diverged and were replaced, in 1 of these runs" in printed
     lines = [line for line in printed.splitlines() if "mean z²" in line]

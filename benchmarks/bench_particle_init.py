@@ -1,0 +1,139 @@
+"""How much of ``nfd.simulate``'s Monte Carlo variance each way of drawing the
+particles removes (issue 54, item 2): ``particle_init`` and antithetic innovations,
+paired with i.i.d. draws on the same seeds.
+
+For each variant, ``--seeds`` runs (seeds 0, 1, …, ``error_replicas=0``) are set
+against the same seeds drawn i.i.d.: the variance over seeds of every output (f at
+every step and probe_f at every evaluation), averaged over the outputs, as a ratio
+to the i.i.d. runs' with a 95% percentile bootstrap interval over seeds (seeds
+resampled on both sides, 1000 draws); the debiased mean-square shift of the seed
+means (``_common.bias2``: the squared difference less both variances of the mean,
+which it prints as the noise: a shift is resolved only above it); and the rms over
+outputs of the Welch t of the difference (about 1 without a shift).
+
+Variants: ``particle_init="whitened"`` and ``"sobol"``; ``antithetic``: the drivers'
+innovations given (``innovations=``) as pairs ξ, −ξ on particles p and p + P/2
+(against the same seeds' innovations drawn i.i.d. from the same generator, so this
+comparison alone passes innovations on both sides; particles i.i.d.).
+
+Settings: ``quickstart`` (``_common.quickstart_task``: relu, L = 8, K = 64 of batch 2,
+32 probes, η_c = 0.4) and ``digits10`` (``_common.digits10_task``: ten classes, L = 8,
+K = 60 of batch 8, 64 probes).
+
+    python benchmarks/bench_particle_init.py [--setting quickstart] [--backward coupled]
+        [--particles 4096] [--seeds 24] [--variants sobol whitened antithetic] [--quick]
+
+``--quick``: K = 8, P = 256, 4 seeds (that it runs, not numbers). Measured (one thread,
+the other core busy): docs/guide/arguments.md, ``particle_init``, and
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+import nfd
+
+from _common import bias2, digits10_task, outputs, quickstart_task, summary
+
+L = 8
+
+
+def task(setting: str, quick: bool):
+    """(X, y, probes, options) of a setting (module docstring)."""
+    if setting == "digits10":
+        X, y, probes, opts = digits10_task(*((8, 8, 16) if quick else (60, 8, 64)))
+        return X, y, probes, opts
+    X, y, probes = quickstart_task(K=8 if quick else 64)
+    return X, y, probes, dict(activation="relu", eta_c=0.4, batch_size=2)
+
+
+def antithetic_innovations(shape: tuple[int, int, int], seed: int,
+                           paired: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward and backward innovations (L, K·B, P) from ``seed``: i.i.d., or
+    ``paired`` as ξ on the first P/2 particles and −ξ on the others."""
+    g = torch.Generator().manual_seed(50_000 + seed)
+    if not paired:
+        return tuple(torch.randn(shape, generator=g) for _ in range(2))
+    half = [torch.randn(*shape[:2], shape[2] // 2, generator=g) for _ in range(2)]
+    return tuple(torch.cat((h, -h), -1) for h in half)
+
+
+def runs(X, y, probes, opts, P: int, seeds: int, backward: str, variant: str) -> np.ndarray:
+    """Outputs (seed, outputs) of ``seeds`` runs of a variant ("iid", a
+    ``particle_init``, or "antithetic" / "iid-given": innovations given, paired or not)."""
+    out = []
+    for s in range(seeds):
+        kw = {}
+        if variant in ("antithetic", "iid-given"):
+            kw["innovations"] = antithetic_innovations((L, len(y), P), s, variant == "antithetic")
+        else:
+            kw["particle_init"] = variant
+        ds = nfd.simulate(X, y, depth=L, particles=P, seed=s, backward=backward,
+                          error_replicas=0, progress=False,
+                          record=nfd.Record(probes=probes, eig_steps=[]), **kw, **opts)
+        out.append(outputs(ds))
+    return np.stack(out)
+
+
+def compare(a: np.ndarray, base: np.ndarray, draws: int = 1000) -> dict:
+    """The variance ratio of ``a`` to ``base`` (seed, outputs) with its bootstrap
+    interval, the debiased shift and its noise, and the rms Welch t."""
+    rng = np.random.default_rng(0)
+    ratio = a.var(0, ddof=1).mean() / base.var(0, ddof=1).mean()
+    boot = []
+    for _ in range(draws):
+        num = a[rng.integers(0, len(a), len(a))].var(0, ddof=1).mean()
+        den = base[rng.integers(0, len(base), len(base))].var(0, ddof=1).mean()
+        if den > 0:  # a draw of one seed repeated has no spread (few seeds only)
+            boot.append(num / den)
+    shift, noise = bias2(summary(a), summary(base))
+    t = (a.mean(0) - base.mean(0)) / np.sqrt(a.var(0, ddof=1) / len(a)
+                                             + base.var(0, ddof=1) / len(base))
+    return dict(ratio=ratio, interval=np.percentile(boot, [2.5, 97.5]), shift=shift,
+                noise=noise, rms_t=float(np.sqrt((t ** 2).mean())))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--setting", choices=("quickstart", "digits10"), default="quickstart")
+    ap.add_argument("--backward", choices=("coupled", "decoupled"), default="coupled")
+    ap.add_argument("--particles", type=int, default=4096)
+    ap.add_argument("--seeds", type=int, default=24)
+    ap.add_argument("--variants", nargs="+", default=["sobol", "whitened", "antithetic"],
+                    choices=("sobol", "whitened", "antithetic"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if args.seeds < 3:
+        ap.error("--seeds must be at least 3: the ratio's interval resamples seeds")
+    torch.set_num_threads(1)
+    if args.quick:
+        args.particles, args.seeds = 256, 4
+    X, y, probes, opts = task(args.setting, args.quick)
+    P, S = args.particles, args.seeds
+    print(f"{args.setting}, {args.backward}, P = {P}, {S} seeds each, one thread")
+    print("| variant | variance per output | against i.i.d. | ratio [95% bootstrap] | "
+          "shift² (debiased) | noise | rms Welch t | s per run |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = {}
+    for variant in args.variants:
+        ref = "iid-given" if variant == "antithetic" else "iid"
+        if ref not in base:
+            base[ref] = runs(X, y, probes, opts, P, S, args.backward, ref)
+        start = time.perf_counter()
+        a = runs(X, y, probes, opts, P, S, args.backward, variant)
+        seconds = (time.perf_counter() - start) / S
+        c = compare(a, base[ref])
+        lo, hi = c["interval"]
+        print(f"| {variant} | {a.var(0, ddof=1).mean():.3g} | "
+              f"{base[ref].var(0, ddof=1).mean():.3g} | {c['ratio']:.2f} [{lo:.2f}, {hi:.2f}] | "
+              f"{c['shift']:+.2g} | {c['noise']:.2g} | {c['rms_t']:.2f} | {seconds:.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
