@@ -327,7 +327,7 @@ def simulate(
         covariance exactly I_{d+C} (:func:`~nfd._simulation._state.whiten_jointly`;
         a variance reduction, issue 36); or randomized quasi-Monte Carlo points,
         scrambled Sobol' points in d + C dimensions mapped through Φ⁻¹, each row
-        exactly N(0, I) but the rows spread evenly
+        N(0, I) (to 2⁻³⁰) but the rows spread evenly
         (:func:`~nfd._simulation._state.sobol_particles`; issue 54). Measured
         (:ref:`arg-particle-init`): the seed variance of f and probe_f falls to
         0.53–0.62 of i.i.d. draws' at the quickstart setting with ``"sobol"``

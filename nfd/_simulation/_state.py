@@ -202,8 +202,9 @@ def sobol_particles(P: int, d: int, v_shape: tuple[int, ...], gen: torch.Generat
     from ``gen``), each coordinate mapped through Φ⁻¹ (``torch.special.ndtri``), u
     the first d coordinates and v the last C.
 
-    Each point is uniform on the cube, so each row is exactly N(0, I_{d+C}), and every
-    mean-field estimate stays unbiased; the rows are not independent but spread
+    Each point is uniform on the cube (on its grid of 2⁻³⁰; a coordinate 0 is clamped),
+    so each row is N(0, I_{d+C}) to that resolution, and every mean-field estimate
+    stays unbiased; the rows are not independent but spread
     evenly, so the particle means of smooth functions of (u, v) carry less sampling
     error (the initial particles were 20–30% of the coupled limit's variance on
     ten-class digits, docs/benchmarks.md). The per-particle standard error then no
