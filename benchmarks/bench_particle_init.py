@@ -3,20 +3,19 @@ particles removes (issue 54, item 2): ``particle_init`` and antithetic innovatio
 paired with i.i.d. draws on the same seeds.
 
 For each variant, ``--seeds`` runs (seeds 0, 1, …, ``error_replicas=0``) are set
-against the same seeds drawn i.i.d.: the variance over seeds of every output (f at
-every step and probe_f at every evaluation), averaged over the outputs, as a ratio
-to the i.i.d. runs' with a 95% percentile bootstrap interval over seeds (seeds
-resampled on both sides, 1000 draws); the debiased mean-square shift of the seed
-means (``_common.bias2``: the squared difference less both variances of the mean,
-which it prints as the noise: a shift is resolved only above it); and the rms over
-outputs of the Welch t of the difference (about 1 without a shift). All three treat
-the two sides as independent. That holds nearly for ``particle_init`` (the seeds'
-outputs correlated 0.04-0.13 with the i.i.d. runs': quickstart, K = 16, P = 1024,
-32 seeds), not for ``antithetic``, whose side shares its particles and its
-innovations' generator with its reference (correlation 0.6-0.8, 32 of 576 outputs
-identical): there the rms Welch t is below 1 without a shift (0.45-0.57 there), the
-noise overstates the shift's, and the interval is wider than a paired one
-([0.95, 1.20] against [0.99, 1.15], coupled).
+against the same seeds drawn i.i.d. The two runs of a seed share its other draws
+(the antithetic side its particles and its innovations' generator: outputs correlated
+0.6–0.8, some identical; a ``particle_init`` side its probe noise: 0.04–0.13), so every
+statistic is paired by seed: the variance over seeds of every output (f at every step
+and probe_f at every evaluation), averaged over the outputs, as a ratio to the i.i.d.
+runs' with a 95% percentile bootstrap interval (seeds resampled, the same for both
+sides, 1000 draws); the debiased mean-square shift of the seed means (the mean over
+outputs of the squared mean difference less its variance, the seeds' variance of the
+difference over S, printed as the noise: a shift is resolved only above it); and the
+rms over outputs of the paired t of the difference (about 1 without a shift, for
+S ≫ 2). (An unpaired analysis of the antithetic side gave rms t 0.45–0.57 without a
+shift and intervals wider than the paired ones: quickstart, K = 16, P = 1024, 32
+seeds.)
 
 Variants: ``particle_init="whitened"`` and ``"sobol"``; ``antithetic``: the drivers'
 innovations given (``innovations=``) as pairs ξ, −ξ on particles p and p + P/2
@@ -47,7 +46,7 @@ import torch
 
 import nfd
 
-from _common import bias2, digits10_task, outputs, quickstart_task, summary
+from _common import digits10_task, outputs, quickstart_task
 
 L = 8
 
@@ -90,21 +89,24 @@ def runs(X, y, probes, opts, P: int, seeds: int, backward: str, variant: str) ->
 
 
 def compare(a: np.ndarray, base: np.ndarray, draws: int = 1000) -> dict:
-    """The variance ratio of ``a`` to ``base`` (seed, outputs) with its bootstrap
-    interval, the debiased shift and its noise, and the rms Welch t."""
+    """The variance ratio of ``a`` to ``base`` (seed, outputs; row s of both from seed
+    s) with its paired bootstrap interval, the debiased shift and its noise, and the
+    rms paired t (module docstring)."""
     rng = np.random.default_rng(0)
+    S = len(a)
     ratio = a.var(0, ddof=1).mean() / base.var(0, ddof=1).mean()
     boot = []
     for _ in range(draws):
-        num = a[rng.integers(0, len(a), len(a))].var(0, ddof=1).mean()
-        den = base[rng.integers(0, len(base), len(base))].var(0, ddof=1).mean()
+        seeds = rng.integers(0, S, S)
+        den = base[seeds].var(0, ddof=1).mean()
         if den > 0:  # a draw of one seed repeated has no spread (few seeds only)
-            boot.append(num / den)
-    shift, noise = bias2(summary(a), summary(base))
-    t = (a.mean(0) - base.mean(0)) / np.sqrt(a.var(0, ddof=1) / len(a)
-                                             + base.var(0, ddof=1) / len(base))
-    return dict(ratio=ratio, interval=np.percentile(boot, [2.5, 97.5]), shift=shift,
-                noise=noise, rms_t=float(np.sqrt((t ** 2).mean())))
+            boot.append(a[seeds].var(0, ddof=1).mean() / den)
+    diff = a - base
+    mean, var = diff.mean(0), diff.var(0, ddof=1) / S
+    t = mean / np.sqrt(np.where(var > 0, var, np.inf))  # identical outputs: t = 0
+    return dict(ratio=ratio, interval=np.percentile(boot, [2.5, 97.5]),
+                shift=float((mean ** 2 - var).mean()), noise=float(var.mean()),
+                rms_t=float(np.sqrt((t ** 2).mean())))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     P, S = args.particles, args.seeds
     print(f"{args.setting}, {args.backward}, P = {P}, {S} seeds each, one thread")
     print("| variant | variance per output | against i.i.d. | ratio [95% bootstrap] | "
-          "shift² (debiased) | noise | rms Welch t | s per run |")
+          "shift² (debiased) | noise | rms paired t | s per run |")
     print("|---|---|---|---|---|---|---|---|")
     base = {}
     for variant in args.variants:
