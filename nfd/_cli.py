@@ -83,7 +83,7 @@ error_replicas = 2
 # particle_init = "whitened" whitens the initial particles (u, v) jointly: about 1.4-1.6
 # times fewer particles for the same error; "sobol" draws them as scrambled Sobol'
 # points: 1.6-1.9 times fewer at the quickstart setting (keep error_replicas for the
-# errors with either).
+# errors with either; with "sobol" each replica holds as many particles as the run).
 # particle_init = "iid"
 
 # The network's optimizer (nfd.SGD, nfd.Adam, nfd.AdamW): name = "sgd" is

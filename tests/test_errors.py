@@ -79,6 +79,10 @@ def test_replica_sizes_and_seeds():
     assert replica_particles(32768, 1600, coupled=False) == 4096
     assert replica_particles(65536, 1600, coupled=True) == 8192
     assert replica_particles(1000, 480, coupled=True) == 1000
+    # Adam and Sobol' particles: the run's own size (their gain or inflation depends
+    # on P in either direction)
+    assert replica_particles(8192, adam=True) == 8192
+    assert replica_particles(8192, 480, coupled=True, quasi=True) == 8192
     seeds = replica_seeds(0, 3)
     assert len(set(seeds) | {0}) == 4 and seeds == replica_seeds(0, 3)
     assert replica_seeds(1, 3) != seeds

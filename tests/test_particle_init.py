@@ -96,6 +96,10 @@ def test_default_is_iid_and_whitening_changes_the_run():
     sobol = nfd.simulate(X, y, particle_init="sobol", **kw)
     assert sobol.attrs["particle_init"] == "sobol"
     assert float(abs(sobol.f - iid.f).max()) > 1e-3
+    # Sobol' runs' error replicas hold the run's particles (P/8 = 128 < 1024 otherwise)
+    kw.update(particles=1024, error_replicas=1)
+    assert nfd.simulate(X, y, **kw).attrs["error_replica_particles"] == 512
+    assert nfd.simulate(X, y, particle_init="sobol", **kw).attrs["error_replica_particles"] == 1024
 
 
 _RNG = np.random.default_rng(36)

@@ -45,7 +45,8 @@ def _attrs(cfg: Config) -> dict:
         error_replicas=cfg.error_replicas, particle_init=cfg.particle_init,
         **({"paired_probes": 1} if cfg.paired_probes else {}),
         error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled,
-                                                   cfg.adam is not None)
+                                                   cfg.adam is not None,
+                                                   cfg.particle_init == "sobol")
                                  if cfg.error_replicas else 0),
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)",

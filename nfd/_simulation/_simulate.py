@@ -318,7 +318,8 @@ def simulate(
         the run, with a warning (the errors are NaN only if a replacement diverges
         too); ``attrs["error_replicas_replaced"]`` counts the replacements (0
         without replicas; a replacement that diverged too is counted). With
-        ``nfd.Adam`` / ``nfd.AdamW`` the replicas hold P particles, as many as
+        ``nfd.Adam`` / ``nfd.AdamW``, and with ``particle_init="sobol"``, the
+        replicas hold P particles, as many as
         the main run, so they cost about R times the run. Calibration and cost:
         :ref:`arg-error-replicas`.
     particle_init : {"iid", "whitened", "sobol"}
@@ -334,9 +335,12 @@ def simulate(
         (0.62–0.72 whitened), and to 0.44–0.80 coupled and 0.57 decoupled on ten-class
         digits, with no bias resolved. Either way the rows are not independent: the
         per-particle error is not the run's, so keep ``error_replicas`` (drawn the
-        same way, with seeds of their own, they calibrate the errors). ``"whitened"``
-        needs more particles than d + C in every run, error replicas included;
-        ``"sobol"`` needs d + C ≤ 21 201.
+        same way, with seeds of their own, they calibrate the errors). With
+        ``"sobol"`` the replicas hold P particles, as many as the run (the points'
+        gain depends on P, so only replicas of the run's size measure its error), so
+        they cost about R times the run, as with Adam. ``"whitened"`` needs more
+        particles than d + C in every run, error replicas included; ``"sobol"``
+        needs d + C ≤ 21 201.
     record : nfd.Record
         What to record beside the training numbers (nothing of which changes).
         ``probes`` (array_like (Q, d), array_like (Q,) or (Q, C)): held-out inputs and targets (of the training targets' kind) evaluated forward-only at ``probe_steps`` with
@@ -490,7 +494,8 @@ def _replica_configs(cfg: Config, first: int = 0) -> list[Config]:
     :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
     innovations, recording no paths or eigenvalues. ``first``: the first replica's
     number (its seed), R for the replacements of diverged ones (:func:`_complete`)."""
-    P = replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None)
+    P = replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None,
+                          cfg.particle_init == "sobol")
     seeds = replica_seeds(cfg.seed, first + cfg.error_replicas)[first:]
     return [dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
                                 innovations=(None, None), error_replicas=0)
