@@ -143,7 +143,7 @@ def test_particles_match_linear_limit(backward, B, init):
 def test_bad_particle_init_raises_clear_errors(kwargs, match, monkeypatch):
     X, y = nfd.synthetic_task("tanh", 4, 4, seed=0)
     import nfd._simulation._simulate as sim
-    monkeypatch.setattr(sim, "replica_particles", lambda *a: 5)  # replicas of 5 particles
+    monkeypatch.setattr(sim, "run_replica_particles", lambda cfg: 5)  # replicas of 5 particles
     with pytest.raises(ValueError, match=match):
         nfd.simulate(X, y, **{"eta_c": 0.1, "depth": 2, "particles": 64, "progress": False,
                               "error_replicas": 0, **kwargs})

@@ -12,7 +12,7 @@ from .._schema import (EXTRA_VARIABLES, VARIABLES, annotate, base_attrs, data_at
 from .._model import block_style
 from .._optim import block_attrs
 from ._checks import Config
-from ._errors import replica_particles
+from ._errors import run_replica_particles
 
 __all__ = ["assemble"]
 
@@ -44,10 +44,7 @@ def _attrs(cfg: Config) -> dict:
         rel_jitter=cfg.rel_jitter, **({"outputs": cfg.C} if cfg.vector else {}),
         error_replicas=cfg.error_replicas, particle_init=cfg.particle_init,
         **({"paired_probes": 1} if cfg.paired_probes else {}),
-        error_replica_particles=(replica_particles(cfg.P, cfg.N, cfg.coupled,
-                                                   cfg.adam is not None,
-                                                   cfg.particle_init == "sobol")
-                                 if cfg.error_replicas else 0),
+        error_replica_particles=run_replica_particles(cfg) if cfg.error_replicas else 0,
         divergence="none" if cfg.divergence is None else cfg.divergence,
         alpha="1/sqrt(n)",
         learning_rate=_learning_rate(cfg),

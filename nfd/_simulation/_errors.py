@@ -60,7 +60,7 @@ from ._state import seed_word
 
 __all__ = ["DEFAULT_ERROR_REPLICAS", "REPLICA_SHARE", "REPLICA_MIN_PARTICLES",
            "REPLICA_MIN_PER_TRAJECTORY", "WINDOW_TRAJECTORIES", "WINDOW_MIN_OUTPUTS",
-           "INFLATION_WARN", "replica_particles",
+           "INFLATION_WARN", "replica_particles", "run_replica_particles",
            "replica_seeds", "windows", "inflation", "windowed_inflation",
            "calibrate_errors", "uncalibrated", "replica_diverged"]
 
@@ -177,6 +177,15 @@ def replica_particles(P: int, trajectories: int = 0, coupled: bool = False,
     if coupled:
         floor = max(floor, REPLICA_MIN_PER_TRAJECTORY * trajectories)
     return min(P, max(P // REPLICA_SHARE, floor))
+
+
+def run_replica_particles(cfg) -> int:
+    """:func:`replica_particles` of a run's ``Config`` (``nfd._simulation._checks``):
+    the one place its size, trajectories, backward mode, optimizer and particle
+    draws decide the replicas' particles (the replicas run with it, the Dataset
+    records it)."""
+    return replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None,
+                             cfg.particle_init == "sobol")
 
 
 def replica_seeds(seed: int, replicas: int) -> list[int]:

@@ -91,7 +91,7 @@ from .._schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, REMOVED_KEYWORDS, R
 from ._checks import Config, check_particle_init, check_simulate
 from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
-                      replica_particles, replica_seeds, uncalibrated)
+                      replica_seeds, run_replica_particles, uncalibrated)
 from ._adam import warn_if_first_sign_unresolved
 from ._state import fit_together, start_group
 from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
@@ -491,11 +491,10 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
 def _replica_configs(cfg: Config, first: int = 0) -> list[Config]:
     """The ``error_replicas`` replica runs of ``cfg`` (``nfd._simulation._errors``; none
     without): the same stream, probes and settings with their own seeds and
-    :func:`~nfd._simulation._errors.replica_particles` particles, drawing their own
+    :func:`~nfd._simulation._errors.run_replica_particles` particles, drawing their own
     innovations, recording no paths or eigenvalues. ``first``: the first replica's
     number (its seed), R for the replacements of diverged ones (:func:`_complete`)."""
-    P = replica_particles(cfg.P, cfg.N, cfg.coupled, cfg.adam is not None,
-                          cfg.particle_init == "sobol")
+    P = run_replica_particles(cfg)
     seeds = replica_seeds(cfg.seed, first + cfg.error_replicas)[first:]
     return [dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
                                 innovations=(None, None), error_replicas=0)
