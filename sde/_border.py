@@ -36,7 +36,8 @@ def skipped(pivot2: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
     return pivot2 <= floor * SKIP_MARGIN
 
 
-def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
+def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float,
+                  fused: bool = False):
     """One new component (B = 1, online SGD): its row of the factor in closed form.
 
     Parameters
@@ -47,6 +48,8 @@ def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
         Covariance of the new component with the committed ones, then its variance.
     rel_jitter : float
         Relative eigenvalue floor: the floor is ``rel_jitter · var``.
+    fused : bool
+        Make the elementwise rest in one compiled kernel (:func:`sde.fused_borders`).
 
     Returns
     -------
@@ -63,11 +66,12 @@ def border_column(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     shrunk so that l22² + |L21|² = s stays exact (without this the increments'
     variance grows without bound in float32 runs).
     """
-    coef, pivot, min_eig, skip = border_columns([inv], col[None], rel_jitter)
+    coef, pivot, min_eig, skip = border_columns([inv], col[None], rel_jitter, fused)
     return coef[0], pivot[0], min_eig[0], skip[0]
 
 
-def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
+def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float,
+                   fused: bool = False):
     """:func:`border_column` for G independent drivers at once (one driver's border is
     this with G = 1): ``invs`` their G inverses (k, k), ``cols`` (G, k+1). The
     products with the inverses are made per driver, each into its own aligned slab,
@@ -81,16 +85,32 @@ def border_columns(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: flo
     # each dot alone (dot's out= is a dot and a copy: two kernels on a GPU)
     dots = [torch.dot(c, c) for c in coefs.unbind(0)]
     grams = (dots[0][None] if G == 1 else torch.stack(dots))[:, None]
-    return _column_tail(coefs, grams, cols[:, k:], rel_jitter)
+    shrink, pivot, min_eig, skip = _pivots(grams, cols[:, k:], rel_jitter, fused)
+    return coefs * shrink, pivot, min_eig, skip
 
 
-def _column_tail(coef: torch.Tensor, gram: torch.Tensor, var: torch.Tensor,
-                 rel_jitter: float):
-    """The elementwise rest of :func:`border_column` from the regression ``coef``, its
-    squared norm ``gram`` and the variance ``var`` (any leading dims)."""
+def _pivots(gram: torch.Tensor, var: torch.Tensor, rel_jitter: float, fused: bool):
+    """The shrinks, pivots, Schur complements before regularisation and skip masks of
+    new components of variances ``var`` whose regressions on the committed ones have
+    squared norms ``gram`` (:func:`border_column`, :func:`condition_each`; any
+    matching shapes): :func:`_column_algebra`, compiled into one kernel when ``fused``
+    (on fresh copies, whose layout does not change with the history)."""
+    if fused:
+        return _compiled(_column_algebra)(gram, _fresh(var), rel_jitter)
+    return _column_algebra(gram, var, rel_jitter)
+
+
+def _column_algebra(gram: torch.Tensor, var: torch.Tensor, rel_jitter: float):
+    """:func:`_pivots`' arithmetic (the same shapes in and out)."""
     min_eig = var - gram
     pivot2, shrink, skip = _regularise(var, min_eig, gram, _floor(var, rel_jitter))
-    return coef * shrink, pivot2.sqrt(), min_eig, skip
+    return shrink, pivot2.sqrt(), min_eig, skip
+
+
+def _fresh(x: torch.Tensor) -> torch.Tensor:
+    """A row-major copy of ``x``: the operand of a compiled kernel keeps one layout
+    whatever view it was cut from (a new layout would be a new compilation)."""
+    return torch.clone(x, memory_format=torch.contiguous_format)
 
 
 def _floor(var: torch.Tensor, rel_jitter: float) -> torch.Tensor:
@@ -117,7 +137,8 @@ def _regularise(var: torch.Tensor, min_eig: torch.Tensor, gram: torch.Tensor,
     return pivot2, shrink, skip
 
 
-def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
+def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float,
+                 fused: bool = False):
     """B ≥ 2 new components (mini-batches): the block row ``[L21 | L22]`` (B, k+B).
 
     The nested Cholesky factor one component at a time: component j is bordered as
@@ -152,11 +173,12 @@ def border_block(inv: torch.Tensor, col: torch.Tensor, rel_jitter: float):
     that needs no eigen-solver, whose result would have to be read back by the host
     on a GPU, every layer), and the skip mask (B,).
     """
-    rows, min_eig, skip = border_blocks([inv], col[None], rel_jitter)
+    rows, min_eig, skip = border_blocks([inv], col[None], rel_jitter, fused)
     return rows[0].contiguous(), min_eig[0], skip[0]  # row-major for the caller's products
 
 
-def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float):
+def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: float,
+                  fused: bool = False):
     """:func:`border_block` for G independent drivers at once (one driver's border is
     this with G = 1): ``invs`` their G inverses (k, k), ``cols`` (G, k+B, B). The
     products are made per driver, each into its own aligned slab, the elementwise
@@ -171,51 +193,94 @@ def border_blocks(invs: list[torch.Tensor], cols: torch.Tensor, rel_jitter: floa
                               gram.unbind(0)):
         torch.mm(inv, col, out=h)
         torch.mm(h.T, h, out=g)
-    return _block_tail(slabs, gram, cols[:, k:], rel_jitter)
+    return _block_tail(slabs, gram, cols[:, k:], rel_jitter, fused)
 
 
 def _block_tail(slabs: torch.Tensor, gram: torch.Tensor, block: torch.Tensor,
-                rel_jitter: float):
+                rel_jitter: float, fused: bool = False):
     """The rest of :func:`border_block` for G drivers from ``slabs`` (G, k+B, B), whose
     first k rows hold their regressions on the history (k, B), the Gram matrix
     ``gram`` of those (G, B, B) and the blocks (G, B, B). The last B rows of the slabs
-    receive the transposed factors of the Schur complements, then all is scaled by
-    the shrinks: the slabs' transposes are the rows."""
+    receive the Schur complements, then their transposed factors
+    (:func:`_block_algebra`, compiled into one kernel when ``fused``), then all is
+    scaled by the shrinks: the slabs' transposes are the rows."""
     k = slabs.shape[1] - block.shape[1]
+    if fused:
+        schur, pivot2, shrink, min_eig, skip = _compiled(_fresh_algebra)(
+            gram, _fresh(block), rel_jitter)
+        slabs[:, k:].copy_(schur)
+    else:
+        schur = torch.sub(block, gram, out=slabs[:, k:])
+        pivot2, shrink, min_eig, skip = _block_algebra(schur, block, rel_jitter)
+    rows = slabs.mul_(shrink[:, None]).transpose(1, 2)
+    torch.sqrt(pivot2, out=rows.diagonal(k, dim1=1, dim2=2))  # straight onto the diagonal
+    return rows, min_eig, skip
+
+
+def _block_algebra(schur: torch.Tensor, block: torch.Tensor, rel_jitter: float):
+    """The part of a block border that does not depend on the history's length: the
+    Schur complements ``schur`` (G, B, B) of the blocks ``block`` (G, B, B) become
+    their transposed strictly lower Cholesky factors, zero below the diagonal
+    (:func:`_block_factor`; the diagonal holds the squared pivots before the floor),
+    and returns the squared pivots, shrinks and skip masks (G, B)
+    (:func:`_regularise`) and the smallest squared pivot before the floor (G, 1).
+    Its shapes do not depend on the history, and it writes only ``schur``, so
+    :func:`_compiled` makes it one kernel."""
     var = torch.diagonal(block, dim1=1, dim2=2)
     floor = _floor(var, rel_jitter)
     ceil = floor * SKIP_MARGIN
-    upper = slabs[:, k:].zero_()
-    schur = _block_factor(block - gram, floor, ceil, upper)
-    pivot2, shrink, skip = _regularise(var, schur, var - schur, floor, ceil)
-    rows = slabs.mul_(shrink[:, None]).transpose(1, 2)
-    torch.sqrt(pivot2, out=rows.diagonal(k, dim1=1, dim2=2))  # straight onto the diagonal
-    return rows, schur.amin(1, keepdim=True), skip
+    diag = _block_factor(schur, floor, ceil)
+    pivot2, shrink, skip = _regularise(var, diag, var - diag, floor, ceil)
+    min_eig = diag.amin(1, keepdim=True)
+    schur.triu_()
+    return pivot2, shrink, min_eig, skip
 
 
-def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor,
-                  upper: torch.Tensor) -> torch.Tensor:
+def _fresh_algebra(gram: torch.Tensor, block: torch.Tensor, rel_jitter: float):
+    """:func:`_block_algebra` on the Schur complements ``block − gram`` made here, which
+    it returns first (the form that :func:`_compiled` compiles)."""
+    schur = block - gram
+    return (schur, *_block_algebra(schur, block, rel_jitter))
+
+
+def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor) -> torch.Tensor:
     """The Cholesky factors of G Schur complements (G, B, B; only their upper
     triangles are read, and they are overwritten) column by column, each pivot
     floored at ``floor`` (G, B) and the column of a pivot at the floor (at most
     ``ceil`` = floor · SKIP_MARGIN, :func:`skipped`) set to zero. The strictly lower
-    factors are written transposed into the strict upper triangles of ``upper``
-    (G, B, B; the caller's zeros elsewhere). Returns each component's squared pivot
+    factors are written transposed into the strict upper triangles of ``schur``
+    (the rows that are no longer read). Returns each component's squared pivot
     before the floor (its conditional variance given the history and the block's
-    earlier components that are not skipped) (G, B). The rank-one updates are made
-    per matrix (``addr_``, whose bits a batched product need not match)."""
+    earlier components that are not skipped) (G, B), a view of ``schur``'s
+    diagonal. The rank-one updates are made per matrix (``addr_``, whose bits a
+    batched product need not match); compiled (:func:`_compiled`), elementwise for
+    all G at once."""
     diag = torch.diagonal(schur, dim1=1, dim2=2)
     each = schur.unbind(0)
     for j in range(schur.shape[1] - 1):
-        at = floor[:, j]
-        pivot2 = torch.maximum(diag[:, j], at)
-        # the column straight into its place in ``upper`` (no copy)
-        column = torch.div(schur[:, j, j + 1:], pivot2.sqrt()[:, None],
-                           out=upper[:, j, j + 1:])
+        pivot2 = torch.maximum(diag[:, j], floor[:, j])
+        column = schur[:, j, j + 1:].div_(pivot2.sqrt()[:, None])  # in its own row
         column.masked_fill_((pivot2 <= ceil[:, j])[:, None], 0.0)
-        for m, c in zip(each, column.unbind(0)):
-            m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
+        if torch.compiler.is_compiling():  # one kernel, and no loop that fixes G
+            schur[:, j + 1:, j + 1:] -= column[:, :, None] * column[:, None, :]
+        else:
+            for m, c in zip(each, column.unbind(0)):
+                m[j + 1:, j + 1:].addr_(c, c, alpha=-1.0)
     return diag
+
+
+@functools.cache
+def _compiled(tail):
+    """The arithmetic ``tail`` of a border or conditioning that does not depend on the
+    history's length (:func:`_fresh_algebra`, :func:`_column_algebra`), compiled by
+    ``torch.compile`` into one kernel, once per shape (G, B) and dtype: its operands
+    are fresh row-major tensors (:func:`_fresh`) whose size and layout do not change
+    as the history grows, so a run compiles it once (again when an error replica
+    leaves its group). Past torch's limit of compilations per function (8 by default:
+    a process that runs many group or block sizes) a call falls back to the eager
+    operations, with torch's warning. Made on first use, so that importing sde does
+    not import the compiler (:func:`sde.fused_borders`)."""
+    return torch.compile(tail, dynamic=False)
 
 
 def truncated_rows(inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -249,7 +314,7 @@ def _constants(b: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.
 
 
 def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,
-                   rel_jitter: float):
+                   rel_jitter: float, fused: bool = False):
     """Uncommitted components (held-out probes), each conditioned on the committed
     ones only: :func:`border_column` for all B columns at once.
 
@@ -260,11 +325,11 @@ def condition_each(inv: torch.Tensor, cross: torch.Tensor, var: torch.Tensor,
     (B,), the smallest conditional variance before regularisation (0-d) and the skip
     mask (B,).
     """
-    return _condition_tail(inv @ cross, var, rel_jitter)
+    return _condition_tail(inv @ cross, var, rel_jitter, fused)
 
 
 def condition_groups(invs: list[torch.Tensor], cross: torch.Tensor, var: torch.Tensor,
-                     rel_jitter: float):
+                     rel_jitter: float, fused: bool = False):
     """:func:`condition_each` for G independent drivers at once: ``invs`` their G
     inverses (k, k), ``cross`` (G, k, B), ``var`` (G, B); the products per driver,
     the rest once for all G. Returns weights (G, B, k), pivots (G, B), min_eig (G,)
@@ -272,14 +337,13 @@ def condition_groups(invs: list[torch.Tensor], cross: torch.Tensor, var: torch.T
     coef = grouped(len(invs), cross.shape[1:], cross.dtype, cross.device)
     for inv, c, out in zip(invs, cross.unbind(0), coef.unbind(0)):
         torch.mm(inv, c, out=out)  # each into its own aligned slab: no stack
-    return _condition_tail(coef, var, rel_jitter)
+    return _condition_tail(coef, var, rel_jitter, fused)
 
 
-def _condition_tail(coef: torch.Tensor, var: torch.Tensor, rel_jitter: float):
+def _condition_tail(coef: torch.Tensor, var: torch.Tensor, rel_jitter: float,
+                    fused: bool = False):
     """The elementwise rest of :func:`condition_each` from the regressions ``coef``
     (..., k, B) and the variances (..., B)."""
     gram = (coef * coef).sum(-2)
-    min_eig = var - gram
-    pivot2, shrink, skip = _regularise(var, min_eig, gram, _floor(var, rel_jitter))
-    return ((coef * shrink[..., None, :]).transpose(-1, -2), pivot2.sqrt(),
-            min_eig.amin(-1), skip)
+    shrink, pivot, min_eig, skip = _pivots(gram, var, rel_jitter, fused)
+    return (coef * shrink[..., None, :]).transpose(-1, -2), pivot, min_eig.amin(-1), skip

@@ -35,7 +35,7 @@ import torch
 from ._border import border_block, border_column, condition_each, truncated_rows
 
 __all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION", "STEIN_ROUNDING",
-           "stein_truncation"]
+           "stein_truncation", "fused_borders"]
 
 
 #: Components whose squared pivot (their conditional variance given the earlier
@@ -64,6 +64,38 @@ STEIN_ROUNDING = 100.0
 #: or the level of an enclosing :func:`stein_truncation` (a context variable, so a block
 #: in one thread leaves the drivers other threads build alone)
 _truncation = contextvars.ContextVar("stein_truncation", default=STEIN_TRUNCATION)
+
+
+#: Whether drivers built now in this thread (or task) make the small algebra of their
+#: block borders in one compiled kernel (:func:`fused_borders`)
+_fused = contextvars.ContextVar("fused_borders", default=False)
+
+
+@contextlib.contextmanager
+def fused_borders() -> Iterator[None]:
+    """Drivers built inside the block make the elementwise algebra of each border and
+    conditioning in one kernel compiled by ``torch.compile``, instead of one dispatched
+    operation each: for B ≥ 2 the floors, the Cholesky factor of the block's Schur
+    complement, the shrinks and skip masks (about twenty operations on B numbers,
+    ``sde._border._block_algebra``); for B = 1 and for conditioned components the
+    floor, shrink and pivot of each column. The products with the stored inverse
+    factors stay as they are. An opt-in for launch-bound devices, not yet measured on
+    a GPU (docs/guide/gpu.md): on a CPU it costs about as much time as it saves.
+
+    The compiled kernels round as IEEE arithmetic does, which torch's eager CPU
+    kernels need not (its vectorised ``sqrt`` and the BLAS rank-one update ``addr_``
+    may differ in the last bit), so a run's numbers agree with the eager path's
+    within rounding, not bit for bit (tests/test_fused_borders.py states the
+    tolerances). The first border of each shape pays the compilation (seconds;
+    ``torch.compile`` caches it on disk for later processes), and a CPU needs a C++
+    compiler. As :func:`stein_truncation`, the setting holds for drivers built in
+    this thread.
+    """
+    token = _fused.set(True)
+    try:
+        yield
+    finally:
+        _fused.reset(token)
 
 
 @contextlib.contextmanager
@@ -200,6 +232,9 @@ class GrowingGaussianDriver:
         #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`,
         #: :func:`stein_truncation`)
         self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
+        #: Whether block borders make their small algebra in one compiled kernel
+        #: (:func:`fused_borders`)
+        self.fused = _fused.get()
         self._given = innovations is not None
         self.xi = self._innovation_buffer(innovations, storage)
         # L⁻¹ per time index (lower triangular; a skipped component has a zero row),
@@ -328,10 +363,11 @@ class GrowingGaussianDriver:
         committed = self._committed(k)[0][t]
         if b == 1:
             coef, pivot, min_eig, skip = border_column(committed, column.view(-1),
-                                                       self.rel_jitter)
+                                                       self.rel_jitter, self.fused)
             weights = torch.cat((coef, pivot))[None]
         else:
-            weights, min_eig, skip = border_block(committed, column, self.rel_jitter)
+            weights, min_eig, skip = border_block(committed, column, self.rel_jitter,
+                                                  self.fused)
         # copies: the caller may reuse its column, or change the weights, before the
         # rows are written
         kept = (weights.clone(), column.clone()) if copy else (weights, column)
@@ -446,7 +482,7 @@ class GrowingGaussianDriver:
             self._flush()
         k = self.sizes[t]
         weights, pivots, min_eig, skip = condition_each(self._inv[t, :k, :k], cross, var,
-                                                        self.rel_jitter)
+                                                        self.rel_jitter, self.fused)
         self._floored |= skip.any()
         return weights, pivots, min_eig
 

@@ -41,8 +41,8 @@ class DriverGroup:
     Parameters
     ----------
     drivers : sequence of GrowingGaussianDriver
-        The members; they must agree in ``times``, ``capacity``, ``rel_jitter`` and
-        whether they keep responses. The group keeps them as ``drivers``, a list,
+        The members; they must agree in ``times``, ``capacity``, ``rel_jitter``,
+        whether they keep responses and whether they fuse their borders. The group keeps them as ``drivers``, a list,
         and :meth:`keep` drops members.
     """
 
@@ -51,10 +51,11 @@ class DriverGroup:
             raise ValueError("drivers must hold at least one driver")
         first = drivers[0]
         for d in drivers[1:]:
-            if (d.times, d.capacity, d.rel_jitter, d._inv_stein is None) != (
-                    first.times, first.capacity, first.rel_jitter, first._inv_stein is None):
+            if (d.times, d.capacity, d.rel_jitter, d._inv_stein is None, d.fused) != (
+                    first.times, first.capacity, first.rel_jitter, first._inv_stein is None,
+                    first.fused):
                 raise ValueError("the drivers of a group must share times, capacity, "
-                                 "rel_jitter and responses")
+                                 "rel_jitter, responses and fused borders")
         self.drivers = list(drivers)
 
     def keep(self, members: Sequence[int]) -> None:
@@ -99,10 +100,12 @@ class DriverGroup:
             d._open(t, b)
         invs = [d._committed(k)[0][t] for d in self.drivers]
         if b == 1:
-            coef, pivot, min_eig, skip = border_columns(invs, column[..., 0], self.rel_jitter)
+            coef, pivot, min_eig, skip = border_columns(invs, column[..., 0], self.rel_jitter,
+                                                        self.drivers[0].fused)
             weights = torch.cat((coef, pivot), 1)[:, None]
         else:
-            weights, min_eig, skip = border_blocks(invs, column, self.rel_jitter)
+            weights, min_eig, skip = border_blocks(invs, column, self.rel_jitter,
+                                                   self.drivers[0].fused)
         kept = (weights.clone(), column.clone()) if copy else (weights, column)
         for d, (w, s, c) in zip(self.drivers, zip(kept[0].unbind(0), skip.unbind(0),
                                                   kept[1].unbind(0))):
@@ -171,7 +174,8 @@ class DriverGroup:
             if d._pending:
                 d._flush()
             invs.append(d._inv[t, :k, :k])
-        weights, pivots, min_eig, skip = condition_groups(invs, cross, var, self.rel_jitter)
+        weights, pivots, min_eig, skip = condition_groups(invs, cross, var, self.rel_jitter,
+                                                          self.drivers[0].fused)
         for d, s in zip(self.drivers, skip.unbind(0)):
             d._floored |= s.any()
         return weights, pivots, min_eig
