@@ -1,0 +1,122 @@
+"""``sde.fused_borders()``: the history-independent algebra of borders and
+conditionings compiled into one kernel each (issue 49), against the eager path.
+
+The rule for the tolerances: the compiled kernels make the same operations as the
+eager path, each rounded as IEEE arithmetic rounds it, while torch's eager CPU
+kernels may differ in the last bit (its vectorised ``sqrt``; the BLAS rank-one update
+``addr_``, which may fuse a multiply-add). So one border agrees to a few ulps of its
+O(1) numbers (1e-14 relative, float64), and a float64 run, whose particles round
+each such difference once more per layer and step, to 1e-12 of each quantity's
+largest magnitude (measured: at most 2e-14 over L = 3, K = 12). Masks, counts and
+skip decisions must agree exactly. The eager path itself is pinned bit for bit by
+the rest of the suite, so these tests only ask that the fused path is the same
+arithmetic.
+
+Compiling takes seconds per shape, so the tests that compile are slow; each starts
+from ``torch.compiler.reset()`` so that torch's limit of compilations per function
+(8) is never what a test measures (past it a call falls back to the eager path).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import nfd
+import sde
+
+needs_compiler = pytest.mark.skipif(
+    not torch.cuda.is_available() and not (shutil.which("g++") or shutil.which("c++")),
+    reason="torch.compile needs a C++ compiler on a CPU")
+
+
+def _driver(fused: bool, B: int, seed: int = 0) -> sde.GrowingGaussianDriver:
+    gen = torch.Generator().manual_seed(seed)
+    if fused:
+        with sde.fused_borders():
+            return sde.GrowingGaussianDriver(2, 64, 8 * B, dtype=torch.float64, generator=gen)
+    return sde.GrowingGaussianDriver(2, 64, 8 * B, dtype=torch.float64, generator=gen)
+
+
+def _covariance(n: int, repeat: int | None, seed: int) -> torch.Tensor:
+    """A random covariance of n components; ``repeat`` copies component repeat − 1
+    into component ``repeat``, whose Schur complement is then zero up to rounding,
+    of either sign: the floor, the shrink and the skip paths."""
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(n, n + 3, dtype=torch.float64, generator=g)
+    C = A @ A.T / n
+    if repeat is not None:
+        C[repeat], C[:, repeat] = C[repeat - 1], C[:, repeat - 1]
+    return C
+
+
+def test_drivers_built_inside_fuse_and_a_group_refuses_to_mix_them():
+    # the setting is read when a driver is built, and left behind at the block's end
+    plain = _driver(False, 2)
+    fused = _driver(True, 2)
+    assert (plain.fused, fused.fused) == (False, True)
+    assert _driver(False, 2).fused is False
+    # a group makes one algebra for all members: they must agree on how
+    with pytest.raises(ValueError, match="fused borders"):
+        sde.DriverGroup([plain, fused])
+
+
+@pytest.mark.slow
+@needs_compiler
+@pytest.mark.parametrize("B", [1, 2, 4, 8])
+@pytest.mark.parametrize("rank_deficient", [False, True])
+def test_a_fused_border_and_conditioning_match_the_eager_ones(B, rank_deficient):
+    torch.compiler.reset()
+    plain, fused = _driver(False, B), _driver(True, B)
+    # the repeated component is the last of the second block (for B = 1, the second)
+    C = _covariance(4 * B + 3, 2 * B - 1 if rank_deficient else None, seed=B)
+    skipped = []
+    for step in range(4):  # borders at k = 0, B, 2B, 3B: the first has no history
+        k = step * B
+        col = C[:k + B, k:k + B].contiguous()
+        a, b = plain.border(0, col), fused.border(0, col)
+        for x, y in zip(a[:2], b[:2]):
+            torch.testing.assert_close(y, x, rtol=1e-14, atol=1e-14)
+        assert torch.equal(a[2], b[2])
+        skipped.append(bool(a[2].any()))
+    assert any(skipped) == rank_deficient  # the skip path was taken where meant
+    cross, var = C[:4 * B, 4 * B:], torch.diagonal(C)[4 * B:]
+    a, b = plain.condition(0, cross, var), fused.condition(0, cross, var)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(y, x, rtol=1e-14, atol=1e-14)
+
+
+def _simulate(fused: bool, device: str, **kw):
+    X, y = nfd.synthetic_task("tanh", 12 * kw.get("batch_size", 1), 6, seed=0)
+    probes = nfd.synthetic_task("tanh", 3, 6, seed=1, teacher_seed=0)
+    args = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes, eig_steps=[0, 5]),
+                particles=160, progress=False, seed=3, dtype=torch.float64, device=device)
+    args.update(kw)
+    if fused:
+        with sde.fused_borders():
+            return nfd.simulate(X, y, **args)
+    return nfd.simulate(X, y, **args)
+
+
+@pytest.mark.slow
+@needs_compiler
+@pytest.mark.parametrize("case", [dict(backward="coupled", batch_size=2),
+                                  dict(backward="decoupled", batch_size=8),
+                                  dict(backward="coupled", batch_size=1, error_replicas=0)],
+                         ids=["coupled B=2", "decoupled B=8", "coupled B=1 alone"])
+def test_a_fused_run_matches_the_eager_run_within_rounding(case, device):
+    torch.compiler.reset()
+    eager, fused = _simulate(False, device, **case), _simulate(True, device, **case)
+    assert set(eager.data_vars) == set(fused.data_vars)
+    for name in eager.data_vars:
+        x, y = eager[name].values, fused[name].values
+        if x.dtype.kind != "f":
+            np.testing.assert_array_equal(y, x, err_msg=name)
+            continue
+        scale = np.nanmax(np.abs(x), initial=0.0)
+        np.testing.assert_allclose(y, x, rtol=0, atol=1e-12 * max(scale, 1e-300),
+                                   err_msg=name)
+    assert eager.attrs["error_replicas_replaced"] == fused.attrs["error_replicas_replaced"]
