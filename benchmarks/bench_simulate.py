@@ -519,6 +519,47 @@ def layer_step_cost(dev: str, s: int, reps: int) -> None:
                   f"({counter.on_particles / steps:.0f} on particles); {', '.join(row)}")
 
 
+#: Operations made of others that launch nothing themselves: they alias their input,
+#: or copy it through an operation of their own (counted where it appears).
+ALIASES = {"to", "contiguous", "reshape", "numpy_T", "movedim", "unflatten", "flatten",
+           "lift_fresh", "resolve_conj", "resolve_neg", "view_as", "expand_as", "detach"}
+
+
+def _launching(event) -> bool:
+    """Whether a profiled top-level aten operation launches a kernel: it is not a view
+    (torch's own flag), an allocation (:data:`ALLOCATIONS`) or an alias
+    (:data:`ALIASES`, whose copies, as ``to``'s ``_to_copy``, are their children:
+    such an operation counts once when one of its children launches)."""
+    name = event.name.removeprefix("aten::")
+    packet = getattr(torch.ops.aten, name, None)
+    if name in ALLOCATIONS or (packet is not None and any(
+            getattr(packet, o).is_view for o in packet.overloads())):
+        return False
+    if name in ALIASES:
+        return any(_launching(c) for c in event.cpu_children if c.name.startswith("aten::"))
+    return True
+
+
+def profiled_launches(run) -> int:
+    """Kernel-launching operations of ``run()`` counted with ``torch.profiler``, which,
+    unlike :class:`_CountOps`, sees code compiled by ``torch.compile``: every
+    top-level aten operation that launches (:func:`_launching`), and one launch per
+    compiled region (``sde.fused_borders``: on a CPU one C++ kernel each, as its
+    generated code shows); operations inside a region are counted as well. On the
+    eager path it gives 0.8–1.1% fewer than :class:`_CountOps` (quickstart setting),
+    which sees some operations decomposed."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run()
+    n = 0
+    for e in prof.events():
+        if e.name.startswith("Torch-Compiled Region"):
+            n += 1
+        elif e.name.startswith("aten::") and not (
+                e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
+            n += _launching(e)
+    return n
+
+
 def quickstart_counts(dev: str) -> None:
     """Kernel-launching operations per layer-step and host synchronisations per SGD
     step in the quickstart setting (issue 49, item 2: ``examples/quickstart.py``'s
@@ -527,21 +568,37 @@ def quickstart_counts(dev: str) -> None:
     dispatcher less views and allocations (:class:`_CountOps`), divided by L·K; the
     host reads divided by K. They do not depend on the machine (issue 49's targets:
     coupled with the default replicas ≤ 80, without ≤ 60; ≤ 1.5 synchronisations per
-    SGD step with replicas)."""
+    SGD step with replicas). Then the same runs eager and under
+    :func:`sde.fused_borders` counted by :func:`profiled_launches` (after a run that
+    compiles)."""
     L, K, B = 8, 64, 2
     X, y, probes = quickstart_task(K, B)
     default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
     print(f"quickstart setting (P=4096, L={L}, K={K}, B={B}, 32 probes): kernel-launching "
           "operations per layer-step (views and allocations left out), host "
           "synchronisations per SGD step")
+    runs = {}
     for m in MODES:
         for replicas in (default, 0):
+            def run(m=m, replicas=replicas):
+                nfd.simulate(X, y, eta_c=0.4, depth=L,
+                             record=nfd.Record(probes=probes, eig_steps=[]), particles=4096,
+                             batch_size=B, backward=m, seed=0, progress=False,
+                             error_replicas=replicas, device=dev)
+            runs[m, replicas] = run
             counter = _CountOps(4096)
             with counter:
-                nfd.simulate(X, y, eta_c=0.4, depth=L, record=nfd.Record(probes=probes, eig_steps=[]), particles=4096, batch_size=B, backward=m, seed=0,
-                             progress=False, error_replicas=replicas, device=dev)
+                run()
             print(f"  {m}, error_replicas={replicas}: {counter.launches / (L * K):.1f} "
                   f"operations, {counter.host_reads / K:.2f} synchronisations")
+    print("the same counted by torch.profiler, eager and with sde.fused_borders():")
+    for (m, replicas), run in runs.items():
+        eager = profiled_launches(run)
+        with sde.fused_borders():
+            run()  # compiles
+            fused = profiled_launches(run)
+        print(f"  {m}, error_replicas={replicas}: eager {eager / (L * K):.1f}, "
+              f"fused {fused / (L * K):.1f} operations")
 
 
 def main() -> None:

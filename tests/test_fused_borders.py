@@ -71,8 +71,9 @@ def test_drivers_built_inside_fuse_and_a_group_refuses_to_mix_them():
 def test_a_fused_border_and_conditioning_match_the_eager_ones(B, rank_deficient):
     torch.compiler.reset()
     plain, fused = _driver(False, B), _driver(True, B)
-    # the repeated component is the last of the second block (for B = 1, the second)
-    C = _covariance(4 * B + 3, 2 * B - 1 if rank_deficient else None, seed=B)
+    # the repeated component opens the second block, which it copies from the first:
+    # its factor column within the block must be zero (skipped), not noise / √floor
+    C = _covariance(4 * B + 3, B if rank_deficient else None, seed=B)
     skipped = []
     for step in range(4):  # borders at k = 0, B, 2B, 3B: the first has no history
         k = step * B
