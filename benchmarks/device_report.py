@@ -8,7 +8,7 @@ with its unit.
 ``benchmarks/device_window.sh`` runs it on a lent GPU (wheels, environment, log).
 The default sections are issue 49's window, most wanted first, each under its own
 time guard (:data:`BUDGET`: a run is never cut, but once a section's budget is spent
-its remaining runs are recorded as skipped; the window's budgets sum to 6 minutes,
+its remaining runs are recorded as skipped; the window's budgets sum to 7 minutes,
 so a 15-minute lease holds a start, the window and most of a rerun):
 
 1. ``bandwidth``: the device's copy bandwidth (``_common.copy_bandwidth``).
@@ -18,7 +18,14 @@ so a 15-minute lease holds a start, the window and most of a rerun):
 3. ``quickstart``: seconds per layer-step of the quickstart run (relu, L = 8, K = 64
    steps of batch 2, 32 probes) at P = 65 536, as shipped (default error replicas)
    and with ``error_replicas=0`` (issue 49's target: ≤ 0.25 ms as shipped).
-4. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
+4. ``fused``: ``sde.fused_borders()`` (the borders' small algebra compiled into one
+   kernel each) against the eager path: the compilation's time, then seconds per
+   layer-step of both, alternating, in the quickstart setting (default error
+   replicas and none) and at L = 64, K = 128, B = 1, P = 16 384 without replicas
+   (one run each there), and the largest difference of their outputs f and
+   probe_f relative to the largest |f|: the device check of the fused path
+   (tests/test_fused_borders.py's rule is 1e-12 in float64; these runs are float32).
+5. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
    bandwidth its history streams (``bench_simulate.history_bytes``: 6 (decoupled)
    or 8 (coupled) k×P streams per layer-step, float32, B = 1), both backward modes,
    at P = 16 384 and 524 288 (or the largest power of two whose
@@ -28,13 +35,13 @@ so a 15-minute lease holds a start, the window and most of a rerun):
    ratio; peak device memory against ``nfd.memory_estimate`` (CUDA:
    ``torch.cuda.max_memory_allocated`` over the run; CPU: the peak resident growth
    of a fresh process, ``bench_simulate.py --_peak``, at the first P only).
-5. ``syncs``: host synchronisations per SGD step of a run with the default error
+6. ``syncs``: host synchronisations per SGD step of a run with the default error
    replicas, both modes: on CUDA counted by ``torch.cuda.set_sync_debug_mode`` over
    runs of K and 2K steps (the difference over K); on a CPU the host reads that
    would synchronise (``bench_simulate._CountOps``).
-6. ``replicas``: the cost of 2 and 4 error replicas against none (decoupled, P = 4096,
+7. ``replicas``: the cost of 2 and 4 error replicas against none (decoupled, P = 4096,
    L = 64, K = 200), fastest of :data:`REPS`.
-7. ``accuracy``: time to accuracy of ``simulate`` against ``train_resnet`` on this
+8. ``accuracy``: time to accuracy of ``simulate`` against ``train_resnet`` on this
    device (``bench_accuracy.py --device``, quickstart setting, its GPU grid on a
    GPU; the table's ratios per ε).
 
@@ -65,9 +72,11 @@ import traceback
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import nfd
+import sde
 from nfd.schema import available_memory
 
 import bench_accuracy
@@ -82,10 +91,10 @@ REPS = 2
 #: Seconds each section may start new runs for (the full report; ``--quick`` sizes
 #: finish far inside them). The accuracy section has no guard of its own: it runs
 #: last, and its measured 2 minutes on one H200 (issue 49) are counted here.
-BUDGET = {"tests": 90.0, "quickstart": 25.0, "simulate": 80.0, "syncs": 15.0,
+BUDGET = {"tests": 90.0, "quickstart": 25.0, "fused": 60.0, "simulate": 80.0, "syncs": 15.0,
           "replicas": 40.0, "accuracy": 110.0, "alternatives": 270.0, "engine": 60.0}
 #: The sections of the window, in order (module docstring); the others run when named.
-WINDOW = ("tests", "quickstart", "simulate", "syncs", "replicas", "accuracy")
+WINDOW = ("tests", "quickstart", "fused", "simulate", "syncs", "replicas", "accuracy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,6 +254,83 @@ def quickstart_section(rep: Report, device: str, sizes: Sizes) -> None:
                 B=2)
 
 
+def _fused_pair(kw: dict, X, y, deadline: float) -> tuple[dict, object, object]:
+    """Seconds of the eager and the fused run of one configuration (fastest of
+    :data:`REPS`, alternating, within ``deadline``) and their last datasets."""
+    best: dict[str, float] = {}
+    out = {}
+    for _ in range(REPS):
+        for fused in (False, True):
+            if time.monotonic() > deadline and fused in out:
+                continue
+            start = time.perf_counter()
+            if fused:
+                with sde.fused_borders():
+                    out[True] = nfd.simulate(X, y, **kw)
+            else:
+                out[False] = nfd.simulate(X, y, **kw)
+            _sync(kw["device"])
+            name = "fused" if fused else "eager"
+            best[name] = min(best.get(name, math.inf), time.perf_counter() - start)
+    return best, out[False], out[True]
+
+
+def _fused_gap(eager, fused) -> float:
+    """The largest difference of f and probe_f between two runs, relative to the
+    largest |f|."""
+    gap, scale = 0.0, float(np.nanmax(np.abs(eager["f"].values)))
+    for name in ("f", "probe_f"):
+        if name in eager:
+            gap = max(gap, float(np.nanmax(np.abs(eager[name].values - fused[name].values))))
+    return gap / scale
+
+
+def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 4: ``sde.fused_borders()`` against the eager path (module docstring)."""
+    deadline = time.monotonic() + BUDGET["fused"]
+    X, y, probes = quickstart_task(64, 2)
+    L, P = 8, sizes.quickstart_P
+    kw = dict(activation="relu", eta_c=0.4, batch_size=2, depth=L,
+              record=nfd.Record(probes=probes, eig_steps=[]), particles=P, progress=False,
+              device=device)
+    start = time.perf_counter()
+    with sde.fused_borders():  # compiles the kernels of this shape (and warms up)
+        nfd.simulate(X[:4], y[:4], **kw)
+    _sync(device)
+    rep.add("fused", "compilation and warm-up", time.perf_counter() - start, "s", P=P)
+    nfd.simulate(X[:4], y[:4], **kw)
+    default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
+    for replicas in (default, 0):
+        best, eager, fused = _fused_pair(dict(kw, error_replicas=replicas), X, y, deadline)
+        for name, t in best.items():
+            rep.add("fused", f"quickstart, error_replicas={replicas}: {name} time per "
+                    "layer-step", t / (L * 64) * 1e6, "µs", P=P, L=L, K=64, B=2)
+        rep.add("fused", f"quickstart, error_replicas={replicas}: |fused − eager| / max|f|",
+                _fused_gap(eager, fused), "1", P=P)
+    L, K, P = 64, 128, min(16384, sizes.P_cap)
+    X, y = nfd.synthetic_task("tanh", K, 8, seed=0)
+    if time.monotonic() > deadline:
+        rep.skip("fused", "L=64, K=128, B=1: time per layer-step", "time guard", P=P)
+        return
+    kw = dict(eta_c=bench_simulate.ETA_C, depth=L, record=nfd.Record(eig_steps=[]),
+              particles=P, progress=False, device=device, error_replicas=0)
+    with sde.fused_borders():  # the shapes of B = 1
+        nfd.simulate(X[:2], y[:2], **kw)
+    best: dict[str, float] = {}
+    for fused in (False, True):
+        start = time.perf_counter()
+        if fused:
+            with sde.fused_borders():
+                nfd.simulate(X, y, **kw)
+        else:
+            nfd.simulate(X, y, **kw)
+        _sync(device)
+        best["fused" if fused else "eager"] = time.perf_counter() - start
+    for name, t in best.items():
+        rep.add("fused", f"L=64, K=128, B=1, coupled: {name} time per layer-step",
+                t / (L * K) * 1e6, "µs", P=P)
+
+
 def syncs_section(rep: Report, device: str, sizes: Sizes) -> None:
     """Section 5: host synchronisations per SGD step with the default error replicas."""
     deadline = time.monotonic() + BUDGET["syncs"]
@@ -397,6 +483,7 @@ def report(device: str, sizes: Sizes, run_tests: bool = True, save=None,
     rep.add("bandwidth", "copy bandwidth (read + write)", bw / 1e9, "GB/s")
     every = {"simulate": lambda: simulate_section(rep, device, sizes, bw),
              "quickstart": lambda: quickstart_section(rep, device, sizes),
+             "fused": lambda: fused_section(rep, device, sizes),
              "syncs": lambda: syncs_section(rep, device, sizes),
              "replicas": lambda: replicas_section(rep, device, sizes),
              "accuracy": lambda: accuracy_section(rep, device, sizes, out),
