@@ -7,7 +7,8 @@ kernels may differ in the last bit (its vectorised ``sqrt``; the BLAS rank-one u
 ``addr_``, which may fuse a multiply-add). So one border agrees to a few ulps of its
 O(1) numbers (1e-14 relative, float64), and a float64 run, whose particles round
 each such difference once more per layer and step, to 1e-12 of each quantity's
-largest magnitude (measured: at most 2e-14 over L = 3, K = 12). Masks, counts and
+largest magnitude (measured: at most 2e-14 over L = 3, K = 12; two-layer blocks,
+which amplify it more, to 1e-10: the test says why). Masks, counts and
 skip decisions must agree exactly. The eager path itself is pinned bit for bit by
 the rest of the suite, so these tests only ask that the fused path is the same
 arithmetic.
@@ -104,11 +105,15 @@ def _simulate(fused: bool, device: str, **kw):
 
 @pytest.mark.slow
 @needs_compiler
-@pytest.mark.parametrize("case", [dict(backward="coupled", batch_size=2),
-                                  dict(backward="decoupled", batch_size=8),
-                                  dict(backward="coupled", batch_size=1, error_replicas=0)],
-                         ids=["coupled B=2", "decoupled B=8", "coupled B=1 alone"])
-def test_a_fused_run_matches_the_eager_run_within_rounding(case, device):
+@pytest.mark.parametrize("tol, case", [
+    (1e-12, dict(backward="coupled", batch_size=2)),
+    (1e-12, dict(backward="decoupled", batch_size=8)),
+    (1e-12, dict(backward="coupled", batch_size=1, error_replicas=0)),
+    # two-layer blocks amplify a last-bit difference more: measured 3.3e-12 (g2), and
+    # 8.5e-12 when the eager path's own pivots are moved by one ulp (no fusing at all)
+    (1e-10, dict(parametrization=nfd.Parametrization(block="two-layer")))],
+    ids=["coupled B=2", "decoupled B=8", "coupled B=1 alone", "two-layer blocks"])
+def test_a_fused_run_matches_the_eager_run_within_rounding(tol, case, device):
     torch.compiler.reset()
     eager, fused = _simulate(False, device, **case), _simulate(True, device, **case)
     assert set(eager.data_vars) == set(fused.data_vars)
@@ -118,6 +123,6 @@ def test_a_fused_run_matches_the_eager_run_within_rounding(case, device):
             np.testing.assert_array_equal(y, x, err_msg=name)
             continue
         scale = np.nanmax(np.abs(x), initial=0.0)
-        np.testing.assert_allclose(y, x, rtol=0, atol=1e-12 * max(scale, 1e-300),
+        np.testing.assert_allclose(y, x, rtol=0, atol=tol * max(scale, 1e-300),
                                    err_msg=name)
     assert eager.attrs["error_replicas_replaced"] == fused.attrs["error_replicas_replaced"]
