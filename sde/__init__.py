@@ -9,7 +9,7 @@ adapter to torchsde's solvers; and convergence-slope diagnostics.
 from ._base import McKeanVlasovSDE
 from ._diagnostics import SlopeFit, fit_slope
 from ._drivers import (STEIN_ROUNDING, STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter,
-                       fused_borders, stein_truncation)
+                       fused_borders, fusing_borders, stein_truncation)
 from ._group import DriverGroup
 from ._layout import ALIGN, CUDA_ALIGN, grouped
 from ._euler import EulerMaruyamaResult, euler_maruyama
@@ -31,6 +31,7 @@ __all__ = [
     "STEIN_ROUNDING",
     "stein_truncation",
     "fused_borders",
+    "fusing_borders",
     "psd_factor",
     "TorchsdeAdapter",
     "fit_slope",

@@ -35,7 +35,7 @@ import torch
 from ._border import border_block, border_column, condition_each, truncated_rows
 
 __all__ = ["GrowingGaussianDriver", "default_jitter", "STEIN_TRUNCATION", "STEIN_ROUNDING",
-           "stein_truncation", "fused_borders"]
+           "stein_truncation", "fused_borders", "fusing_borders"]
 
 
 #: Components whose squared pivot (their conditional variance given the earlier
@@ -96,6 +96,12 @@ def fused_borders() -> Iterator[None]:
         yield
     finally:
         _fused.reset(token)
+
+
+def fusing_borders() -> bool:
+    """Whether drivers built now, in this thread, fuse their borders
+    (:func:`fused_borders`); ``nfd.simulate`` records it in ``attrs["fused_borders"]``."""
+    return _fused.get()
 
 
 @contextlib.contextmanager

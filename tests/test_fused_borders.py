@@ -59,7 +59,9 @@ def test_drivers_built_inside_fuse_and_a_group_refuses_to_mix_them():
     plain = _driver(False, 2)
     fused = _driver(True, 2)
     assert (plain.fused, fused.fused) == (False, True)
-    assert _driver(False, 2).fused is False
+    assert _driver(False, 2).fused is False and not sde.fusing_borders()
+    with sde.fused_borders():
+        assert sde.fusing_borders()
     # a group makes one algebra for all members: they must agree on how
     with pytest.raises(ValueError, match="fused borders"):
         sde.DriverGroup([plain, fused])
@@ -126,3 +128,4 @@ def test_a_fused_run_matches_the_eager_run_within_rounding(tol, case, device):
         np.testing.assert_allclose(y, x, rtol=0, atol=tol * max(scale, 1e-300),
                                    err_msg=name)
     assert eager.attrs["error_replicas_replaced"] == fused.attrs["error_replicas_replaced"]
+    assert (eager.attrs["fused_borders"], fused.attrs["fused_borders"]) == (0, 1)

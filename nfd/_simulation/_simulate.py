@@ -82,7 +82,7 @@ import torch
 import xarray as xr
 from tqdm.auto import tqdm
 
-from sde import ThreadTeam, serial
+from sde import ThreadTeam, fusing_borders, serial
 
 from .._model import Activation, Loss, Parametrization
 from .._optim import OptimizerSpec, SGDSpec
@@ -401,9 +401,10 @@ def simulate(
         ``output`` (c = 0..C−1), and so do ``y`` and ``probe_y`` unless they are
         class labels; ``loss`` and ``probe_loss`` are per sample; ``g2`` and
         ``g_path`` are those of the unit-direction fields (:doc:`/guide/equations`).
-        Every parameter is in ``attrs``;
-        every variable and coordinate has ``long_name`` and ``units``
-        (:mod:`nfd.schema`).
+        Every parameter is in ``attrs``, and ``attrs["fused_borders"]`` is 1 for a
+        run made under :func:`sde.fused_borders` (its numbers agree with the eager
+        run's within rounding, not bit for bit); every variable and coordinate has
+        ``long_name`` and ``units`` (:mod:`nfd.schema`).
 
     Raises
     ------
@@ -446,6 +447,7 @@ def simulate(
         ds = calibrate_errors(ds, *_complete(cfg, done, reasons, scale))
         # one fresh replica ran for each that diverged (a warning said which)
         ds.attrs["error_replicas_replaced"] = len(reasons)
+    ds.attrs["fused_borders"] = int(fusing_borders())  # sde.fused_borders(): within rounding
     warn_if_first_sign_unresolved(ds, stacklevel=4)
     return ds
 
