@@ -108,3 +108,28 @@ def test_particle_init_benchmark_runs_each_variant(bench, capsys):
     fwd, bwd = module.antithetic_innovations((2, 3, 8), 0, paired=True)
     assert torch.equal(fwd[..., 4:], -fwd[..., :4]) and torch.equal(bwd[..., 4:], -bwd[..., :4])
     assert not torch.equal(fwd[..., :4], bwd[..., :4])
+
+
+def test_profiled_launches_counts_copies_not_views_as_the_dispatcher_hook_does(bench):
+    # bench_simulate.profiled_launches (torch.profiler, which sees compiled code)
+    # against an exact count and the dispatcher hook (_CountOps) it stands in for:
+    # an alias (``to``, ``contiguous``, ``reshape``) counts only when it copies;
+    # views and allocations never. The aliases' schemas all carry torch's view flag,
+    # so a profiler count that tests that flag first missed every ``to`` copy
+    # (1.2 of ~90 operations per quickstart layer-step).
+    bs = bench("bench_simulate")
+    x = torch.arange(6.0)
+
+    def run():
+        a = x.to(torch.float64)                 # copies: 1
+        x.to(torch.float32)                     # alias: 0
+        x.view(2, 3).t().contiguous()           # copies: 1 (views: 0)
+        x.contiguous(), x.reshape(2, 3)         # aliases: 0
+        x.view(3, 2).t().reshape(6)             # copies: 1
+        (a * 2).sum()                           # 2
+        torch.empty(3)                          # allocation: 0
+
+    hook = bs._CountOps(7)
+    with hook:
+        run()
+    assert bs.profiled_launches(run) == hook.launches == 5
