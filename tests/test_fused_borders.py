@@ -129,3 +129,19 @@ def test_a_fused_run_matches_the_eager_run_within_rounding(tol, case, device):
                                    err_msg=name)
     assert eager.attrs["error_replicas_replaced"] == fused.attrs["error_replicas_replaced"]
     assert (eager.attrs["fused_borders"], fused.attrs["fused_borders"]) == (0, 1)
+
+
+@pytest.mark.slow
+@needs_compiler
+def test_a_fused_run_compiles_each_kernel_once(device):
+    # The tests above cannot tell a compiled kernel from the eager operations that
+    # torch falls back to (the same numbers, within rounding): here a run of one
+    # shape (B = 2, probes, a run and its replicas in one group) compiles each of the
+    # two kernels exactly once. Without the fresh copies every history size is a new
+    # layout and a new compilation (past 8, the eager fall-back); without compiling
+    # nothing is.
+    from torch._dynamo.utils import counters  # torch's own count of captured graphs
+    torch.compiler.reset()
+    before = counters["stats"]["unique_graphs"]
+    _simulate(True, device, backward="coupled", batch_size=2)
+    assert counters["stats"]["unique_graphs"] - before == 2
