@@ -273,9 +273,10 @@ def _block_factor(schur: torch.Tensor, floor: torch.Tensor, ceil: torch.Tensor) 
 def _compiled(tail):
     """The arithmetic ``tail`` of a border or conditioning that does not depend on the
     history's length (:func:`_fresh_algebra`, :func:`_column_algebra`), compiled by
-    ``torch.compile`` into one kernel, once per shape (G, B) and dtype: its operands
-    are fresh row-major tensors (:func:`_fresh`) whose size and layout do not change
-    as the history grows, so a run compiles it once (again when an error replica
+    ``torch.compile`` into one kernel, once per shape (G, B), dtype and ``rel_jitter``
+    (a constant to torch's guards): its operands are fresh row-major tensors
+    (:func:`_fresh`) whose size and layout do not change as the history grows, so a
+    run compiles it once (again when an error replica
     leaves its group). Past torch's limit of compilations per function (8 by default:
     a process that runs many group or block sizes) a call falls back to the eager
     operations, with torch's warning. Made on first use, so that importing sde does
