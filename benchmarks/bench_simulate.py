@@ -542,8 +542,10 @@ def profiled_launches(run) -> int:
     """Kernel-launching operations of ``run()`` counted with ``torch.profiler``, which,
     unlike :class:`_CountOps`, sees code compiled by ``torch.compile``: every
     top-level aten operation that launches (:func:`_launching`), and one launch per
-    compiled region (``sde.fused_borders``: on a CPU one C++ kernel each, as its
-    generated code shows); operations inside a region are counted as well. On the
+    compiled region (``sde.fused_borders``: on a CPU one C++ function each, as its
+    generated code shows; on CUDA a region may launch several Triton kernels, which
+    ``device_report.py``'s fused section counts); operations inside a region are
+    counted as well. On the
     eager path it gives 0.1–0.4% fewer than :class:`_CountOps` (quickstart setting),
     which counts the in-place view ``squeeze_`` (no launch; the profiler names the
     composites, as ``matmul``, that the hook sees as the one operation they make)."""

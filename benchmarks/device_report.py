@@ -24,7 +24,9 @@ so a 15-minute lease holds a start, the window and most of a rerun):
    replicas and none) and at L = 64, K = 128, B = 1, P = 16 384 without replicas
    (one run each there), and the largest difference of their outputs f and
    probe_f relative to the largest |f|: the device check of the fused path
-   (tests/test_fused_borders.py's rule is 1e-12 in float64; these runs are float32).
+   (tests/test_fused_borders.py's rule is 1e-12 in float64; these runs are float32);
+   on CUDA also the kernel launches per layer-step of both, counted by the profiler
+   (a compiled region may be several Triton kernels).
 5. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
    bandwidth its history streams (``bench_simulate.history_bytes``: 6 (decoupled)
    or 8 (coupled) k×P streams per layer-step, float32, B = 1), both backward modes,
@@ -285,6 +287,22 @@ def _fused_gap(eager, fused) -> float:
     return gap / scale
 
 
+def _cuda_launches(kw: dict, X, y, fused: bool) -> int:
+    """Kernel launches of one run on CUDA, eager or under ``sde.fused_borders()``: the
+    profiler's CUDA runtime and driver calls that launch (``cudaLaunchKernel``,
+    ``cuLaunchKernel``, …), so that a compiled region's Triton kernels are counted
+    one by one (on a CPU each region is one C++ function)."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        if fused:
+            with sde.fused_borders():
+                nfd.simulate(X, y, **kw)
+        else:
+            nfd.simulate(X, y, **kw)
+        _sync(kw["device"])
+    return sum("LaunchKernel" in e.name for e in prof.events())
+
+
 def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
     """Section 4: ``sde.fused_borders()`` against the eager path (module docstring)."""
     deadline = time.monotonic() + BUDGET["fused"]
@@ -293,13 +311,14 @@ def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
     kw = dict(activation="relu", eta_c=0.4, batch_size=2, depth=L,
               record=nfd.Record(probes=probes, eig_steps=[]), particles=P, progress=False,
               device=device)
+    default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
     start = time.perf_counter()
-    with sde.fused_borders():  # compiles the kernels of this shape (and warms up)
-        nfd.simulate(X[:4], y[:4], **kw)
+    with sde.fused_borders():  # compiles the kernels of both group sizes (and warms up)
+        for replicas in (default, 0):
+            nfd.simulate(X[:4], y[:4], error_replicas=replicas, **kw)
     _sync(device)
     rep.add("fused", "compilation and warm-up", time.perf_counter() - start, "s", P=P)
     nfd.simulate(X[:4], y[:4], **kw)
-    default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
     for replicas in (default, 0):
         best, eager, fused = _fused_pair(dict(kw, error_replicas=replicas), X, y, deadline)
         for name, t in best.items():
@@ -307,6 +326,12 @@ def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
                     "layer-step", t / (L * 64) * 1e6, "µs", P=P, L=L, K=64, B=2)
         rep.add("fused", f"quickstart, error_replicas={replicas}: |fused − eager| / max|f|",
                 _fused_gap(eager, fused), "1", P=P)
+    if device.startswith("cuda"):  # what a compiled region launches there (Triton)
+        run = dict(kw, error_replicas=0)
+        for name, fused in (("eager", False), ("fused", True)):
+            launches = _cuda_launches(run, X, y, fused)
+            rep.add("fused", f"quickstart, error_replicas=0: {name} CUDA kernel launches "
+                    "per layer-step", launches / (L * 64), "launches", P=P)
     L, K, P = 64, 128, min(16384, sizes.P_cap)
     X, y = nfd.synthetic_task("tanh", K, 8, seed=0)
     if time.monotonic() > deadline:
