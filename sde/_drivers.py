@@ -67,7 +67,7 @@ _truncation = contextvars.ContextVar("stein_truncation", default=STEIN_TRUNCATIO
 
 
 #: Whether drivers built now in this thread (or task) make the small algebra of their
-#: block borders in one compiled kernel (:func:`fused_borders`)
+#: borders and conditionings in compiled kernels (:func:`fused_borders`)
 _fused = contextvars.ContextVar("fused_borders", default=False)
 
 
@@ -86,10 +86,12 @@ def fused_borders() -> Iterator[None]:
     kernels need not (its vectorised ``sqrt`` and the BLAS rank-one update ``addr_``
     may differ in the last bit), so a run's numbers agree with the eager path's
     within rounding, not bit for bit (tests/test_fused_borders.py states the
-    tolerances). The first border of each shape pays the compilation (seconds;
-    ``torch.compile`` caches it on disk for later processes), and a CPU needs a C++
-    compiler. As :func:`stein_truncation`, the setting holds for drivers built in
-    this thread.
+    tolerances). The first border of each shape pays the compilation (seconds,
+    growing with B; ``torch.compile`` caches it on disk for later processes), and a
+    CPU needs a C++ compiler. Past torch's limit of 8 compilations per kernel in a
+    process (shapes, dtypes, ``rel_jitter``), new shapes run eager, with torch's
+    warning only. As :func:`stein_truncation`, the setting holds for drivers built
+    in this thread.
     """
     token = _fused.set(True)
     try:
@@ -238,8 +240,8 @@ class GrowingGaussianDriver:
         #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`,
         #: :func:`stein_truncation`)
         self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
-        #: Whether block borders make their small algebra in one compiled kernel
-        #: (:func:`fused_borders`)
+        #: Whether borders and conditionings make their small algebra in compiled
+        #: kernels (:func:`fused_borders`)
         self.fused = _fused.get()
         self._given = innovations is not None
         self.xi = self._innovation_buffer(innovations, storage)
