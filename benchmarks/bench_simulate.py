@@ -545,8 +545,7 @@ def profiled_launches(run) -> int:
     compiled region (``sde.fused_borders``: on a CPU one C++ function each, as its
     generated code shows; on CUDA a region may launch several Triton kernels, which
     ``device_report.py``'s fused section counts); operations inside a region are
-    counted as well. On the
-    eager path it gives 0.1–0.4% fewer than :class:`_CountOps` (quickstart setting),
+    counted as well. On the eager path it gives 0.1–0.4% fewer than :class:`_CountOps` (quickstart setting),
     which counts the in-place view ``squeeze_`` (no launch; the profiler names the
     composites, as ``matmul``, that the hook sees as the one operation they make)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

@@ -60,6 +60,7 @@ device tests of ``tests/test_engine.py`` only. ``--no-tests`` skips the tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.metadata
 import inspect
@@ -256,6 +257,12 @@ def quickstart_section(rep: Report, device: str, sizes: Sizes) -> None:
                 B=2)
 
 
+def _simulate(fused: bool, X, y, kw: dict):
+    """``nfd.simulate(X, y, **kw)``, under ``sde.fused_borders()`` when ``fused``."""
+    with sde.fused_borders() if fused else contextlib.nullcontext():
+        return nfd.simulate(X, y, **kw)
+
+
 def _fused_pair(kw: dict, X, y, deadline: float) -> tuple[dict, object, object]:
     """Seconds of the eager and the fused run of one configuration (fastest of
     :data:`REPS`, alternating, within ``deadline``) and their last datasets."""
@@ -266,11 +273,7 @@ def _fused_pair(kw: dict, X, y, deadline: float) -> tuple[dict, object, object]:
             if time.monotonic() > deadline and fused in out:
                 continue
             start = time.perf_counter()
-            if fused:
-                with sde.fused_borders():
-                    out[True] = nfd.simulate(X, y, **kw)
-            else:
-                out[False] = nfd.simulate(X, y, **kw)
+            out[fused] = _simulate(fused, X, y, kw)
             _sync(kw["device"])
             name = "fused" if fused else "eager"
             best[name] = min(best.get(name, math.inf), time.perf_counter() - start)
@@ -294,11 +297,7 @@ def _cuda_launches(kw: dict, X, y, fused: bool) -> int:
     one by one (on a CPU each region is one C++ function)."""
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
-        if fused:
-            with sde.fused_borders():
-                nfd.simulate(X, y, **kw)
-        else:
-            nfd.simulate(X, y, **kw)
+        _simulate(fused, X, y, kw)
         _sync(kw["device"])
     return sum("LaunchKernel" in e.name for e in prof.events())
 
@@ -344,11 +343,7 @@ def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
     best: dict[str, float] = {}
     for fused in (False, True):
         start = time.perf_counter()
-        if fused:
-            with sde.fused_borders():
-                nfd.simulate(X, y, **kw)
-        else:
-            nfd.simulate(X, y, **kw)
+        _simulate(fused, X, y, kw)
         _sync(device)
         best["fused" if fused else "eager"] = time.perf_counter() - start
     for name, t in best.items():

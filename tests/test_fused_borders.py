@@ -20,6 +20,7 @@ from ``torch.compiler.reset()`` so that torch's limit of compilations per functi
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import numpy as np
@@ -37,10 +38,13 @@ needs_compiler = pytest.mark.skipif(
 
 def _driver(fused: bool, B: int, seed: int = 0) -> sde.GrowingGaussianDriver:
     gen = torch.Generator().manual_seed(seed)
-    if fused:
-        with sde.fused_borders():
-            return sde.GrowingGaussianDriver(2, 64, 8 * B, dtype=torch.float64, generator=gen)
-    return sde.GrowingGaussianDriver(2, 64, 8 * B, dtype=torch.float64, generator=gen)
+    with _fusing(fused):
+        return sde.GrowingGaussianDriver(2, 64, 8 * B, dtype=torch.float64, generator=gen)
+
+
+def _fusing(fused: bool):
+    """``sde.fused_borders()`` when ``fused``, else nothing."""
+    return sde.fused_borders() if fused else contextlib.nullcontext()
 
 
 def _covariance(n: int, repeat: int | None, seed: int) -> torch.Tensor:
@@ -100,10 +104,8 @@ def _simulate(fused: bool, device: str, **kw):
     args = dict(eta_c=0.3, depth=3, record=nfd.Record(probes=probes, eig_steps=[0, 5]),
                 particles=160, progress=False, seed=3, dtype=torch.float64, device=device)
     args.update(kw)
-    if fused:
-        with sde.fused_borders():
-            return nfd.simulate(X, y, **args)
-    return nfd.simulate(X, y, **args)
+    with _fusing(fused):
+        return nfd.simulate(X, y, **args)
 
 
 @pytest.mark.slow
