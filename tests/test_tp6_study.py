@@ -152,8 +152,13 @@ _VERDICT = {"depth-μP (α, γ) = (½, ½)": "consistent with 0: no drift of η*
             "SP": "η* falls with depth — agrees with TP VI"}
 
 
-def test_verdicts_follow_the_intervals(synthetic):
-    findings = STUDIES["tp6"].summarize(synthetic)
+@pytest.fixture(scope="module")
+def findings(synthetic):
+    """The synthetic grid's findings, made once (3-4 s) for the two tests that read them."""
+    return STUDIES["tp6"].summarize(synthetic)
+
+
+def test_verdicts_follow_the_intervals(synthetic, findings):
     drifts = [f for f in findings if f.quantity.startswith("drift of log₂ η*")
               and "|x|" not in f.observable]  # the variants': the test below
     assert len(drifts) == 2 * (3 * 3 + 2)  # metrics × (3 rules × (limit, 2 widths) + SP)
@@ -172,10 +177,9 @@ def test_verdicts_follow_the_intervals(synthetic):
     assert "drift of log₂ η*" in STUDIES["tp6"].conclude(synthetic)
 
 
-def test_variant_verdicts_follow_the_intervals(synthetic):
+def test_variant_verdicts_follow_the_intervals(findings):
     """Figs. 3, 12, 19: each known difference is detected, with the right sign, and
     no other (module docstring)."""
-    findings = STUDIES["tp6"].summarize(synthetic)
     abs_relu = [f for f in findings if f.quantity == "lowest loss over η_c: |x| − relu"]
     assert len(abs_relu) == 2 * 2 * 3  # metrics × (L = 4, 64) × (limit, 2 widths)
     for f in abs_relu:
@@ -214,20 +218,16 @@ def test_variant_verdicts_follow_the_intervals(synthetic):
 
 
 @needs("matplotlib")
-def test_figure_is_written(synthetic, tmp_path):
-    STUDIES["tp6"].plot(synthetic, tmp_path / "tp6.png")
-    assert (tmp_path / "tp6.png").stat().st_size > 10_000
-
-
-@needs("matplotlib")
-def test_figure_leaves_its_data_alone(synthetic, tmp_path):
-    """The figure leaves SP out where it does not train (a loss of 10³ at L = 64 here)
-    on a copy: the Dataset the report reads afterwards keeps those losses."""
+def test_figure_is_written_and_leaves_its_data_alone(synthetic, tmp_path):
+    """The figure is written, and leaves SP out where it does not train (a loss of 10³
+    at L = 64 here) on a copy: the Dataset the report reads afterwards keeps those
+    losses. (One test: each figure costs about 3 s.)"""
     ds = synthetic.copy(deep=True)
     ds["net_train"].loc[dict(rule="sp", depth=64)] = 1e3
     before = ds.copy(deep=True)
     STUDIES["tp6"].plot(ds, tmp_path / "tp6.png")
     xr.testing.assert_identical(ds, before)
+    assert (tmp_path / "tp6.png").stat().st_size > 10_000
 
 
 @pytest.fixture(scope="module")
