@@ -155,6 +155,61 @@ def default_jitter(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float32 else 1e-10
 
 
+def innovation_buffer(shape: tuple[int, int, int], dtype: torch.dtype, device: torch.device,
+                      innovations: torch.Tensor | None,
+                      storage: torch.Tensor | None) -> torch.Tensor:
+    """A driver's (times, capacity, particles) innovation buffer: ``storage`` (holding
+    the given ``innovations`` when both are given), the given ``innovations``, or a
+    zero-filled one of its own (faulting the pages in at once is cheaper than row by
+    row); ``ValueError`` for a given tensor of another shape or dtype."""
+    for name, buf in (("innovations", innovations), ("storage", storage)):
+        if buf is not None and (tuple(buf.shape) != shape or buf.dtype != dtype):
+            raise ValueError(f"{name} must be a {dtype} tensor of shape {shape}, "
+                             f"got {buf.dtype} {tuple(buf.shape)}")
+    if storage is not None:
+        if innovations is not None:
+            storage.copy_(innovations)
+        return storage
+    if innovations is not None:
+        return innovations.to(device)
+    return torch.zeros(shape, device=device, dtype=dtype)
+
+
+def stein_keep(pivot: torch.Tensor, var: torch.Tensor, skip: torch.Tensor,
+               level: float) -> torch.Tensor:
+    """Components that keep a Stein derivative
+    (:meth:`GrowingGaussianDriver.stein_derivative`): not skipped, and a squared pivot
+    of at least ``level`` (the driver's ``stein_level``) times their variance ``var``."""
+    return ~(skip | (pivot.square() < level * var))
+
+
+def warn_floored(rel_jitter: float) -> None:
+    """The warning of a driver whose eigenvalue floor was active (``finalize``)."""
+    warnings.warn(
+        "a driver covariance was singular or slightly indefinite (repeated "
+        "inputs or dead units); its eigenvalues were floored at "
+        f"{rel_jitter:g} × the block variance. The recorded pivots and "
+        "minimum eigenvalues show where.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def symmetric(lower: torch.Tensor) -> torch.Tensor:
+    """The full symmetric matrix of a stored lower triangle (a new tensor)."""
+    lower = torch.tril(lower)
+    return lower + torch.tril(lower, -1).transpose(0, 1)
+
+
+def smallest_eigenvalues(cov: torch.Tensor, k: int) -> torch.Tensor:
+    """The smallest eigenvalue of the first k components' covariance ``cov[:, :k, :k]``
+    (lower triangles) at every time index; NaN when k = 0."""
+    if k == 0:
+        return torch.full((cov.shape[0],), float("nan"), dtype=torch.float64,
+                          device=cov.device)
+    return torch.linalg.eigvalsh(cov[:, :k, :k], UPLO="L")[:, 0]
+
+
 class GrowingGaussianDriver:
     """Gaussian increments on a time grid whose dimension grows by blocks.
 
@@ -244,7 +299,8 @@ class GrowingGaussianDriver:
         #: kernels (:func:`fused_borders`)
         self.fused = _fused.get()
         self._given = innovations is not None
-        self.xi = self._innovation_buffer(innovations, storage)
+        self.xi = innovation_buffer((times, capacity, particles), self.dtype, self.device,
+                                    innovations, storage)
         # L⁻¹ per time index (lower triangular; a skipped component has a zero row),
         # the requested covariance and the truncated L⁻¹ of the Stein derivative;
         # read them through the properties, which write pending rows first
@@ -285,23 +341,6 @@ class GrowingGaussianDriver:
         """The truncated L⁻¹ of :meth:`stein_derivative` (``None`` without responses)."""
         self._flush()
         return self._inv_stein
-
-    def _innovation_buffer(self, innovations, storage) -> torch.Tensor:
-        """The (times, capacity, particles) innovation buffer: ``storage``, the given
-        ``innovations``, or a zero-filled one of our own (faulting the pages in at
-        once is cheaper than row by row)."""
-        shape = (self.times, self.capacity, self.particles)
-        for name, buf in (("innovations", innovations), ("storage", storage)):
-            if buf is not None and (tuple(buf.shape) != shape or buf.dtype != self.dtype):
-                raise ValueError(f"{name} must be a {self.dtype} tensor of shape {shape}, "
-                                 f"got {buf.dtype} {tuple(buf.shape)}")
-        if storage is not None:
-            if innovations is not None:
-                storage.copy_(innovations)
-            return storage
-        if innovations is not None:
-            return innovations.to(self.device)
-        return torch.zeros(shape, device=self.device, dtype=self.dtype)
 
     @staticmethod
     def memory_bytes(times: int, particles: int, capacity: int, itemsize: int, *,
@@ -413,13 +452,6 @@ class GrowingGaussianDriver:
         self.xi[:, self.drawn:upto] = fresh
         self.drawn = upto
 
-    def _stein_keep(self, pivot: torch.Tensor, var: torch.Tensor,
-                    skip: torch.Tensor) -> torch.Tensor:
-        """Components that keep a Stein derivative (:meth:`stein_derivative`): not
-        skipped, and a squared pivot of at least :attr:`stein_level` of their
-        variance."""
-        return ~(skip | (pivot.square() < self.stein_level * var))
-
     def _committed(self, k: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """L⁻¹ and the transposed truncated L⁻¹ of the first ``k`` components at every
         time index: (k, k) views, made once per size (a training pass borders every
@@ -434,7 +466,7 @@ class GrowingGaussianDriver:
     def _flush(self) -> None:
         """Write the pending rows of the inverse factors (:func:`sde._border.truncated_rows`:
         L⁻¹ with ∞ on the skipped components' diagonal, the Stein inverse also where
-        :meth:`_stein_keep` drops a component) and of the covariance, and mark the
+        :func:`stein_keep` drops a component) and of the covariance, and mark the
         floor when a component sat at its own (:attr:`rel_jitter` times its variance):
         one batched product when the borders extend a run of time indices by the
         same components (a training pass), else one per time index."""
@@ -455,7 +487,8 @@ class GrowingGaussianDriver:
             self._inv[at, k:k + b, :k + b] = truncated_rows(self._inv[at, :k, :k], rows, ~skip)
             if self._inv_stein is not None:
                 var = torch.diagonal(col[:, k:], dim1=1, dim2=2)  # (m, b)
-                keep = self._stein_keep(torch.diagonal(rows[..., k:], dim1=1, dim2=2), var, skip)
+                keep = stein_keep(torch.diagonal(rows[..., k:], dim1=1, dim2=2), var, skip,
+                                  self.stein_level)
                 self._inv_stein[at, k:k + b, :k + b] = truncated_rows(
                     self._inv_stein[at, :k, :k], rows, keep)
             self._cov[at, k:k + b, :k + b] = col.transpose(1, 2)
@@ -646,8 +679,7 @@ class GrowingGaussianDriver:
         if self._pending:
             self._flush()
         k = self.sizes[t]
-        lower = torch.tril(self._cov[t, :k, :k])
-        return lower + torch.tril(lower, -1).transpose(0, 1)
+        return symmetric(self._cov[t, :k, :k])
 
     def min_eigenvalues(self) -> torch.Tensor:
         """Smallest eigenvalue of the requested covariance at every time index.
@@ -663,10 +695,7 @@ class GrowingGaussianDriver:
         k = self.sizes[0]
         if any(s != k for s in self.sizes):
             raise RuntimeError("time indices hold different numbers of components")
-        if k == 0:
-            return torch.full((self.times,), float("nan"), dtype=torch.float64,
-                              device=self.device)
-        return torch.linalg.eigvalsh(self._cov[:, :k, :k], UPLO="L")[:, 0]
+        return smallest_eigenvalues(self._cov, k)
 
     def finalize(self) -> bool:
         """Warn once if the eigenvalue floor was ever active; return whether it was.
@@ -677,13 +706,6 @@ class GrowingGaussianDriver:
         self._flush()  # B = 1 borders mark the floor when their rows are written
         floored = bool(self._floored)
         if floored and not self._warned:
-            warnings.warn(
-                "a driver covariance was singular or slightly indefinite (repeated "
-                "inputs or dead units); its eigenvalues were floored at "
-                f"{self.rel_jitter:g} × the block variance. The recorded pivots and "
-                "minimum eigenvalues show where.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            warn_floored(self.rel_jitter)
             self._warned = True
         return floored

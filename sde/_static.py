@@ -1,0 +1,284 @@
+"""A growing Gaussian driver whose every shape is fixed at its capacity, so that a
+CUDA graph captured at one step replays its borders at every later step.
+
+:class:`~sde.GrowingGaussianDriver` borders its ``k`` committed components with
+products on ``(k, k)`` views of its inverse factor, so its kernels change shape at
+every step, and it keeps Python state (the counts, the pending rows) that a captured
+graph cannot see. A CUDA graph replays fixed kernels on fixed addresses; whatever
+changes between replays must live in device memory. :class:`StaticGaussianDriver` is
+the same driver with
+
+- every operand at its capacity: its inverse factors are zero beyond the committed
+  components (their rows, and, lower triangular, their columns), so a product with the
+  whole (capacity, capacity) inverse is the product with the committed block padded by
+  exact zeros;
+- the committed count a device tensor (:attr:`~StaticGaussianDriver.count`): each
+  border writes the new block's rows at positions count, …, count + B − 1
+  (``index_copy_``), where a growing driver slices with a Python number;
+- a border's rows of the inverse factors written when it is made, not batched over
+  a pass;
+- one block size B, and every time index bordered once per step (a training pass),
+  after which :meth:`~StaticGaussianDriver.advance` moves the count on the device.
+
+The innovations of the next block are drawn before the step (:meth:`~StaticGaussianDriver.draw`,
+outside a captured region: it reads the generator on the host's schedule), in the same
+order as a growing driver draws them, so the same generator gives the same innovations.
+
+Its numbers are a growing driver's within rounding, not bit for bit: its products sum
+the same terms and exact zeros, which a BLAS kernel may group differently
+(tests/test_static_driver.py states the tolerances). The path that captures and
+replays it (issue 49) is not yet built, and it has not run on a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._border import _block_tail, condition_each, truncated_rows
+from ._drivers import (_fused, _truncation, STEIN_ROUNDING, default_jitter, innovation_buffer,
+                       smallest_eigenvalues, stein_keep, symmetric, warn_floored)
+
+__all__ = ["StaticGaussianDriver"]
+
+
+class StaticGaussianDriver:
+    """Gaussian increments on a time grid whose dimension grows by blocks of B, every
+    shape fixed at the capacity (module docstring).
+
+    As :class:`~sde.GrowingGaussianDriver`: at each time index ``t`` the committed
+    components are z[j] = Σ_i L_t[j, i] ξ[t, i] with L_t L_tᵀ the requested
+    covariance, its inverse stored, a component at the eigenvalue floor skipped (a zero
+    row of the inverse); each border adds B components with the requested covariance
+    against the committed ones (paper 002, Definition 1: one block of Brownian
+    components per SGD step). Here every time index holds the same
+    :attr:`count` of committed components, a step borders each time index once
+    (:meth:`border`, in any order) and :meth:`advance` then commits the block.
+
+    Parameters
+    ----------
+    times : int
+        Number of time indices (e.g. the L layers of a depth-L network).
+    particles : int
+        P, the ensemble size.
+    capacity : int
+        Maximum number of components (e.g. K·B training trajectories).
+    block : int
+        B, the components added per step (the batch size).
+    device, dtype
+        Device and floating dtype of the innovations.
+    generator : torch.Generator, optional
+        Source of the innovations (on ``device``).
+    rel_jitter : float, optional
+        Relative eigenvalue floor, as :class:`~sde.GrowingGaussianDriver`'s (default
+        :func:`~sde.default_jitter` of ``dtype``).
+    innovations : Tensor, shape (times, capacity, particles), optional
+        Standard normal innovations to use instead of drawing them.
+    storage : Tensor, shape (times, capacity, particles), optional
+        A writable (possibly strided) buffer for the innovations.
+    responses : bool
+        Keep the truncated inverse of :meth:`stein_from_moment` (default True).
+
+    Raises
+    ------
+    ValueError
+        For a ``block`` outside [1, ``capacity``], a ``rel_jitter`` outside (0, 1), or
+        ``innovations`` or ``storage`` of another shape or dtype.
+    """
+
+    def __init__(self, times: int, particles: int, capacity: int, block: int, *,
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                 generator: torch.Generator | None = None, rel_jitter: float | None = None,
+                 innovations: torch.Tensor | None = None,
+                 storage: torch.Tensor | None = None, responses: bool = True) -> None:
+        if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= capacity:
+            raise ValueError(f"block must be an integer in [1, capacity = {capacity}], "
+                             f"got {block!r}")
+        self.times, self.particles, self.capacity, self.block = times, particles, capacity, block
+        self.device, self.dtype = torch.device(device), dtype
+        self.generator = generator
+        self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
+        if not 0 < self.rel_jitter < 1:
+            raise ValueError(f"rel_jitter must lie in (0, 1), got {self.rel_jitter!r}")
+        #: as :attr:`sde.GrowingGaussianDriver.stein_level`
+        self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
+        #: whether borders make their small algebra in compiled kernels (:func:`sde.fused_borders`)
+        self.fused = _fused.get()
+        self._given = innovations is not None
+        self.xi = innovation_buffer((times, capacity, particles), dtype, self.device,
+                                    innovations, storage)
+        wide = dict(device=self.device, dtype=torch.float64)
+        #: L⁻¹ per time index (times, capacity, capacity), zero beyond :attr:`count`
+        self.inv = torch.zeros(times, capacity, capacity, **wide)
+        #: the requested covariance, lower triangle (upper entries of a block's rows
+        #: may hold what the caller passed there)
+        self.cov = torch.zeros_like(self.inv)
+        #: the truncated L⁻¹ of :meth:`stein_from_moment`, or None without responses
+        self.inv_stein = torch.zeros_like(self.inv) if responses else None
+        # per time index, made once: views cost as much as a small product
+        self._inv_at = list(self.inv.unbind(0))
+        self._cov_at = list(self.cov.unbind(0))
+        self._stein_inv = [] if self.inv_stein is None else list(self.inv_stein.unbind(0))
+        self._stein_at = [s.T for s in self._stein_inv]
+        #: committed components at every time index, on the device (what a replayed
+        #: border reads)
+        self.count = torch.zeros((), dtype=torch.int64, device=self.device)
+        #: components whose innovations :meth:`draw` has drawn (or taken from the given
+        #: ones): the host's count, which is :attr:`count` after the step's
+        #: :meth:`advance` (never read from the device)
+        self.drawn = 0
+        #: positions of the next block, count + 0, …, count + B − 1 (device)
+        self.positions = torch.arange(block, device=self.device)
+        self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
+        self._warned = False
+
+    def draw(self) -> None:
+        """Prepare the next step: draw its block's innovations at every time index,
+        ``randn(times, B, particles)`` from :attr:`generator` (the draw a
+        :class:`~sde.GrowingGaussianDriver` makes at the first border of a step), unless
+        they were given, and count them in :attr:`drawn`. Call it before every step's
+        borders, outside a captured region (it runs on the host's schedule).
+
+        Raises
+        ------
+        ValueError
+            When the block would exceed the capacity.
+        """
+        k = self.drawn
+        if k + self.block > self.capacity:
+            raise ValueError(f"driver capacity {self.capacity} exceeded "
+                             f"({k} + {self.block} components)")
+        if not self._given:
+            self.xi[:, k:k + self.block] = torch.randn(
+                self.times, self.block, self.particles, generator=self.generator,
+                device=self.device, dtype=self.dtype)
+        self.drawn = k + self.block
+
+    def border(self, t: int, cross: torch.Tensor,
+               block: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Border the step's B new components at time index ``t`` and write their rows
+        of the inverse factors and the covariance (:meth:`sde.GrowingGaussianDriver.border`,
+        at the positions :attr:`positions`).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        cross : Tensor, shape (capacity, B), float64
+            Covariance of the committed components with the new ones in its first
+            :attr:`count` rows; the other rows must be finite and are read only into
+            the upper triangle of :attr:`cov`.
+        block : Tensor, shape (B, B), float64
+            Covariance of the new components among themselves (its upper triangle is
+            read).
+
+        Returns
+        -------
+        weights : Tensor, shape (B, capacity), float64
+            The new components on ``ξ[t]``: zero beyond the new block.
+        min_eig : Tensor, shape (1,)
+        skip : Tensor, shape (B,), bool
+            As :meth:`sde.GrowingGaussianDriver.border`'s.
+        """
+        cap, b = self.capacity, self.block
+        inv = self._inv_at[t]
+        slabs = torch.empty(1, cap + b, b, dtype=torch.float64, device=self.device)
+        torch.mm(inv, cross, out=slabs[0, :cap])  # zero beyond count: inv is
+        gram = slabs[:, :cap].transpose(1, 2) @ slabs[:, :cap]
+        rows, min_eig, skip = _block_tail(slabs, gram, block[None], self.rel_jitter,
+                                          self.fused)
+        rows, min_eig, skip = rows[0], min_eig[0], skip[0]
+        own = rows[:, cap:]  # T: the block's own factor, lower triangular
+        weights = rows[:, :cap].clone().index_copy_(1, self.positions, own)
+        self._floored |= skip.any()
+        self._write(inv, rows, ~skip)
+        if self.inv_stein is not None:
+            keep = stein_keep(torch.diagonal(own), torch.diagonal(block), skip,
+                              self.stein_level)
+            self._write(self._stein_inv[t], rows, keep)
+        covrows = cross.T.clone().index_copy_(1, self.positions, block.T)
+        self._cov_at[t].index_copy_(0, self.positions, covrows)
+        return weights, min_eig, skip
+
+    def _write(self, inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) -> None:
+        """The block's rows (B, capacity + B) = [A | T] into a truncated inverse ``inv``
+        (capacity, capacity) at :attr:`positions`: :func:`sde._border.truncated_rows`
+        on the whole inverse, whose columns beyond the committed components are zero,
+        so the history part of the new rows is zero at the positions, where T⁻¹ goes
+        (``keep``: the components that keep a finite diagonal)."""
+        cap = self.capacity
+        new = truncated_rows(inv, rows, keep)
+        head = new[:, :cap].index_copy_(1, self.positions, new[:, cap:])
+        inv.index_copy_(0, self.positions, head)
+
+    def advance(self) -> None:
+        """Commit the step's block at every time index: :attr:`count` and
+        :attr:`positions` move by B, on the device only (so a replayed graph moves
+        them; the host's count moved with :meth:`draw`)."""
+        self.count.add_(self.block)
+        self.positions.add_(self.block)
+
+    def condition(self, t: int, cross: torch.Tensor,
+                  var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Condition Q uncommitted components on the committed ones, each alone
+        (:meth:`sde.GrowingGaussianDriver.condition`).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        cross : Tensor, shape (capacity, Q), float64
+            Covariance of the committed components with the new ones in its first
+            :attr:`count` rows (the others finite, unread).
+        var : Tensor, shape (Q,), float64
+            Variances of the new components.
+
+        Returns
+        -------
+        weights : Tensor, shape (Q, capacity), float64
+            On ``ξ[t]``, zero beyond :attr:`count`.
+        pivots : Tensor, shape (Q,)
+        min_eig : Tensor, shape ()
+        """
+        weights, pivots, min_eig, skip = condition_each(self._inv_at[t], cross, var,
+                                                        self.rel_jitter, self.fused)
+        self._floored |= skip.any()
+        return weights, pivots, min_eig
+
+    def stein_from_moment(self, t: int, moment: torch.Tensor, *,
+                          out: torch.Tensor | None = None) -> torch.Tensor:
+        """E[∂F/∂z_j] from the particle moments E[ξ_j F] (capacity, B) of the committed
+        components, zero beyond them (:meth:`sde.GrowingGaussianDriver.stein_from_moment`).
+
+        Raises
+        ------
+        RuntimeError
+            For a driver built with ``responses=False``.
+        """
+        if self.inv_stein is None:
+            raise RuntimeError("this driver was built with responses=False")
+        if moment.dtype != torch.float64:
+            moment = moment.to(torch.float64)
+        inv = self._stein_at[t]
+        return inv @ moment if out is None else torch.mm(inv, moment, out=out)
+
+    def covariance(self, t: int) -> torch.Tensor:
+        """The requested covariance of the committed components at ``t`` (k, k), k =
+        :attr:`drawn`, after the step's :meth:`advance`
+        (:meth:`sde.GrowingGaussianDriver.covariance`)."""
+        k = self.drawn
+        return symmetric(self.cov[t, :k, :k])
+
+    def min_eigenvalues(self) -> torch.Tensor:
+        """The smallest eigenvalue of the requested covariance at every time index, of
+        the :attr:`drawn` components, after the step's :meth:`advance`
+        (:meth:`sde.GrowingGaussianDriver.min_eigenvalues`)."""
+        return smallest_eigenvalues(self.cov, self.drawn)
+
+    def finalize(self) -> bool:
+        """Warn once if the eigenvalue floor was ever active; return whether it was
+        (a host synchronisation: for the end of a run)."""
+        floored = bool(self._floored)
+        if floored and not self._warned:
+            warn_floored(self.rel_jitter)
+            self._warned = True
+        return floored
