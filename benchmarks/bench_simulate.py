@@ -560,6 +560,37 @@ def profiled_launches(run) -> int:
     return n
 
 
+#: The profiler ranges of the passes that ``nfd.graph_replay()`` replays from CUDA
+#: graphs (``nfd._simulation._replay.Replayer``)
+REPLAYED = "nfd.graph_replay."
+
+
+def replayed_launches(run) -> tuple[int, int]:
+    """Under ``nfd.graph_replay()``: the kernel-launching operations of ``run()``
+    outside the replayed passes (as :func:`profiled_launches` counts them) and the
+    passes (each a profiler range :data:`REPLAYED`...). On CUDA every pass after the
+    second of its kind is one graph launch, so their sum is what a replayed run
+    launches (about: its first two passes of each kind launch their kernels); on a
+    CPU the passes run eagerly and this is a projection, not a count."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run()
+    outside = passes = 0
+    for e in prof.events():
+        ancestors, parent = [], e.cpu_parent
+        while parent is not None:
+            ancestors.append(parent.name)
+            parent = parent.cpu_parent
+        if e.name.startswith(REPLAYED):
+            passes += 1
+        elif any(a.startswith(REPLAYED) for a in ancestors):
+            continue
+        elif e.name.startswith("Torch-Compiled Region"):
+            outside += 1
+        elif e.name.startswith("aten::") and not any(a.startswith("aten::") for a in ancestors):
+            outside += _launching(e)
+    return outside, passes
+
+
 def quickstart_counts(dev: str) -> None:
     """Kernel-launching operations per layer-step and host synchronisations per SGD
     step in the quickstart setting (issue 49, item 2: ``examples/quickstart.py``'s
@@ -570,7 +601,7 @@ def quickstart_counts(dev: str) -> None:
     coupled with the default replicas ≤ 80, without ≤ 60; ≤ 1.5 synchronisations per
     SGD step with replicas). Then the same runs eager and under
     :func:`sde.fused_borders` counted by :func:`profiled_launches` (after a run that
-    compiles)."""
+    compiles), and under ``nfd.graph_replay()`` by :func:`replayed_launches`."""
     L, K, B = 8, 64, 2
     X, y, probes = quickstart_task(K, B)
     default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
@@ -599,6 +630,14 @@ def quickstart_counts(dev: str) -> None:
             fused = profiled_launches(run)
         print(f"  {m}, error_replicas={replicas}: eager {eager / (L * K):.1f}, "
               f"fused {fused / (L * K):.1f} operations")
+    print("under nfd.graph_replay(), launches outside the replayed passes + one graph "
+          "launch per pass (on a CPU the passes run eagerly: a projection for CUDA):")
+    for (m, replicas), run in runs.items():
+        with nfd.graph_replay():
+            outside, passes = replayed_launches(run)
+        print(f"  {m}, error_replicas={replicas}: {(outside + passes) / (L * K):.1f} "
+              f"launches ({outside / (L * K):.1f} operations, {passes / (L * K):.2f} "
+              "passes)")
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ with its unit.
 ``benchmarks/device_window.sh`` runs it on a lent GPU (wheels, environment, log).
 The default sections are issue 49's window, most wanted first, each under its own
 time guard (:data:`BUDGET`: a run is never cut, but once a section's budget is spent
-its remaining runs are recorded as skipped; the window's budgets sum to 7 minutes,
+its remaining runs are recorded as skipped; the window's budgets sum to 7.2 minutes,
 so a 15-minute lease holds a start, the window and most of a rerun):
 
 1. ``bandwidth``: the device's copy bandwidth (``_common.copy_bandwidth``).
@@ -18,7 +18,16 @@ so a 15-minute lease holds a start, the window and most of a rerun):
 3. ``quickstart``: seconds per layer-step of the quickstart run (relu, L = 8, K = 64
    steps of batch 2, 32 probes) at P = 65 536, as shipped (default error replicas)
    and with ``error_replicas=0`` (issue 49's target: ≤ 0.25 ms as shipped).
-4. ``fused``: ``sde.fused_borders()`` (the borders' small algebra compiled into one
+4. ``replay``: ``nfd.graph_replay()`` (each pass captured once as a CUDA graph and
+   replayed at every later step, ``nfd._simulation._replay``) against the launched
+   passes: seconds per layer-step of the launched, the replayed and the replayed and
+   fused (``sde.fused_borders()`` inside the graphs) runs, alternating, in the
+   quickstart setting (default error replicas and none) and at L = 64, K = 128, B = 1,
+   P = 16 384 without replicas (issue 49's targets: ≤ 0.25 ms as shipped, ≤ 150 µs
+   there); the largest difference of their outputs relative to the largest |f|; on
+   CUDA the kernel and graph launches per layer-step (profiler). On a CPU the static
+   passes run eagerly (no graphs): the section then times the static path only.
+5. ``fused``: ``sde.fused_borders()`` (the borders' small algebra compiled into one
    kernel each) against the eager path: the compilation's time, then seconds per
    layer-step of both, alternating, in the quickstart setting (default error
    replicas and none) and at L = 64, K = 128, B = 1, P = 16 384 without replicas
@@ -27,7 +36,7 @@ so a 15-minute lease holds a start, the window and most of a rerun):
    (tests/test_fused_borders.py's rule is 1e-12 in float64; these runs are float32);
    on CUDA also the kernel launches per layer-step of both, counted by the profiler
    (a compiled region may be several Triton kernels).
-5. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
+6. ``simulate``: seconds per layer-step (run time / (L·K)) and the share of the copy
    bandwidth its history streams (``bench_simulate.history_bytes``: 6 (decoupled)
    or 8 (coupled) k×P streams per layer-step, float32, B = 1), both backward modes,
    at P = 16 384 and 524 288 (or the largest power of two whose
@@ -37,13 +46,13 @@ so a 15-minute lease holds a start, the window and most of a rerun):
    ratio; peak device memory against ``nfd.memory_estimate`` (CUDA:
    ``torch.cuda.max_memory_allocated`` over the run; CPU: the peak resident growth
    of a fresh process, ``bench_simulate.py --_peak``, at the first P only).
-6. ``syncs``: host synchronisations per SGD step of a run with the default error
+7. ``syncs``: host synchronisations per SGD step of a run with the default error
    replicas, both modes: on CUDA counted by ``torch.cuda.set_sync_debug_mode`` over
    runs of K and 2K steps (the difference over K); on a CPU the host reads that
    would synchronise (``bench_simulate._CountOps``).
-7. ``replicas``: the cost of 2 and 4 error replicas against none (decoupled, P = 4096,
+8. ``replicas``: the cost of 2 and 4 error replicas against none (decoupled, P = 4096,
    L = 64, K = 200), fastest of :data:`REPS`.
-8. ``accuracy``: time to accuracy of ``simulate`` against ``train_resnet`` on this
+9. ``accuracy``: time to accuracy of ``simulate`` against ``train_resnet`` on this
    device (``bench_accuracy.py --device``, quickstart setting, its GPU grid on a
    GPU; the table's ratios per ε).
 
@@ -94,10 +103,11 @@ REPS = 2
 #: Seconds each section may start new runs for (the full report; ``--quick`` sizes
 #: finish far inside them). The accuracy section has no guard of its own: it runs
 #: last, and its measured 2 minutes on one H200 (issue 49) are counted here.
-BUDGET = {"tests": 90.0, "quickstart": 25.0, "fused": 60.0, "simulate": 80.0, "syncs": 15.0,
-          "replicas": 40.0, "accuracy": 110.0, "alternatives": 270.0, "engine": 60.0}
+BUDGET = {"tests": 90.0, "quickstart": 25.0, "replay": 45.0, "fused": 45.0, "simulate": 70.0,
+          "syncs": 15.0, "replicas": 40.0, "accuracy": 110.0, "alternatives": 270.0,
+          "engine": 60.0}
 #: The sections of the window, in order (module docstring); the others run when named.
-WINDOW = ("tests", "quickstart", "fused", "simulate", "syncs", "replicas", "accuracy")
+WINDOW = ("tests", "quickstart", "replay", "fused", "simulate", "syncs", "replicas", "accuracy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,53 +267,120 @@ def quickstart_section(rep: Report, device: str, sizes: Sizes) -> None:
                 B=2)
 
 
-def _simulate(fused: bool, X, y, kw: dict):
-    """``nfd.simulate(X, y, **kw)``, under ``sde.fused_borders()`` when ``fused``."""
-    with sde.fused_borders() if fused else contextlib.nullcontext():
+#: The ways :func:`_simulate` runs: (under ``sde.fused_borders()``, under ``nfd.graph_replay()``).
+MODES = {"eager": (False, False), "fused": (True, False), "launched": (False, False),
+         "replayed": (False, True), "replayed and fused": (True, True)}
+
+
+def _simulate(mode: str, X, y, kw: dict):
+    """``nfd.simulate(X, y, **kw)`` in one of the :data:`MODES`."""
+    fused, replay = MODES[mode]
+    with (sde.fused_borders() if fused else contextlib.nullcontext(),
+          nfd.graph_replay() if replay else contextlib.nullcontext()):
         return nfd.simulate(X, y, **kw)
 
 
-def _fused_pair(kw: dict, X, y, deadline: float) -> tuple[dict, object, object]:
-    """Seconds of the eager and the fused run of one configuration (fastest of
-    :data:`REPS`, alternating, within ``deadline``) and their last datasets."""
+def _timed_modes(kw: dict, X, y, deadline: float, modes: tuple[str, ...]) -> tuple[dict, dict]:
+    """Seconds of one configuration run in each of ``modes`` (fastest of :data:`REPS`,
+    the modes alternating, within ``deadline``; each mode runs at least once) and the
+    last dataset of each."""
     best: dict[str, float] = {}
     out = {}
     for _ in range(REPS):
-        for fused in (False, True):
-            if time.monotonic() > deadline and fused in out:
+        for mode in modes:
+            if time.monotonic() > deadline and mode in out:
                 continue
             start = time.perf_counter()
-            out[fused] = _simulate(fused, X, y, kw)
+            out[mode] = _simulate(mode, X, y, kw)
             _sync(kw["device"])
-            name = "fused" if fused else "eager"
-            best[name] = min(best.get(name, math.inf), time.perf_counter() - start)
-    return best, out[False], out[True]
+            best[mode] = min(best.get(mode, math.inf), time.perf_counter() - start)
+    return best, out
 
 
-def _fused_gap(eager, fused) -> float:
+def _gap(ref, other) -> float:
     """The largest difference of f and probe_f between two runs, relative to the
     largest |f|."""
-    gap, scale = 0.0, float(np.nanmax(np.abs(eager["f"].values)))
+    gap, scale = 0.0, float(np.nanmax(np.abs(ref["f"].values)))
     for name in ("f", "probe_f"):
-        if name in eager:
-            gap = max(gap, float(np.nanmax(np.abs(eager[name].values - fused[name].values))))
+        if name in ref:
+            gap = max(gap, float(np.nanmax(np.abs(ref[name].values - other[name].values))))
     return gap / scale
 
 
-def _cuda_launches(kw: dict, X, y, fused: bool) -> int:
-    """Kernel launches of one run on CUDA, eager or under ``sde.fused_borders()``: the
-    profiler's CUDA runtime and driver calls that launch (``cudaLaunchKernel``,
-    ``cuLaunchKernel``, …), so that a compiled region's Triton kernels are counted
-    one by one (on a CPU each region is one C++ function)."""
+def _cuda_launches(kw: dict, X, y, mode: str) -> tuple[int, int]:
+    """Kernel and graph launches of one run on CUDA in a :data:`MODES` mode: the
+    profiler's CUDA runtime and driver calls that launch a kernel (``cudaLaunchKernel``,
+    ``cuLaunchKernel``, …: a compiled region's Triton kernels are counted one by one;
+    on a CPU each region is one C++ function) and those that launch a graph
+    (``cudaGraphLaunch``)."""
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
-        _simulate(fused, X, y, kw)
+        _simulate(mode, X, y, kw)
         _sync(kw["device"])
-    return sum("LaunchKernel" in e.name for e in prof.events())
+    names = [e.name for e in prof.events()]
+    return sum("LaunchKernel" in n for n in names), sum("GraphLaunch" in n for n in names)
+
+
+def replay_section(rep: Report, device: str, sizes: Sizes) -> None:
+    """Section 4: ``nfd.graph_replay()`` against the launched passes (module docstring)."""
+    deadline = time.monotonic() + BUDGET["replay"]
+    X, y, probes = quickstart_task(64, 2)
+    L, P = 8, sizes.quickstart_P
+    kw = dict(activation="relu", eta_c=0.4, batch_size=2, depth=L,
+              record=nfd.Record(probes=probes, probe_steps=[0, 1, 2, 3, 4]),
+              particles=P, progress=False, device=device)
+    default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
+    modes = ("launched", "replayed", "replayed and fused")
+    start = time.perf_counter()
+    for replicas in (default, 0):  # captures (and compiles) every pass of both groups
+        for mode in modes[1:]:
+            _simulate(mode, X[:8], y[:8], dict(kw, error_replicas=replicas))
+    _sync(device)
+    rep.add("replay", "warm-up (captures, compilation)", time.perf_counter() - start, "s", P=P)
+    kw["record"] = nfd.Record(probes=probes, eig_steps=[])
+    for replicas in (default, 0):
+        best, out = _timed_modes(dict(kw, error_replicas=replicas), X, y, deadline, modes)
+        for name, t in best.items():
+            rep.add("replay", f"quickstart, error_replicas={replicas}: {name} time per "
+                    "layer-step", t / (L * 64) * 1e6, "µs", P=P, L=L, K=64, B=2)
+        for name in modes[1:]:
+            rep.add("replay", f"quickstart, error_replicas={replicas}: |{name} − launched| "
+                    "/ max|f|", _gap(out["launched"], out[name]), "1", P=P)
+    if device.startswith("cuda"):
+        for replicas in (default, 0):
+            for mode in modes:
+                kernels, graphs = _cuda_launches(dict(kw, error_replicas=replicas), X, y, mode)
+                rep.add("replay", f"quickstart, error_replicas={replicas}: {mode}, kernel "
+                        "launches per layer-step", kernels / (L * 64), "launches", P=P)
+                rep.add("replay", f"quickstart, error_replicas={replicas}: {mode}, graph "
+                        "launches per layer-step", graphs / (L * 64), "launches", P=P)
+    _long_run(rep, "replay", device, sizes, deadline, modes)
+
+
+def _long_run(rep: Report, section: str, device: str, sizes: Sizes, deadline: float,
+              modes: tuple[str, ...]) -> None:
+    """Seconds per layer-step at L = 64, K = 128, B = 1, P = 16 384 (or the cap),
+    coupled, no replicas, in each of ``modes`` (one run each, after a short run in
+    each for compilation and capture)."""
+    L, K, P = 64, 128, min(16384, sizes.P_cap)
+    X, y = nfd.synthetic_task("tanh", K, 8, seed=0)
+    if time.monotonic() > deadline:
+        rep.skip(section, "L=64, K=128, B=1: time per layer-step", "time guard", P=P)
+        return
+    kw = dict(eta_c=bench_simulate.ETA_C, depth=L, record=nfd.Record(eig_steps=[]),
+              particles=P, progress=False, device=device, error_replicas=0)
+    for mode in modes:  # the shapes of B = 1
+        _simulate(mode, X[:4], y[:4], kw)
+    for mode in modes:
+        start = time.perf_counter()
+        _simulate(mode, X, y, kw)
+        _sync(device)
+        rep.add(section, f"L=64, K=128, B=1, coupled: {mode} time per layer-step",
+                (time.perf_counter() - start) / (L * K) * 1e6, "µs", P=P)
 
 
 def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
-    """Section 4: ``sde.fused_borders()`` against the eager path (module docstring)."""
+    """Section 5: ``sde.fused_borders()`` against the eager path (module docstring)."""
     deadline = time.monotonic() + BUDGET["fused"]
     X, y, probes = quickstart_task(64, 2)
     L, P = 8, sizes.quickstart_P
@@ -319,36 +396,20 @@ def fused_section(rep: Report, device: str, sizes: Sizes) -> None:
     rep.add("fused", "compilation and warm-up", time.perf_counter() - start, "s", P=P)
     nfd.simulate(X[:4], y[:4], **kw)
     for replicas in (default, 0):
-        best, eager, fused = _fused_pair(dict(kw, error_replicas=replicas), X, y, deadline)
+        best, out = _timed_modes(dict(kw, error_replicas=replicas), X, y, deadline,
+                                 ("eager", "fused"))
         for name, t in best.items():
             rep.add("fused", f"quickstart, error_replicas={replicas}: {name} time per "
                     "layer-step", t / (L * 64) * 1e6, "µs", P=P, L=L, K=64, B=2)
         rep.add("fused", f"quickstart, error_replicas={replicas}: |fused − eager| / max|f|",
-                _fused_gap(eager, fused), "1", P=P)
+                _gap(out["eager"], out["fused"]), "1", P=P)
     if device.startswith("cuda"):  # what a compiled region launches there (Triton)
         run = dict(kw, error_replicas=0)
-        for name, fused in (("eager", False), ("fused", True)):
-            launches = _cuda_launches(run, X, y, fused)
-            rep.add("fused", f"quickstart, error_replicas=0: {name} CUDA kernel launches "
+        for mode in ("eager", "fused"):
+            launches = _cuda_launches(run, X, y, mode)[0]
+            rep.add("fused", f"quickstart, error_replicas=0: {mode} CUDA kernel launches "
                     "per layer-step", launches / (L * 64), "launches", P=P)
-    L, K, P = 64, 128, min(16384, sizes.P_cap)
-    X, y = nfd.synthetic_task("tanh", K, 8, seed=0)
-    if time.monotonic() > deadline:
-        rep.skip("fused", "L=64, K=128, B=1: time per layer-step", "time guard", P=P)
-        return
-    kw = dict(eta_c=bench_simulate.ETA_C, depth=L, record=nfd.Record(eig_steps=[]),
-              particles=P, progress=False, device=device, error_replicas=0)
-    with sde.fused_borders():  # the shapes of B = 1
-        nfd.simulate(X[:2], y[:2], **kw)
-    best: dict[str, float] = {}
-    for fused in (False, True):
-        start = time.perf_counter()
-        _simulate(fused, X, y, kw)
-        _sync(device)
-        best["fused" if fused else "eager"] = time.perf_counter() - start
-    for name, t in best.items():
-        rep.add("fused", f"L=64, K=128, B=1, coupled: {name} time per layer-step",
-                t / (L * K) * 1e6, "µs", P=P)
+    _long_run(rep, "fused", device, sizes, deadline, ("eager", "fused"))
 
 
 def syncs_section(rep: Report, device: str, sizes: Sizes) -> None:
@@ -503,6 +564,7 @@ def report(device: str, sizes: Sizes, run_tests: bool = True, save=None,
     rep.add("bandwidth", "copy bandwidth (read + write)", bw / 1e9, "GB/s")
     every = {"simulate": lambda: simulate_section(rep, device, sizes, bw),
              "quickstart": lambda: quickstart_section(rep, device, sizes),
+             "replay": lambda: replay_section(rep, device, sizes),
              "fused": lambda: fused_section(rep, device, sizes),
              "syncs": lambda: syncs_section(rep, device, sizes),
              "replicas": lambda: replicas_section(rep, device, sizes),

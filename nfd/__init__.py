@@ -15,7 +15,7 @@ from ._model import (ACTIVATIONS, LOSSES, Activation, Loss, Parametrization, get
 from ._optim import (BACKWARD_LIMITS, AdamSpec as Adam, AdamW, SGDSpec as SGD,
                      optimizer_from_attrs, optimizer_from_dict, warmup_cosine)
 from ._schema import Record
-from ._simulation import coarsen_innovations, linear_limit, memory_estimate, simulate
+from ._simulation import coarsen_innovations, graph_replay, linear_limit, memory_estimate, simulate
 from . import plot, schema  # public submodules: nfd.plot.plot_run, nfd.schema.annotate
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "nngp_kernel",
     "ntk_kernel",
     "memory_estimate",
+    "graph_replay",
     "ForwardSDE",
     "Activation",
     "get_activation",

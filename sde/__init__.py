@@ -11,7 +11,7 @@ from ._diagnostics import SlopeFit, fit_slope
 from ._drivers import (STEIN_ROUNDING, STEIN_TRUNCATION, GrowingGaussianDriver, default_jitter,
                        fused_borders, fusing_borders, stein_truncation)
 from ._group import DriverGroup
-from ._static import StaticGaussianDriver
+from ._static import StaticDriverGroup, StaticGaussianDriver
 from ._layout import ALIGN, CUDA_ALIGN, grouped
 from ._euler import EulerMaruyamaResult, euler_maruyama
 from ._linalg import psd_factor
@@ -25,6 +25,7 @@ __all__ = [
     "GrowingGaussianDriver",
     "DriverGroup",
     "StaticGaussianDriver",
+    "StaticDriverGroup",
     "grouped",
     "ALIGN",
     "CUDA_ALIGN",

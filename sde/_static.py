@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import torch
 
-from ._border import _block_tail, condition_each, truncated_rows
+from ._border import _block_tail, condition_each, condition_groups, truncated_rows
+from ._layout import grouped
 from ._drivers import (_fused, _truncation, STEIN_ROUNDING, default_jitter, innovation_buffer,
                        smallest_eigenvalues, stein_keep, symmetric, warn_floored)
 
-__all__ = ["StaticGaussianDriver"]
+__all__ = ["StaticGaussianDriver", "StaticDriverGroup"]
 
 
 class StaticGaussianDriver:
@@ -107,18 +108,22 @@ class StaticGaussianDriver:
         self.xi = innovation_buffer((times, capacity, particles), dtype, self.device,
                                     innovations, storage)
         wide = dict(device=self.device, dtype=torch.float64)
+        # L⁻¹ and, with responses, the truncated L⁻¹ of the Stein derivative side by
+        # side per time index, so that a border writes both in one batched product
+        self._inverses = torch.zeros(times, 2 if responses else 1, capacity, capacity, **wide)
         #: L⁻¹ per time index (times, capacity, capacity), zero beyond :attr:`count`
-        self.inv = torch.zeros(times, capacity, capacity, **wide)
+        self.inv = self._inverses[:, 0]
+        #: the truncated L⁻¹ of :meth:`stein_from_moment`, or None without responses
+        self.inv_stein = self._inverses[:, 1] if responses else None
         #: the requested covariance, lower triangle (upper entries of a block's rows
         #: may hold what the caller passed there)
-        self.cov = torch.zeros_like(self.inv)
-        #: the truncated L⁻¹ of :meth:`stein_from_moment`, or None without responses
-        self.inv_stein = torch.zeros_like(self.inv) if responses else None
+        self.cov = torch.zeros(times, capacity, capacity, **wide)
         # per time index, made once: views cost as much as a small product
         self._inv_at = list(self.inv.unbind(0))
+        self._inverses_at = list(self._inverses.unbind(0))
         self._cov_at = list(self.cov.unbind(0))
-        self._stein_inv = [] if self.inv_stein is None else list(self.inv_stein.unbind(0))
-        self._stein_at = [s.T for s in self._stein_inv]
+        self._stein_at = [] if self.inv_stein is None else [
+            s.T for s in self.inv_stein.unbind(0)]
         #: committed components at every time index, on the device (what a replayed
         #: border reads)
         self.count = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -179,36 +184,20 @@ class StaticGaussianDriver:
         skip : Tensor, shape (B,), bool
             As :meth:`sde.GrowingGaussianDriver.border`'s.
         """
-        cap, b = self.capacity, self.block
-        inv = self._inv_at[t]
-        slabs = torch.empty(1, cap + b, b, dtype=torch.float64, device=self.device)
-        torch.mm(inv, cross, out=slabs[0, :cap])  # zero beyond count: inv is
-        gram = slabs[:, :cap].transpose(1, 2) @ slabs[:, :cap]
-        rows, min_eig, skip = _block_tail(slabs, gram, block[None], self.rel_jitter,
-                                          self.fused)
-        rows, min_eig, skip = rows[0], min_eig[0], skip[0]
-        own = rows[:, cap:]  # T: the block's own factor, lower triangular
-        weights = rows[:, :cap].clone().index_copy_(1, self.positions, own)
-        self._floored |= skip.any()
-        self._write(inv, rows, ~skip)
-        if self.inv_stein is not None:
-            keep = stein_keep(torch.diagonal(own), torch.diagonal(block), skip,
-                              self.stein_level)
-            self._write(self._stein_inv[t], rows, keep)
-        covrows = cross.T.clone().index_copy_(1, self.positions, block.T)
-        self._cov_at[t].index_copy_(0, self.positions, covrows)
-        return weights, min_eig, skip
+        weights, min_eig, skip = static_borders([self], t, cross[None], block[None])
+        return weights[0], min_eig[0], skip[0]
 
-    def _write(self, inv: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) -> None:
-        """The block's rows (B, capacity + B) = [A | T] into a truncated inverse ``inv``
-        (capacity, capacity) at :attr:`positions`: :func:`sde._border.truncated_rows`
-        on the whole inverse, whose columns beyond the committed components are zero,
-        so the history part of the new rows is zero at the positions, where T⁻¹ goes
-        (``keep``: the components that keep a finite diagonal)."""
-        cap = self.capacity
-        new = truncated_rows(inv, rows, keep)
-        head = new[:, :cap].index_copy_(1, self.positions, new[:, cap:])
-        inv.index_copy_(0, self.positions, head)
+    def _write(self, inverses: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor) -> None:
+        """The block's rows (B, capacity + B) = [A | T] into the truncated inverses
+        ``inverses`` (1 or 2, capacity, capacity: L⁻¹ and the Stein inverse, each with
+        its own ``keep`` mask (1 or 2, B), the components that keep a finite diagonal)
+        at :attr:`positions`: :func:`sde._border.truncated_rows` on the whole inverses,
+        whose columns beyond the committed components are zero, so the history part of
+        the new rows is zero at the positions, where T⁻¹ goes."""
+        cap, m = self.capacity, inverses.shape[0]
+        new = truncated_rows(inverses, rows.expand(m, *rows.shape), keep)
+        head = new[..., :cap].index_copy_(2, self.positions, new[..., cap:])
+        inverses.index_copy_(1, self.positions, head)
 
     def advance(self) -> None:
         """Commit the step's block at every time index: :attr:`count` and
@@ -246,8 +235,23 @@ class StaticGaussianDriver:
 
     def stein_from_moment(self, t: int, moment: torch.Tensor, *,
                           out: torch.Tensor | None = None) -> torch.Tensor:
-        """E[∂F/∂z_j] from the particle moments E[ξ_j F] (capacity, B) of the committed
-        components, zero beyond them (:meth:`sde.GrowingGaussianDriver.stein_from_moment`).
+        """E[∂F/∂z_j] from the particle moments E[ξ_j F] of the committed components
+        (:meth:`sde.GrowingGaussianDriver.stein_from_moment`).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        moment : Tensor, shape (capacity, B)
+            E[ξ_j F_b] over the particles, in its first :attr:`count` rows (the
+            others finite, unread); converted to float64.
+        out : Tensor, shape (capacity, B), float64, optional
+            Where to write the result.
+
+        Returns
+        -------
+        Tensor, shape (capacity, B), float64
+            Column b holds E[∂F_b/∂z_j], zero beyond the committed components.
 
         Raises
         ------
@@ -262,9 +266,20 @@ class StaticGaussianDriver:
         return inv @ moment if out is None else torch.mm(inv, moment, out=out)
 
     def covariance(self, t: int) -> torch.Tensor:
-        """The requested covariance of the committed components at ``t`` (k, k), k =
-        :attr:`drawn`, after the step's :meth:`advance`
-        (:meth:`sde.GrowingGaussianDriver.covariance`)."""
+        """The requested covariance of the committed components
+        (:meth:`sde.GrowingGaussianDriver.covariance`).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+
+        Returns
+        -------
+        Tensor, shape (k, k), float64
+            The full symmetric matrix, k = :attr:`drawn` (after the step's
+            :meth:`advance`); a new tensor.
+        """
         k = self.drawn
         return symmetric(self.cov[t, :k, :k])
 
@@ -282,3 +297,133 @@ class StaticGaussianDriver:
             warn_floored(self.rel_jitter)
             self._warned = True
         return floored
+
+
+def static_borders(drivers: list[StaticGaussianDriver], t: int, cross: torch.Tensor,
+                   block: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """:meth:`StaticGaussianDriver.border` of G drivers of one group at once (one
+    driver's border is this with G = 1): the products with each driver's own inverses
+    per driver, each into its own aligned slab (:func:`sde.grouped`), the elementwise
+    rest once for all G, so that every driver gets the bits it gets alone (as
+    :class:`sde.DriverGroup`'s). ``cross`` (G, capacity, B), ``block`` (G, B, B);
+    returns weights (G, B, capacity), min_eig (G, 1), skip (G, B)."""
+    first = drivers[0]
+    G, cap, b, dev = len(drivers), first.capacity, first.block, first.device
+    slabs = grouped(G, (cap + b, b), torch.float64, dev)
+    gram = grouped(G, (b, b), torch.float64, dev)
+    for d, c, h, g in zip(drivers, cross.unbind(0), slabs[:, :cap].unbind(0), gram.unbind(0)):
+        torch.mm(d._inv_at[t], c, out=h)  # zero beyond the count: so is the inverse
+        torch.mm(h.T, h, out=g)
+    rows, min_eig, skip = _block_tail(slabs, gram, block, first.rel_jitter, first.fused)
+    own = rows[:, :, cap:]  # T: each block's own factor, lower triangular
+    weights = rows[:, :, :cap].clone().index_copy_(2, first.positions, own)
+    keep = (~skip)[:, None]
+    if first.inv_stein is not None:
+        var = torch.diagonal(block, dim1=1, dim2=2)
+        keep = torch.stack((keep[:, 0], stein_keep(torch.diagonal(own, dim1=1, dim2=2), var,
+                                                   skip, first.stein_level)), 1)
+    covrows = cross.transpose(1, 2).clone().index_copy_(2, first.positions,
+                                                        block.transpose(1, 2))
+    floored = skip.any(1, keepdim=True)
+    for d, r, m, c, f in zip(drivers, rows.unbind(0), keep.unbind(0), covrows.unbind(0),
+                             floored.unbind(0)):
+        d._floored |= f
+        d._write(d._inverses_at[t], r, m)
+        d._cov_at[t].index_copy_(0, d.positions, c)
+    return weights, min_eig, skip
+
+
+class StaticDriverGroup:
+    """G :class:`StaticGaussianDriver` of one run and its error replicas (the same
+    times, capacity, block, floor and options; each its own particles), bordered,
+    conditioned and differentiated together, as :class:`sde.DriverGroup` groups
+    growing drivers: every driver gets exactly the numbers its own methods give it.
+
+    Parameters
+    ----------
+    drivers : sequence of StaticGaussianDriver
+        The members, kept as ``drivers`` (a list).
+
+    Raises
+    ------
+    ValueError
+        When the members differ in times, capacity, block, ``rel_jitter``,
+        responses or fused borders, or the group is empty.
+    """
+
+    def __init__(self, drivers) -> None:
+        if not drivers:
+            raise ValueError("drivers must hold at least one driver")
+        key = [(d.times, d.capacity, d.block, d.rel_jitter, d.inv_stein is None, d.fused)
+               for d in drivers]
+        if len(set(key)) > 1:
+            raise ValueError("the drivers of a group must share times, capacity, block, "
+                             "rel_jitter, responses and fused borders")
+        self.drivers = list(drivers)
+
+    def border(self, t: int, cross: torch.Tensor,
+               block: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`StaticGaussianDriver.border` of every member (:func:`static_borders`).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        cross : Tensor, shape (G, capacity, B), float64
+            Each member's covariance of its committed components with the new ones.
+        block : Tensor, shape (G, B, B), float64
+            Each member's covariance of the new components among themselves.
+
+        Returns
+        -------
+        weights : Tensor, shape (G, B, capacity), float64
+        min_eig : Tensor, shape (G, 1)
+        skip : Tensor, shape (G, B), bool
+        """
+        return static_borders(self.drivers, t, cross, block)
+
+    def condition(self, t: int, cross: torch.Tensor,
+                  var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`StaticGaussianDriver.condition` of every member: the products per
+        member, the rest once (:func:`sde._border.condition_groups`).
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        cross : Tensor, shape (G, capacity, Q), float64
+        var : Tensor, shape (G, Q), float64
+
+        Returns
+        -------
+        weights : Tensor, shape (G, Q, capacity), float64
+        pivots : Tensor, shape (G, Q)
+        min_eig : Tensor, shape (G,)
+        """
+        weights, pivots, min_eig, skip = condition_groups(
+            [d._inv_at[t] for d in self.drivers], cross, var, self.drivers[0].rel_jitter,
+            self.drivers[0].fused)
+        for d, s in zip(self.drivers, skip.any(1, keepdim=True).unbind(0)):
+            d._floored |= s
+        return weights, pivots, min_eig
+
+    def stein_from_moment(self, t: int, moment: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """:meth:`StaticGaussianDriver.stein_from_moment` of every member into ``out``.
+
+        Parameters
+        ----------
+        t : int
+            Time index.
+        moment : Tensor, shape (G, capacity, B)
+            Each member's moments E[ξ_j F_b].
+        out : Tensor, shape (G, capacity, B), float64
+            Where the results go.
+
+        Returns
+        -------
+        Tensor
+            ``out``.
+        """
+        for d, m, o in zip(self.drivers, moment.unbind(0), out.unbind(0)):
+            d.stein_from_moment(t, m, out=o)
+        return out

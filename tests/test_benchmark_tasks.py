@@ -133,3 +133,31 @@ def test_profiled_launches_counts_copies_not_views_as_the_dispatcher_hook_does(b
     with hook:
         run()
     assert bs.profiled_launches(run) == hook.launches == 5
+
+
+def test_replayed_launches_leave_out_the_replayed_passes(bench):
+    # bench_simulate.replayed_launches under nfd.graph_replay(): the operations outside
+    # the passes' profiler ranges, counted as profiled_launches counts them, and one
+    # per pass (forward and backward per SGD step, one per probe evaluation); a range
+    # of the same name around other work is left out likewise
+    bs = bench("bench_simulate")
+    X, y = nfd.synthetic_task("tanh", 6, 4, seed=0)
+    probes = nfd.synthetic_task("tanh", 2, 4, seed=1, teacher_seed=0)
+
+    def run():
+        nfd.simulate(X, y, eta_c=0.3, depth=2, particles=64, progress=False,
+                     record=nfd.Record(probes=probes, probe_steps=[0, 6], eig_steps=[]),
+                     error_replicas=0)
+
+    with nfd.graph_replay():
+        outside, passes = bs.replayed_launches(run)
+        everything = bs.profiled_launches(run)
+    assert passes == 2 * 6 + 2
+    assert 0 < outside < everything / 3
+
+    def ranged():
+        torch.arange(3.0).sum()
+        with torch.profiler.record_function(bs.REPLAYED + "forward"):
+            torch.arange(3.0) * 2
+
+    assert bs.replayed_launches(ranged) == (2, 1)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WINDOW = {"bandwidth", "tests", "quickstart", "fused", "simulate", "syncs", "replicas",
-          "accuracy"}
+WINDOW = {"bandwidth", "tests", "quickstart", "replay", "fused", "simulate", "syncs",
+          "replicas", "accuracy"}
 SECTIONS = WINDOW | {"alternatives", "engine"}
 
 
@@ -43,6 +43,10 @@ def test_tiny_report_has_every_section_with_units(monkeypatch, tmp_path):
     # through the subprocess faked above): it runs for real in the slow test below
     monkeypatch.setattr(dr, "fused_section",
                         lambda rep, device, sizes: rep.add("fused", "faked", 1.0, "s"))
+    # so does the replay section's fused mode, and its runs take 8 s: it runs for real
+    # in the slow test below too
+    monkeypatch.setattr(dr, "replay_section",
+                        lambda rep, device, sizes: rep.add("replay", "faked", 1.0, "µs"))
     # bench_accuracy's own run takes a minute even with --quick: its table is faked,
     # and the section must carry every row's figures with the arguments it was given
     accuracy_args = []
@@ -122,15 +126,15 @@ def test_a_failing_section_is_recorded_and_the_report_goes_on(monkeypatch, tmp_p
     def broken(*args):
         raise RuntimeError("CUDA out of memory (faked)")
 
-    for name in ("quickstart", "fused", "simulate", "syncs", "replicas", "accuracy"):
+    for name in ("quickstart", "replay", "fused", "simulate", "syncs", "replicas", "accuracy"):
         monkeypatch.setattr(dr, f"{name}_section", broken)
     saved = []
     tiny = dr.Sizes(L=2, K=4, P=(64,), P_cap=64, alt=(), engine=(1000, 8), tests=(),
                     copy_bytes=1 << 20)
     rep = dr.report("cpu", tiny, run_tests=False, save=lambda r: saved.append(len(r.rows)))
     failed = [r for r in rep.rows if r["name"] == "section failed"]
-    assert [r["section"] for r in failed] == ["quickstart", "fused", "simulate", "syncs",
-                                              "replicas", "accuracy"]
+    assert [r["section"] for r in failed] == ["quickstart", "replay", "fused", "simulate",
+                                              "syncs", "replicas", "accuracy"]
     assert "out of memory" in failed[0]["skipped"]
-    assert saved == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert saved == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     _check_figures(rep.rows, WINDOW)

@@ -129,6 +129,58 @@ def test_fused_static_driver_matches_the_fused_growing_driver():
     assert max(worst.rel.values()) <= 1e-12, worst.rel
 
 
+@pytest.mark.parametrize("B", [1, 3])
+def test_a_group_gives_each_driver_the_bits_it_gets_alone(B):
+    """``sde.StaticDriverGroup``: three drivers (their own particles, kernels and
+    generators) bordered, conditioned and differentiated together, against the same
+    three alone: every number equal bit for bit (the products per driver, each on a
+    slab laid out as a tensor of its own, ``sde.grouped``; the rest elementwise)."""
+    steps, times, N = 4, 2, 4 * B
+    Ks = [_kernels(N, times, rank, seed) for seed, rank in enumerate((None, None, 3))]
+    make = [lambda P=P, g=g: sde.StaticGaussianDriver(
+        times, P, N, B, generator=torch.Generator().manual_seed(g)) for g, P in
+        enumerate((32, 48, 32))]
+    together, alone = [m() for m in make], [m() for m in make]
+    group = sde.StaticDriverGroup(together)
+    gen = torch.Generator().manual_seed(1)
+    for s in range(steps):
+        k = s * B
+        for d in together + alone:
+            d.draw()
+        for t in range(times):
+            cross = sde.grouped(3, (N, B), F64, "cpu")
+            block = sde.grouped(3, (B, B), F64, "cpu")
+            for c, b, K in zip(cross, block, Ks):
+                c.copy_(K[t][:, k:k + B])
+                b.copy_(K[t][k:k + B, k:k + B])
+            out = group.border(t, cross, block)
+            for g, d in enumerate(alone):
+                one = d.border(t, cross[g], block[g])
+                for a, b in zip(out, one):
+                    assert torch.equal(a[g], b)
+            mom = sde.grouped(3, (N, 2), F64, "cpu")
+            mom.copy_(torch.randn(3, N, 2, dtype=F64, generator=gen))
+            res = group.stein_from_moment(t, mom, sde.grouped(3, (N, 2), F64, "cpu"))
+            probe = sde.grouped(3, (N, 2), F64, "cpu")
+            probe.copy_(0.05 * torch.randn(3, N, 2, dtype=F64, generator=gen))
+            var = torch.full((3, 2), 3.0, dtype=F64)
+            cond = group.condition(t, probe, var)
+            for g, d in enumerate(alone):
+                assert torch.equal(res[g], d.stein_from_moment(t, mom[g]))
+                for a, b in zip(cond, d.condition(t, probe[g], var[g])):
+                    assert torch.equal(a[g], b)
+        for d in together + alone:
+            d.advance()
+    for a, b in zip(together, alone):
+        assert torch.equal(a.inv, b.inv) and torch.equal(a.inv_stein, b.inv_stein)
+        assert torch.equal(a.cov, b.cov)
+    # the rank-3 kernel floors its driver's components, the others none
+    assert [d.finalize() for d in together] == [d.finalize() for d in alone] == [
+        False, False, True]
+    with pytest.raises(ValueError, match="must share times, capacity, block"):
+        sde.StaticDriverGroup([together[0], sde.StaticGaussianDriver(times, 32, N + 1, B)])
+
+
 class _Record(TorchDispatchMode):
     """Every aten operation with its tensor arguments' shapes, strides and dtypes, and
     the addresses of those that live in ``buffers`` (storages)."""

@@ -12,6 +12,7 @@ from .._model import Parametrization, check_parametrization
 from .._optim import (BACKWARD_LIMITS, BLOCKS, SGDRun, OptimizerSpec, SGDSpec, check_optimizer,
                       optimizer_keywords)
 from ._checks import check_limit_parametrization
+from ._replay import replaying
 from ._streams import history_rows
 
 __all__ = ["memory_estimate"]
@@ -47,6 +48,10 @@ def memory_estimate(
     (the float64 moments E[ξ F], their triangular solve and the drift weights, about
     3·K·B·8 bytes, counted in ``"workspace"``), negligible next to the P-sized
     buffers.
+
+    Under :func:`nfd.graph_replay` (called inside the block) it adds the static passes'
+    buffers (``"replay"``: the new block's φ and g, the probes' normals, float64
+    weights over all the history's rows).
 
     This is one run. Its error replicas (``error_replicas``) are runs of their own
     ``error_replica_particles``: ``simulate`` runs them in lockstep with the run when
@@ -154,6 +159,8 @@ def memory_estimate(
         est.update(_ms_block_entries(N, L, P, item, backward, width))
     if not isinstance(opt, SGDRun):
         est["adam_states"] = ((3 * L + 2) * P * P + 3 * P * (d + C)) * item
+    if replaying():  # nfd._simulation._replay: the static passes' own buffers
+        est["replay"] = ((2 * L + 1) * B * P + L * P) * item + (2 * B + 2 * width) * rows * 8
     if C >= 2:
         est["outputs"] = ((2 * C - 1) * P + width * C * P) * item + N * C * (8 + item)
     est["total"] = sum(est.values())

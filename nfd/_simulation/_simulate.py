@@ -93,6 +93,7 @@ from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
                       replica_seeds, run_replica_particles, uncalibrated)
 from ._adam import warn_if_first_sign_unresolved
+from ._replay import check_replayable, replaying
 from ._state import fit_together, start_group
 from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
                     warn_if_floors_matter)
@@ -402,8 +403,9 @@ def simulate(
         class labels; ``loss`` and ``probe_loss`` are per sample; ``g2`` and
         ``g_path`` are those of the unit-direction fields (:doc:`/guide/equations`).
         Every parameter is in ``attrs``, and ``attrs["fused_borders"]`` is 1 for a
-        run made under :func:`sde.fused_borders` (its numbers agree with the eager
-        run's within rounding, not bit for bit); every variable and coordinate has
+        run made under :func:`sde.fused_borders`, ``attrs["graph_replay"]`` for one
+        made under :func:`nfd.graph_replay` (the numbers of either agree with the
+        default run's within rounding, not bit for bit); every variable and coordinate has
         ``long_name`` and ``units`` (:mod:`nfd.schema`).
 
     Raises
@@ -432,6 +434,8 @@ def simulate(
                          rel_jitter=rel_jitter, innovations=innovations,
                          error_replicas=error_replicas, particle_init=particle_init,
                          record=record, divergence=divergence)
+    if replaying():
+        check_replayable(cfg)
     replicas = _replica_configs(cfg)
     check_particle_init(cfg, replicas[0].P if replicas else cfg.P)
     scale = check_input_scale("X", cfg.X, stacklevel=4)  # user → wrapper → simulate → it
@@ -448,6 +452,7 @@ def simulate(
         # one fresh replica ran for each that diverged (a warning said which)
         ds.attrs["error_replicas_replaced"] = len(reasons)
     ds.attrs["fused_borders"] = int(fusing_borders())  # sde.fused_borders(): within rounding
+    ds.attrs["graph_replay"] = int(replaying())  # nfd.graph_replay(): within rounding
     warn_if_first_sign_unresolved(ds, stacklevel=4)
     return ds
 

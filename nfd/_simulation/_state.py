@@ -10,7 +10,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from sde import GrowingGaussianDriver
+from sde import GrowingGaussianDriver, StaticGaussianDriver
 
 from .._model import Parametrization
 from .._optim import AdamSpec, AdamW, SGDSpec
@@ -21,6 +21,7 @@ from ._adam import adam_state
 from ._lockstep import Lockstep, Solo
 from ._model import History, Model
 from ._msblock import MSModel
+from ._replay import StaticLockstep, replaying
 from ._twolayer import TwoLayerHistory, TwoLayerModel
 
 __all__ = ["ROLES", "seed_word", "streams", "RunState", "Group", "start", "start_group",
@@ -86,7 +87,7 @@ class Group:
     replicas (:class:`~nfd._simulation._lockstep.Lockstep`), or one run alone."""
 
     states: list[RunState]
-    engine: Lockstep | Solo
+    engine: Lockstep | Solo  # or StaticLockstep, a Lockstep
     #: why error replicas left the group (each diverged), in the order they did
     reasons: list[str] = dataclasses.field(default_factory=list)
 
@@ -229,7 +230,8 @@ def start(cfg: Config, input_scale: float, replica: bool = False) -> RunState:
     readout of each particle, paper 002 eq. 1; with C ≥ 2 outputs a readout row
     v ~ N(0, I_C), drawn after u; whitened jointly under ``particle_init="whitened"``,
     :func:`whiten_jointly`; scrambled Sobol' points under ``"sobol"``,
-    :func:`sobol_particles`), an empty history, the growing drivers (z and z̃;
+    :func:`sobol_particles`), an empty history, the growing drivers (z and z̃, of
+    fixed shapes under ``nfd.graph_replay()``;
     two-layer blocks: z¹, z², z̃², z̃¹, ``nfd._simulation._twolayer``; Tensor Programs
     VI's block: z, z̃ of W_ℓh and W_ℓᵀa, ``nfd._simulation._msblock``) and the record
     buffers; an error ``replica``'s guards do not advise more particles
@@ -273,7 +275,8 @@ def start(cfg: Config, input_scale: float, replica: bool = False) -> RunState:
 
 def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -> Group:
     """Allocate the runs ``cfgs`` (:func:`start`) as one :class:`Group`: in lockstep
-    for one-layer blocks; two-layer blocks have passes of their own and take one run
+    for one-layer blocks (with passes of fixed shapes under ``nfd.graph_replay()``,
+    :class:`~nfd._simulation._replay.StaticLockstep`); two-layer blocks have passes of their own and take one run
     only. The runs after the first are error replicas; so is the first when
     ``replica``."""
     states = [start(cfg, input_scale, replica or i > 0) for i, cfg in enumerate(cfgs)]
@@ -281,7 +284,8 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
         if len(states) > 1:
             raise ValueError(f"{cfgs[0].block} blocks run one run at a time")
         return Group(states, Solo(states[0].model))
-    return Group(states, Lockstep([s.model for s in states]))
+    engine = StaticLockstep if replaying() else Lockstep  # nfd.graph_replay()
+    return Group(states, engine([s.model for s in states]))
 
 
 def _coefficients(cfg: Config) -> Iterator[tuple[float, np.ndarray]]:
@@ -323,9 +327,12 @@ def _one_layer(cfg: Config, u, v, gens) -> tuple:
                    outputs=cfg.C if cfg.vector else 0)
     hist.X = torch.as_tensor(cfg.X, **kw)
     storage = (hist.forward_innovations(), hist.backward_innovations())
-    drivers = tuple(GrowingGaussianDriver(cfg.L, cfg.P, cfg.N, generator=gens[role],
-                                          rel_jitter=cfg.rel_jitter, innovations=xi,
-                                          storage=buf, responses=cfg.coupled, **kw)
+    # nfd.graph_replay(): drivers of fixed shapes (their draws in the same order)
+    make = ((lambda *a, **k: StaticGaussianDriver(*a, cfg.B, **k)) if replaying()
+            else GrowingGaussianDriver)
+    drivers = tuple(make(cfg.L, cfg.P, cfg.N, generator=gens[role],
+                         rel_jitter=cfg.rel_jitter, innovations=xi,
+                         storage=buf, responses=cfg.coupled, **kw)
                     for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
     model = Model(cfg.act, cfg.L, cfg.T, u, v, hist, *drivers,
                   coupled=cfg.coupled, probe_gen=gens["probes"], param=cfg.param)
