@@ -138,7 +138,7 @@ class StaticGaussianDriver:
 
     def draw(self) -> None:
         """Prepare the next step: draw its block's innovations at every time index,
-        ``randn(times, B, particles)`` from :attr:`generator` (the draw a
+        ``randn(times, B, particles)`` from ``generator`` (the draw a
         :class:`~sde.GrowingGaussianDriver` makes at the first border of a step), unless
         they were given, and count them in :attr:`drawn`. Call it before every step's
         borders, outside a captured region (it runs on the host's schedule).
@@ -363,7 +363,7 @@ class StaticDriverGroup:
 
     def border(self, t: int, cross: torch.Tensor,
                block: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """:meth:`StaticGaussianDriver.border` of every member (:func:`static_borders`).
+        """:meth:`StaticGaussianDriver.border` of every member (``sde._static.static_borders``).
 
         Parameters
         ----------

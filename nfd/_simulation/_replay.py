@@ -67,8 +67,8 @@ def graph_replay() -> Iterator[None]:
     unwritten zero rows too, so a pass streams the whole capacity, about twice the
     default's average, which costs time on a CPU and pays only where launches
     dominate). ``simulate`` records ``attrs["graph_replay"]``. One-layer blocks under
-    SGD only (:func:`check_replayable`). As :func:`sde.fused_borders`, the setting holds
-    for runs started in this thread.
+    SGD only (``nfd._simulation._replay.check_replayable``). As
+    :func:`sde.fused_borders`, the setting holds for runs started in this thread.
     """
     token = _replay.set(True)
     try:
