@@ -328,9 +328,9 @@ def _one_layer(cfg: Config, u, v, gens) -> tuple:
     hist.X = torch.as_tensor(cfg.X, **kw)
     storage = (hist.forward_innovations(), hist.backward_innovations())
     # nfd.graph_replay(): drivers of fixed shapes (their draws in the same order)
-    make = ((lambda *a, **k: StaticGaussianDriver(*a, cfg.B, **k)) if replaying()
-            else GrowingGaussianDriver)
-    drivers = tuple(make(cfg.L, cfg.P, cfg.N, generator=gens[role],
+    make, block = ((StaticGaussianDriver, {"block": cfg.B}) if replaying()
+                   else (GrowingGaussianDriver, {}))
+    drivers = tuple(make(cfg.L, cfg.P, cfg.N, **block, generator=gens[role],
                          rel_jitter=cfg.rel_jitter, innovations=xi,
                          storage=buf, responses=cfg.coupled, **kw)
                     for role, xi, buf in zip(("forward", "backward"), cfg.innovations, storage))
