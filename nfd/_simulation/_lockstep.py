@@ -97,13 +97,18 @@ class Lockstep:
         its pass, and a pass has at least as many rows as the one before.
         """
         drift, response, innovations, _ = views
-        noise = self.models[0].noise
+        noise = self._noise()
         if responses is None:
             torch.mul(gram.transpose(1, 2), decay, out=drift)
         else:
             torch.mul(responses.transpose(1, 2), noise, out=response)
             drift.addcmul_(gram.transpose(1, 2), decay)
         torch.mul(draw, noise, out=innovations)
+
+    def _noise(self):
+        """a_k·τ^α, the scale of the drivers and response terms (the runs share the
+        optimizer's state): a host number here."""
+        return self.models[0].noise
 
     def _moments(self, ops: list, t: int, new: list[torch.Tensor]) -> tuple:
         """The Gram columns (G, rows, B) and, coupled, the Stein moments of each run's

@@ -184,15 +184,10 @@ class StaticLockstep(Lockstep):
             self._passes[role] = [make(g, m) for g, m in enumerate(self.models)]
         return self._passes[role]
 
-    def _weights(self, views, draw, gram, decay, responses) -> None:
-        """:meth:`Lockstep._weights` with the noise scale read from its buffer."""
-        drift, response, innovations, _ = views
-        if responses is None:
-            torch.mul(gram.transpose(1, 2), decay, out=drift)
-        else:
-            torch.mul(responses.transpose(1, 2), self.noise, out=response)
-            drift.addcmul_(gram.transpose(1, 2), decay)
-        torch.mul(draw, self.noise, out=innovations)
+    def _noise(self) -> torch.Tensor:
+        """a_k·τ^α from its device buffer (filled by :meth:`_prologue`), so that a
+        replayed pass reads each step's value."""
+        return self.noise
 
     def forward(self, x, outs, pivs, floors) -> list:
         """:meth:`Lockstep.forward` with fixed shapes: the embedding and the drivers'
