@@ -183,18 +183,6 @@ def stein_keep(pivot: torch.Tensor, var: torch.Tensor, skip: torch.Tensor,
     return ~(skip | (pivot.square() < level * var))
 
 
-def warn_floored(rel_jitter: float) -> None:
-    """The warning of a driver whose eigenvalue floor was active (``finalize``)."""
-    warnings.warn(
-        "a driver covariance was singular or slightly indefinite (repeated "
-        "inputs or dead units); its eigenvalues were floored at "
-        f"{rel_jitter:g} × the block variance. The recorded pivots and "
-        "minimum eigenvalues show where.",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-
-
 def symmetric(lower: torch.Tensor) -> torch.Tensor:
     """The full symmetric matrix of a stored lower triangle (a new tensor)."""
     lower = torch.tril(lower)
@@ -210,7 +198,48 @@ def smallest_eigenvalues(cov: torch.Tensor, k: int) -> torch.Tensor:
     return torch.linalg.eigvalsh(cov[:, :k, :k], UPLO="L")[:, 0]
 
 
-class GrowingGaussianDriver:
+class _Driver:
+    """What the Gaussian drivers of sde share (:class:`GrowingGaussianDriver`,
+    :class:`sde.StaticGaussianDriver`): their sizes and options, the eigenvalue floor
+    and the Stein level, the innovation buffer (:func:`innovation_buffer`), and the
+    floor's flag and warning. Arguments as :class:`GrowingGaussianDriver`'s."""
+
+    def __init__(self, times: int, particles: int, capacity: int, device: torch.device | str,
+                 dtype: torch.dtype, generator: torch.Generator | None,
+                 rel_jitter: float | None, innovations: torch.Tensor | None,
+                 storage: torch.Tensor | None) -> None:
+        self.times, self.particles, self.capacity = times, particles, capacity
+        self.device, self.dtype = torch.device(device), dtype
+        self.generator = generator
+        self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
+        if not 0 < self.rel_jitter < 1:
+            raise ValueError(f"rel_jitter must lie in (0, 1), got {self.rel_jitter!r}")
+        self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
+        self.fused = _fused.get()
+        self._given = innovations is not None
+        self.xi = innovation_buffer((times, capacity, particles), self.dtype, self.device,
+                                    innovations, storage)
+        self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
+        self._warned = False
+
+    def _warn_if_floored(self) -> bool:
+        """Warn once if the eigenvalue floor was ever active; return whether it was (a
+        host synchronisation: ``finalize``, at the end of a run)."""
+        floored = bool(self._floored)
+        if floored and not self._warned:
+            warnings.warn(
+                "a driver covariance was singular or slightly indefinite (repeated "
+                "inputs or dead units); its eigenvalues were floored at "
+                f"{self.rel_jitter:g} × the block variance. The recorded pivots and "
+                "minimum eigenvalues show where.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._warned = True
+        return floored
+
+
+class GrowingGaussianDriver(_Driver):
     """Gaussian increments on a time grid whose dimension grows by blocks.
 
     At each time index ``t`` the driver holds ``k`` committed components with
@@ -271,6 +300,14 @@ class GrowingGaussianDriver:
     are returned as ``(B, P)``.
     """
 
+    #: Squared pivots below this share of a component's variance get no Stein
+    #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`,
+    #: :func:`stein_truncation`)
+    stein_level: float
+    #: Whether borders and conditionings make their small algebra in compiled kernels
+    #: (:func:`fused_borders`)
+    fused: bool
+
     def __init__(
         self,
         times: int,
@@ -285,22 +322,8 @@ class GrowingGaussianDriver:
         storage: torch.Tensor | None = None,
         responses: bool = True,
     ) -> None:
-        self.times, self.particles, self.capacity = times, particles, capacity
-        self.device, self.dtype = torch.device(device), dtype
-        self.generator = generator
-        self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
-        if not 0 < self.rel_jitter < 1:
-            raise ValueError(f"rel_jitter must lie in (0, 1), got {self.rel_jitter!r}")
-        #: Squared pivots below this share of a component's variance get no Stein
-        #: derivative (:data:`STEIN_TRUNCATION`, :data:`STEIN_ROUNDING`,
-        #: :func:`stein_truncation`)
-        self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
-        #: Whether borders and conditionings make their small algebra in compiled
-        #: kernels (:func:`fused_borders`)
-        self.fused = _fused.get()
-        self._given = innovations is not None
-        self.xi = innovation_buffer((times, capacity, particles), self.dtype, self.device,
-                                    innovations, storage)
+        super().__init__(times, particles, capacity, device, dtype, generator, rel_jitter,
+                         innovations, storage)
         # L⁻¹ per time index (lower triangular; a skipped component has a zero row),
         # the requested covariance and the truncated L⁻¹ of the Stein derivative;
         # read them through the properties, which write pending rows first
@@ -317,11 +340,9 @@ class GrowingGaussianDriver:
         self._views: tuple[int, list, list] = (-1, [], [])
         self.sizes = [0] * times
         self.drawn = 0  # components whose innovations are drawn, at every time index
-        self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
         #: Components of the last committed :meth:`append` whose pivot sat at the
         #: floor (0-d int64 tensor on ``device``; reading it is left to the caller).
         self.last_floored = torch.zeros((), dtype=torch.int64, device=self.device)
-        self._warned = False
 
     @property
     def inv(self) -> torch.Tensor:
@@ -704,8 +725,4 @@ class GrowingGaussianDriver:
         a run (or of an SGD step), never for the inner loop.
         """
         self._flush()  # B = 1 borders mark the floor when their rows are written
-        floored = bool(self._floored)
-        if floored and not self._warned:
-            warn_floored(self.rel_jitter)
-            self._warned = True
-        return floored
+        return self._warn_if_floored()

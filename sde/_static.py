@@ -36,13 +36,12 @@ import torch
 
 from ._border import _block_tail, condition_each, condition_groups, truncated_rows
 from ._layout import grouped
-from ._drivers import (_fused, _truncation, STEIN_ROUNDING, default_jitter, innovation_buffer,
-                       smallest_eigenvalues, stein_keep, symmetric, warn_floored)
+from ._drivers import _Driver, smallest_eigenvalues, stein_keep, symmetric
 
 __all__ = ["StaticGaussianDriver", "StaticDriverGroup"]
 
 
-class StaticGaussianDriver:
+class StaticGaussianDriver(_Driver):
     """Gaussian increments on a time grid whose dimension grows by blocks of B, every
     shape fixed at the capacity (module docstring).
 
@@ -86,6 +85,11 @@ class StaticGaussianDriver:
         ``innovations`` or ``storage`` of another shape or dtype.
     """
 
+    #: As :attr:`sde.GrowingGaussianDriver.stein_level`
+    stein_level: float
+    #: As :attr:`sde.GrowingGaussianDriver.fused`
+    fused: bool
+
     def __init__(self, times: int, particles: int, capacity: int, block: int, *,
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
                  generator: torch.Generator | None = None, rel_jitter: float | None = None,
@@ -94,19 +98,9 @@ class StaticGaussianDriver:
         if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= capacity:
             raise ValueError(f"block must be an integer in [1, capacity = {capacity}], "
                              f"got {block!r}")
-        self.times, self.particles, self.capacity, self.block = times, particles, capacity, block
-        self.device, self.dtype = torch.device(device), dtype
-        self.generator = generator
-        self.rel_jitter = default_jitter(dtype) if rel_jitter is None else rel_jitter
-        if not 0 < self.rel_jitter < 1:
-            raise ValueError(f"rel_jitter must lie in (0, 1), got {self.rel_jitter!r}")
-        #: as :attr:`sde.GrowingGaussianDriver.stein_level`
-        self.stein_level = max(_truncation.get(), STEIN_ROUNDING * self.rel_jitter)
-        #: whether borders make their small algebra in compiled kernels (:func:`sde.fused_borders`)
-        self.fused = _fused.get()
-        self._given = innovations is not None
-        self.xi = innovation_buffer((times, capacity, particles), dtype, self.device,
-                                    innovations, storage)
+        super().__init__(times, particles, capacity, device, dtype, generator, rel_jitter,
+                         innovations, storage)
+        self.block = block
         wide = dict(device=self.device, dtype=torch.float64)
         # L⁻¹ and, with responses, the truncated L⁻¹ of the Stein derivative side by
         # side per time index, so that a border writes both in one batched product
@@ -133,8 +127,6 @@ class StaticGaussianDriver:
         self.drawn = 0
         #: positions of the next block, count + 0, …, count + B − 1 (device)
         self.positions = torch.arange(block, device=self.device)
-        self._floored = torch.zeros(1, dtype=torch.bool, device=self.device)
-        self._warned = False
 
     def draw(self) -> None:
         """Prepare the next step: draw its block's innovations at every time index,
@@ -292,11 +284,7 @@ class StaticGaussianDriver:
     def finalize(self) -> bool:
         """Warn once if the eigenvalue floor was ever active; return whether it was
         (a host synchronisation: for the end of a run)."""
-        floored = bool(self._floored)
-        if floored and not self._warned:
-            warn_floored(self.rel_jitter)
-            self._warned = True
-        return floored
+        return self._warn_if_floored()
 
 
 def static_borders(drivers: list[StaticGaussianDriver], t: int, cross: torch.Tensor,
