@@ -332,7 +332,7 @@ def replay_section(rep: Report, device: str, sizes: Sizes) -> None:
     default = inspect.signature(nfd.simulate).parameters["error_replicas"].default
     modes = ("launched", "replayed", "replayed and fused")
     start = time.perf_counter()
-    for replicas in (default, 0):  # captures (and compiles) every pass of both groups
+    for replicas in (default, 0):  # compiles and warms up (each run captures its own graphs)
         for mode in modes[1:]:
             _simulate(mode, X[:8], y[:8], dict(kw, error_replicas=replicas))
     _sync(device)

@@ -26,8 +26,8 @@ order as a growing driver draws them, so the same generator gives the same innov
 
 Its numbers are a growing driver's within rounding, not bit for bit: its products sum
 the same terms and exact zeros, which a BLAS kernel may group differently
-(tests/test_static_driver.py states the tolerances). The path that captures and
-replays it (issue 49) is not yet built, and it has not run on a GPU.
+(tests/test_static_driver.py states the tolerances). ``nfd.graph_replay()`` captures
+and replays it (issue 49); it has not yet run on a GPU.
 """
 
 from __future__ import annotations
