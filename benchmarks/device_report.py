@@ -559,6 +559,14 @@ def report(device: str, sizes: Sizes, run_tests: bool = True, save=None,
     first. ``out``: the report's JSON path, beside which the accuracy section writes
     its own."""
     rep = Report()
+    if device.startswith("cuda"):
+        # the profiler must start once before the first CUDA graph is captured, or
+        # profiling a replay later can fail with an illegal memory access (pytorch
+        # #75504; the workaround of #100441): the replay and fused sections profile
+        # after graph_replay() has captured graphs
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]):
+            pass
     bw = copy_bandwidth(device, sizes.copy_bytes)
     _sync(device)
     rep.add("bandwidth", "copy bandwidth (read + write)", bw / 1e9, "GB/s")

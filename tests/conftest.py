@@ -4,6 +4,7 @@ from importlib.util import find_spec
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # One fixed thread count: nfd.simulate is bit-reproducible only at a fixed count
 # (tests/test_options.py; the test that compares counts sets its own and restores this
@@ -88,3 +89,29 @@ def needs(*modules: str):
     missing = [m for m in modules if find_spec(m) is None]
     return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
                               "(an optional extra)")
+
+
+class ReplayRecord(TorchDispatchMode):
+    """Every aten operation with its tensor arguments' shapes, strides and dtypes and its
+    host numbers (``ops``), and the addresses of the arguments that live in one of
+    ``storages`` (``ptrs``): two calls of a pass that a CUDA graph replays must record
+    the same (tests/test_static_driver.py, tests/test_graph_replay.py)."""
+
+    def __init__(self, storages: set[int]) -> None:
+        super().__init__()
+        self.storages, self.ops, self.ptrs = storages, [], []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func).startswith("profiler."):  # the pass's profiler range: host only
+            return func(*args, **(kwargs or {}))
+        flat = []
+        for a in [*args, *(kwargs or {}).values()]:
+            flat += a if isinstance(a, (list, tuple)) else [a]
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        # numbers too: a host number that changes from step to step would be baked
+        # into a captured kernel
+        self.ops.append((str(func), [(tuple(a.shape), a.stride(), a.dtype) for a in tensors],
+                         repr([a for a in flat if not isinstance(a, torch.Tensor)])))
+        self.ptrs.append([a.data_ptr() for a in tensors
+                          if a.untyped_storage().data_ptr() in self.storages])
+        return func(*args, **(kwargs or {}))

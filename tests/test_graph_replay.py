@@ -29,12 +29,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import nfd
+from conftest import ReplayRecord
 from nfd._simulation import _replay, _simulate, _state
 
 X_TASK = nfd.synthetic_task("tanh", 24, 6, seed=0)
@@ -122,35 +124,14 @@ def test_float32_outputs_stay_far_within_their_error():
     (dict(optimizer=nfd.AdamW(weight_decay=0.1), eta_c=0.05), "Adam or AdamW"),
     (dict(parametrization=nfd.Parametrization(block="two-layer")), "'two-layer'"),
     (dict(parametrization=nfd.Parametrization(block="post-nonlin-ms")), "'post-nonlin-ms'"),
+    (dict(activation=lambda x: torch.tanh(x) * 0.5), "by autograd.*nfd.Activation"),
 ])
 def test_what_it_does_not_run_is_refused(kw, word):
+    # (a callable φ whose φ′ is autograd's: its backward runs on autograd's threads,
+    # outside a captured stream)
     with nfd.graph_replay(), pytest.raises(ValueError, match=rf"graph_replay\(\).*{word}"):
         _run(**kw)
     assert not _replay.replaying()
-
-
-class _Record(TorchDispatchMode):
-    """Every aten operation with its tensor arguments' shapes, strides and dtypes, and
-    the addresses of those that live in one of ``storages``."""
-
-    def __init__(self, storages: set[int]) -> None:
-        super().__init__()
-        self.storages, self.ops, self.ptrs = storages, [], []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if str(func).startswith("profiler."):  # the pass's profiler range: host only
-            return func(*args, **(kwargs or {}))
-        flat = []
-        for a in [*args, *(kwargs or {}).values()]:
-            flat += a if isinstance(a, (list, tuple)) else [a]
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        # numbers too: a host number that changes from step to step would be baked
-        # into a captured kernel
-        self.ops.append((str(func), [(tuple(a.shape), a.stride(), a.dtype) for a in tensors],
-                         repr([a for a in flat if not isinstance(a, torch.Tensor)])))
-        self.ptrs.append([a.data_ptr() for a in tensors
-                          if a.untyped_storage().data_ptr() in self.storages])
-        return func(*args, **(kwargs or {}))
 
 
 def _persistent(group) -> set[int]:
@@ -164,7 +145,7 @@ def _persistent(group) -> set[int]:
                   m.fwd.count, m.bwd.count, m.fwd.positions, m.bwd.positions]
     e = group.engine
     found += [*e.phi_new, *e.g_new, e.decay, e.noise, e.pivots, e.floored,
-              *e._buffers.values(), *e._wbuf.values(), *getattr(e, "_fresh", [])]
+              *e._buffers.values(), *e._wbuf.values(), *e.fresh]
     return {x.untyped_storage().data_ptr() for x in found if x is not None}
 
 
@@ -182,7 +163,7 @@ def test_every_pass_runs_the_same_operations_on_the_same_buffers(monkeypatch):
         return groups[-1]
 
     def spy_run(self, role, fn):
-        with _Record(_persistent(groups[-1])) as rec:
+        with ReplayRecord(_persistent(groups[-1])) as rec:
             real_run(self, role, fn)
         calls.setdefault(role, []).append((rec.ops, rec.ptrs))
 
@@ -245,3 +226,47 @@ def test_replayed_passes_match_the_launched_ones_on_cuda(monkeypatch):
     for name in ("f", "probe_f"):
         gap = np.abs(ds[name].values - ref[name].values) / ref[f"{name}_se"].values
         assert gap.max() <= 1e-2, (name, gap.max())
+
+
+def test_the_replayer_warms_up_captures_once_and_replays(monkeypatch):
+    """The replayer's CUDA control flow with torch.cuda's graph and stream calls faked
+    (a CPU cannot capture): call 1 runs the pass on the side stream, call 2 captures it
+    on that stream and replays it, later calls only replay; reset starts over."""
+    log = []
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+    class Stream:
+        def wait_stream(self, other):
+            log.append("wait")
+
+    @contextlib.contextmanager
+    def capture(graph, stream=None):
+        assert stream is side
+        log.append("capture")
+        yield
+
+    @contextlib.contextmanager
+    def on(stream):
+        assert stream is side
+        log.append("side")
+        yield
+
+    side = Stream()
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", capture)
+    monkeypatch.setattr(torch.cuda, "stream", on)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: Stream())
+    rep = _replay.Replayer(torch.device("cpu"))
+    rep.cuda, rep.stream = True, side
+    for _ in range(4):
+        rep.run("forward", lambda: log.append("pass"))
+    assert log == ["wait", "side", "pass", "wait",  # the warm-up on the side stream
+                   "wait", "capture", "pass", "replay",  # captured, then replayed
+                   "replay", "replay"]
+    rep.reset()
+    log.clear()
+    rep.run("forward", lambda: log.append("pass"))
+    assert log == ["wait", "side", "pass", "wait"]

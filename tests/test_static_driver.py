@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import sde
+from conftest import ReplayRecord
 
 F64 = torch.float64
 #: the singular kernels floor components on purpose
@@ -181,23 +181,6 @@ def test_a_group_gives_each_driver_the_bits_it_gets_alone(B):
         sde.StaticDriverGroup([together[0], sde.StaticGaussianDriver(times, 32, N + 1, B)])
 
 
-class _Record(TorchDispatchMode):
-    """Every aten operation with its tensor arguments' shapes, strides and dtypes, and
-    the addresses of those that live in ``buffers`` (storages)."""
-
-    def __init__(self, buffers: set[int]) -> None:
-        super().__init__()
-        self.buffers, self.ops = buffers, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        flat = list(args) + list((kwargs or {}).values())
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        self.ops.append((str(func), [(tuple(a.shape), a.stride(), a.dtype) for a in tensors],
-                         [a.data_ptr() for a in tensors
-                          if a.untyped_storage().data_ptr() in self.buffers]))
-        return func(*args, **(kwargs or {}))
-
-
 def _recorded_step(static, Ks, k: int, B: int, inputs: dict) -> tuple[list, list]:
     """The operations of one step's borders, Stein derivatives, conditionings and
     advance (not its draw, which runs outside a captured region), each step's
@@ -210,13 +193,13 @@ def _recorded_step(static, Ks, k: int, B: int, inputs: dict) -> tuple[list, list
     buffers = {x.untyped_storage().data_ptr() for x in
                [static.inv, static.inv_stein, static.cov, static.count, static.positions,
                 static.xi, *inputs.values()]}
-    with _Record(buffers) as rec:
+    with ReplayRecord(buffers) as rec:
         for t in range(len(Ks)):
             static.border(t, inputs["cross"][t], inputs["block"][t])
             static.stein_from_moment(t, inputs["moment"])
             static.condition(t, inputs["probe"], inputs["var"])
         static.advance()
-    return [op[:2] for op in rec.ops], [op[2] for op in rec.ops]
+    return rec.ops, rec.ptrs
 
 
 def test_every_step_runs_the_same_operations_on_the_same_buffers():

@@ -231,12 +231,15 @@ ACTIVATIONS: dict[str, Activation] = {
 
 
 def _autograd_derivative(phi: TensorFn) -> TensorFn:
+    """φ′ of an element-wise φ by autograd, marked ``by_autograd`` (which a captured
+    CUDA graph cannot replay: ``nfd.graph_replay`` refuses it)."""
     def dphi(x: torch.Tensor) -> torch.Tensor:
         with torch.enable_grad():
             xr = x.detach().requires_grad_(True)
             (grad,) = torch.autograd.grad(phi(xr).sum(), xr)
         return grad
 
+    dphi.by_autograd = True
     return dphi
 
 

@@ -84,24 +84,33 @@ def replaying() -> bool:
 
 def check_replayable(cfg) -> None:
     """``ValueError`` for a configuration the static passes do not make (under
-    :func:`graph_replay`): Adam's dense states, two-layer blocks and Tensor Programs
-    VI's block."""
+    :func:`graph_replay`): Adam's dense states, two-layer blocks, Tensor Programs VI's
+    block, and an activation whose derivative comes from autograd."""
     if cfg.adam is not None:
         raise ValueError("nfd.graph_replay() runs SGD only (nfd.SGD, any schedule, momentum "
                          "or weight decay): run Adam or AdamW outside the block")
     if cfg.solo:
         raise ValueError(f"nfd.graph_replay() runs one-layer blocks only, not "
                          f"{cfg.block!r} blocks: run them outside the block")
+    if getattr(cfg.act.dphi, "by_autograd", False):
+        raise ValueError(f"nfd.graph_replay() needs the activation's derivative in closed "
+                         f"form: activation {cfg.act.name!r} takes φ′ by autograd, whose "
+                         "backward a CUDA graph cannot capture; give nfd.Activation(name, "
+                         "phi, dphi) or run outside the block")
 
 
 class Replayer:
     """Runs a pass function eagerly, or, on CUDA, eagerly at its first call (the
-    warm-up: libraries and constants are made then), captured into a CUDA graph at its
-    second and replayed from it at every later one. The function must read and write
-    the same tensors at every call (:class:`StaticLockstep`'s buffers)."""
+    warm-up: libraries, workspaces and constants are made then), captured into a CUDA
+    graph at its second and replayed from it at every later one. The function must
+    read and write the same tensors at every call (:class:`StaticLockstep`'s buffers).
+    The warm-up and the capture run on one side stream of the replayer's own, as
+    ``torch.cuda.make_graphed_callables`` does (a stream's first cuBLAS call sets up
+    its workspace, which must not happen during a capture)."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device) if self.cuda else None
         self.calls: dict[str, int] = {}
         self.graphs: dict[str, torch.cuda.CUDAGraph] = {}
 
@@ -112,15 +121,26 @@ class Replayer:
         calls = self.calls.get(role, 0)
         self.calls[role] = calls + 1
         with torch.profiler.record_function(PROFILE_RANGE + role):
-            if not self.cuda or calls == 0:
+            if not self.cuda:
                 fn()
-                return
-            if role not in self.graphs:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):  # recorded, not run
-                    fn()
-                self.graphs[role] = graph
-            self.graphs[role].replay()
+            elif calls == 0:
+                self._on_side_stream(fn)
+            else:
+                if role not in self.graphs:
+                    graph = torch.cuda.CUDAGraph()
+                    self.stream.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.graph(graph, stream=self.stream):  # recorded, not run
+                        fn()
+                    self.graphs[role] = graph
+                self.graphs[role].replay()
+
+    def _on_side_stream(self, fn: Callable[[], None]) -> None:
+        """``fn`` on :attr:`stream`, ordered after and before the current stream's work."""
+        current = torch.cuda.current_stream()
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
+            fn()
+        current.wait_stream(self.stream)
 
     def reset(self) -> None:
         """Forget the captured graphs (the runs changed: a replica left)."""
@@ -134,9 +154,8 @@ class StaticLockstep(Lockstep):
     :class:`Replayer` can replay it. The numbers are Lockstep's within rounding."""
 
     def __init__(self, models: Sequence[Model]) -> None:
+        self.replayer = Replayer(models[0].u.device)  # before Lockstep's _group()
         super().__init__(models)
-        first = models[0]
-        self.replayer = Replayer(first.u.device)
 
     def _group(self) -> None:
         """Per run: its drivers, particle count and the buffers of the static passes
@@ -163,10 +182,11 @@ class StaticLockstep(Lockstep):
         #: each pass's smallest pivots (G, L) and floored counts (G, L)
         self.pivots = torch.zeros(G, L, dtype=torch.float64, device=dev)
         self.floored = torch.zeros(G, L, dtype=torch.int64, device=dev)
+        #: each run's (L, P) buffer of the probes' fresh normals
+        self.fresh = [torch.empty(L, m.P, **kw) for m in self.models]
         self._passes: dict[str, list] = {}
         self._buffers: dict[tuple, torch.Tensor] = {}
-        if hasattr(self, "replayer"):
-            self.replayer.reset()
+        self.replayer.reset()
 
     def _prologue(self) -> None:
         """The step's host numbers into the passes' buffers: the drift weights and the
@@ -273,20 +293,13 @@ class StaticLockstep(Lockstep):
         self._prologue()
         for m, h in zip(self.models, outs):
             m.embed(x, h[0])
-        fresh = self._fresh_normals(x)
+        fresh = self.fresh
         for m, f in zip(self.models, fresh):
             f.copy_(m.probe_normals(self.L, m.P, device=x.device, dtype=x.dtype))
         ops = self._static_passes("probes", lambda g, m: m.hist.forward_pass(
             self.rows, outs[g], self.coupled))
         self.replayer.run("probes", lambda: self._probe_layers(ops, outs, phis, fresh))
         return list(outs)
-
-    def _fresh_normals(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Each run's buffer (L, P) of the probes' fresh normals, made once."""
-        if not hasattr(self, "_fresh") or len(self._fresh) != len(self.models):
-            self._fresh = [torch.empty(self.L, m.P, device=x.device, dtype=x.dtype)
-                           for m in self.models]
-        return self._fresh
 
     def _probe_layers(self, ops: list, outs, phis, fresh) -> None:
         """The L probe layer-steps: each probe conditioned on the training history
