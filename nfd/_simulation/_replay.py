@@ -29,8 +29,8 @@ run on a GPU: the capture and its replays are unverified until a device is lent
 (docs/guide/gpu.md).
 
 One-layer blocks under SGD (any schedule, momentum, weight decay, γ₀) only:
-``nfd.Adam``'s dense states, two-layer blocks and Tensor Programs VI's block are
-refused (:func:`check_replayable`).
+``nfd.Adam``'s dense states, two-layer blocks, Tensor Programs VI's block and an
+activation whose φ′ comes from autograd are refused (:func:`check_replayable`).
 """
 
 from __future__ import annotations
