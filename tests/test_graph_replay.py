@@ -36,6 +36,7 @@ import pytest
 import torch
 
 import nfd
+import sde
 from conftest import ReplayRecord
 from nfd._simulation import _replay, _simulate, _state
 
@@ -118,6 +119,28 @@ def test_float32_outputs_stay_far_within_their_error():
     for name in ("f", "probe_f"):
         gap = np.abs(ds[name].values - ref[name].values) / ref[f"{name}_se"].values
         assert gap.max() <= 1e-2, (name, gap.max())
+
+
+@pytest.mark.slow
+def test_fused_borders_compose_with_replayed_passes(monkeypatch):
+    """``sde.fused_borders()`` inside the block (the device window's "replayed and
+    fused" run; it compiles, seconds): the static borders call the compiled algebra,
+    and the float64 numbers are within the rule above of the fused default path, whose
+    own gap to the eager path tests/test_fused_borders.py bounds."""
+    from sde import _border
+
+    kw = dict(batch_size=2, error_replicas=2)
+    with sde.fused_borders():
+        ref = _run(**kw)
+        calls, real = [], _border._compiled
+        monkeypatch.setattr(_border, "_compiled", lambda tail: calls.append(tail) or real(tail))
+        with nfd.graph_replay():
+            ds = _run(**kw)
+        monkeypatch.undo()
+        yardstick = _yardstick(ref, **kw)
+    assert len(calls) > 100  # every border and conditioning, compiled
+    assert ref.attrs["fused_borders"] == ds.attrs["fused_borders"] == 1
+    _compare(ds, ref, max(1e-12, 10 * yardstick))
 
 
 @pytest.mark.parametrize("kw, word", [
