@@ -548,16 +548,38 @@ def profiled_launches(run) -> int:
     counted as well. On the eager path it gives 0.1–0.4% fewer than :class:`_CountOps` (quickstart setting),
     which counts the in-place view ``squeeze_`` (no launch; the profiler names the
     composites, as ``matmul``, that the hook sees as the one operation they make)."""
+    return _tally(run)[0]
+
+
+def _ancestors(event) -> list[str]:
+    """The names of a profiled event's enclosing events, innermost first."""
+    names, parent = [], event.cpu_parent
+    while parent is not None:
+        names.append(parent.name)
+        parent = parent.cpu_parent
+    return names
+
+
+def _tally(run, cut: str | None = None) -> tuple[int, int]:
+    """The kernel-launching operations of ``run()`` as :func:`profiled_launches` counts
+    them, less those inside a profiler range whose name starts with ``cut``, and the
+    number of such ranges."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         run()
-    n = 0
+    outside = ranges = 0
     for e in prof.events():
+        if cut is not None:
+            if e.name.startswith(cut):
+                ranges += 1
+                continue
+            if any(a.startswith(cut) for a in _ancestors(e)):
+                continue
         if e.name.startswith("Torch-Compiled Region"):
-            n += 1
+            outside += 1
         elif e.name.startswith("aten::") and not (
                 e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
-            n += _launching(e)
-    return n
+            outside += _launching(e)
+    return outside, ranges
 
 
 #: The profiler ranges of the passes that ``nfd.graph_replay()`` replays from CUDA
@@ -572,23 +594,7 @@ def replayed_launches(run) -> tuple[int, int]:
     second of its kind is one graph launch, so their sum is what a replayed run
     launches (about: its first two passes of each kind launch their kernels); on a
     CPU the passes run eagerly and this is a projection, not a count."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        run()
-    outside = passes = 0
-    for e in prof.events():
-        ancestors, parent = [], e.cpu_parent
-        while parent is not None:
-            ancestors.append(parent.name)
-            parent = parent.cpu_parent
-        if e.name.startswith(REPLAYED):
-            passes += 1
-        elif any(a.startswith(REPLAYED) for a in ancestors):
-            continue
-        elif e.name.startswith("Torch-Compiled Region"):
-            outside += 1
-        elif e.name.startswith("aten::") and not any(a.startswith("aten::") for a in ancestors):
-            outside += _launching(e)
-    return outside, passes
+    return _tally(run, REPLAYED)
 
 
 def quickstart_counts(dev: str) -> None:

@@ -118,15 +118,19 @@ class StaticGaussianDriver(_Driver):
         self._cov_at = list(self.cov.unbind(0))
         self._stein_at = [] if self.inv_stein is None else [
             s.T for s in self.inv_stein.unbind(0)]
-        #: committed components at every time index, on the device (what a replayed
-        #: border reads)
-        self.count = torch.zeros((), dtype=torch.int64, device=self.device)
         #: components whose innovations :meth:`draw` has drawn (or taken from the given
         #: ones): the host's count, which is :attr:`count` after the step's
         #: :meth:`advance` (never read from the device)
         self.drawn = 0
-        #: positions of the next block, count + 0, …, count + B − 1 (device)
+        #: positions of the next block, count + 0, …, count + B − 1 (device: what a
+        #: replayed border reads)
         self.positions = torch.arange(block, device=self.device)
+
+    @property
+    def count(self) -> torch.Tensor:
+        """Committed components at every time index: a 0-d device tensor, a view of
+        :attr:`positions` (so :meth:`advance` moves both)."""
+        return self.positions[0]
 
     def draw(self) -> None:
         """Prepare the next step: draw its block's innovations at every time index,
@@ -192,10 +196,9 @@ class StaticGaussianDriver(_Driver):
         inverses.index_copy_(1, self.positions, head)
 
     def advance(self) -> None:
-        """Commit the step's block at every time index: :attr:`count` and
-        :attr:`positions` move by B, on the device only (so a replayed graph moves
+        """Commit the step's block at every time index: :attr:`positions` (and with
+        them :attr:`count`) move by B, on the device only (so a replayed graph moves
         them; the host's count moved with :meth:`draw`)."""
-        self.count.add_(self.block)
         self.positions.add_(self.block)
 
     def condition(self, t: int, cross: torch.Tensor,

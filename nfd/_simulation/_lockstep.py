@@ -45,10 +45,13 @@ class Lockstep:
         self.act, self.L, self.tau, self.coupled = first.act, first.L, first.tau, first.coupled
         self._group()
 
+    #: The group of the members' drivers (``StaticLockstep``: static drivers)
+    driver_group = DriverGroup
+
     def _group(self) -> None:
         """The drivers, particle counts and weight buffers of the current members."""
-        self.fwd = DriverGroup([m.fwd for m in self.models])
-        self.bwd = DriverGroup([m.bwd for m in self.models])
+        self.fwd = self.driver_group([m.fwd for m in self.models])
+        self.bwd = self.driver_group([m.bwd for m in self.models])
         first = self.models[0]
         self._P = torch.tensor([float(m.P) for m in self.models], dtype=torch.float64,
                                device=first.u.device)[:, None, None]

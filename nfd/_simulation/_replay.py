@@ -157,17 +157,15 @@ class StaticLockstep(Lockstep):
         self.replayer = Replayer(models[0].u.device)  # before Lockstep's _group()
         super().__init__(models)
 
+    driver_group = StaticDriverGroup
+
     def _group(self) -> None:
-        """Per run: its drivers, particle count and the buffers of the static passes
-        (the new block's rows, the drift weights, the noise scale, the pivots)."""
+        """:meth:`Lockstep._group` (drivers, particle counts, weight buffers), and per
+        run the buffers of the static passes (the new block's rows, the drift weights,
+        the noise scale, the pivots)."""
+        super()._group()
         first = self.models[0]
         hist, dev = first.hist, first.u.device
-        self.fwd = StaticDriverGroup([m.fwd for m in self.models])
-        self.bwd = StaticDriverGroup([m.bwd for m in self.models])
-        self._P = torch.tensor([float(m.P) for m in self.models], dtype=torch.float64,
-                               device=dev)[:, None, None]
-        self._scales = list(self._P.unbind(0))
-        self._wbuf = {}
         G, L, R, B = len(self.models), self.L, hist.phi.shape[1], first.fwd.block
         self.capacity = first.fwd.capacity
         self.rows = R
@@ -190,8 +188,9 @@ class StaticLockstep(Lockstep):
 
     def _prologue(self) -> None:
         """The step's host numbers into the passes' buffers: the drift weights and the
-        noise scale (the optimizer's state, ``Model.set_step``)."""
-        self.decay.zero_()
+        noise scale (the optimizer's state, ``Model.set_step``). The committed
+        trajectories only grow, so the weights beyond them stay the zeros they were
+        made with."""
         for d, m in zip(self.decay.unbind(0), self.models):
             d[0, :m.coef.shape[0]] = m.coef * -self.tau
         self.noise.fill_(self.models[0].noise)
@@ -329,8 +328,9 @@ class StaticLockstep(Lockstep):
     def backward(self, hs, gLs, pivs, floors, works) -> None:
         """:meth:`Lockstep.backward` with fixed shapes: g_L of the new block into its
         buffer and the history eagerly, then the layers (:meth:`_backward_layers`),
-        then the pivots into the record and the backward drivers' count moved on."""
-        self._prologue()
+        then the pivots into the record and the backward drivers' count moved on. The
+        drift weights and noise scale are the step's forward pass's (:meth:`forward`
+        filled them)."""
         for m, g, gL in zip(self.models, self.g_new, gLs):
             g[self.L] = gL
             m.hist.g[self.L].index_copy_(0, m.bwd.positions, g[self.L])
