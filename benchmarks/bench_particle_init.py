@@ -22,14 +22,20 @@ innovations given (``innovations=``) as pairs ξ, −ξ on particles p and p + P
 (against the same seeds' innovations drawn i.i.d. from the same generator, so this
 comparison alone passes innovations on both sides; particles i.i.d., so the two
 particles of a pair have independent (u, v) and only the part of an output that is
-odd in ξ alone, not its interaction with (u, v), cancels).
+odd in ξ alone, not its interaction with (u, v), cancels). And an ablation, not an
+estimator: ``reference``, the coupled limit's response functions taken from a
+reference system of ``--reference-particles`` particles (8 P by default) with one
+fixed seed (:data:`REFERENCE_SEED`) instead of the run's own Stein estimates
+(``nfd.reference_responses``): its variance against the i.i.d. runs' is the share of
+the variance that the Stein estimates' noise does not make.
 
 Settings: ``quickstart`` (``_common.quickstart_task``: relu, L = 8, K = 64 of batch 2,
 32 probes, η_c = 0.4) and ``digits10`` (``_common.digits10_task``: ten classes, L = 8,
 K = 60 of batch 8, 64 probes).
 
     python benchmarks/bench_particle_init.py [--setting quickstart] [--backward coupled]
-        [--particles 4096] [--seeds 24] [--variants sobol whitened antithetic] [--quick]
+        [--particles 4096] [--seeds 24] [--variants sobol whitened antithetic reference]
+        [--reference-particles 32768] [--quick]
 
 ``--quick``: K = 8, P = 256, 4 seeds (that it runs, not numbers). Measured (one thread,
 the other core busy): docs/guide/arguments.md, ``particle_init``, and
@@ -39,6 +45,7 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
@@ -49,6 +56,10 @@ import nfd
 from _common import digits10_task, outputs, quickstart_task
 
 L = 8
+
+#: The seed of the ``reference`` variant's reference system: one for every seed of the
+#: run (disjoint from the runs' 0, 1, …), so its own error is a common offset
+REFERENCE_SEED = 1_000_000
 
 
 def task(setting: str, quick: bool):
@@ -71,19 +82,24 @@ def antithetic_innovations(shape: tuple[int, int, int], seed: int,
     return tuple(torch.cat((h, -h), -1) for h in half)
 
 
-def runs(X, y, probes, opts, P: int, seeds: int, backward: str, variant: str) -> np.ndarray:
+def runs(X, y, probes, opts, P: int, seeds: int, backward: str, variant: str,
+         reference: int = 0) -> np.ndarray:
     """Outputs (seed, outputs) of ``seeds`` runs of a variant ("iid", a
-    ``particle_init``, or "antithetic" / "iid-given": innovations given, paired or not)."""
+    ``particle_init``, "antithetic" / "iid-given": innovations given, paired or not,
+    or "reference": i.i.d. with the responses of a ``reference`` system)."""
     out = []
     for s in range(seeds):
-        kw = {}
+        kw, block = {}, contextlib.nullcontext()
         if variant in ("antithetic", "iid-given"):
             kw["innovations"] = antithetic_innovations((L, len(y), P), s, variant == "antithetic")
+        elif variant == "reference":
+            block = nfd.reference_responses(reference, seed=REFERENCE_SEED)
         else:
             kw["particle_init"] = variant
-        ds = nfd.simulate(X, y, depth=L, particles=P, seed=s, backward=backward,
-                          error_replicas=0, progress=False,
-                          record=nfd.Record(probes=probes, eig_steps=[]), **kw, **opts)
+        with block:
+            ds = nfd.simulate(X, y, depth=L, particles=P, seed=s, backward=backward,
+                              error_replicas=0, progress=False,
+                              record=nfd.Record(probes=probes, eig_steps=[]), **kw, **opts)
         out.append(outputs(ds))
     return np.stack(out)
 
@@ -116,16 +132,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--particles", type=int, default=4096)
     ap.add_argument("--seeds", type=int, default=24)
     ap.add_argument("--variants", nargs="+", default=["sobol", "whitened", "antithetic"],
-                    choices=("sobol", "whitened", "antithetic"))
+                    choices=("sobol", "whitened", "antithetic", "reference"))
+    ap.add_argument("--reference-particles", type=int, default=0,
+                    help="the reference system's particles (default 8 × --particles)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     if args.seeds < 3:
         ap.error("--seeds must be at least 3: the ratio's interval resamples seeds")
+    if "reference" in args.variants and args.backward != "coupled":
+        ap.error("the reference variant replaces the coupled limit's response functions: "
+                 "--backward coupled")
     torch.set_num_threads(1)
     if args.quick:
         args.particles, args.seeds = 256, 4
     X, y, probes, opts = task(args.setting, args.quick)
     P, S = args.particles, args.seeds
+    reference = args.reference_particles or 8 * P
     print(f"{args.setting}, {args.backward}, P = {P}, {S} seeds each, one thread")
     print("| variant | variance per output | against i.i.d. | ratio [95% bootstrap] | "
           "shift² (debiased) | noise | rms paired t | s per run |")
@@ -136,11 +158,12 @@ def main(argv: list[str] | None = None) -> None:
         if ref not in base:
             base[ref] = runs(X, y, probes, opts, P, S, args.backward, ref)
         start = time.perf_counter()
-        a = runs(X, y, probes, opts, P, S, args.backward, variant)
+        a = runs(X, y, probes, opts, P, S, args.backward, variant, reference)
         seconds = (time.perf_counter() - start) / S
         c = compare(a, base[ref])
         lo, hi = c["interval"]
-        print(f"| {variant} | {a.var(0, ddof=1).mean():.3g} | "
+        name = f"reference ({reference})" if variant == "reference" else variant
+        print(f"| {name} | {a.var(0, ddof=1).mean():.3g} | "
               f"{base[ref].var(0, ddof=1).mean():.3g} | {c['ratio']:.2f} [{lo:.2f}, {hi:.2f}] | "
               f"{c['shift']:+.2g} | {c['noise']:.2g} | {c['rms_t']:.2f} | {seconds:.1f} |",
               flush=True)

@@ -15,7 +15,8 @@ from ._model import (ACTIVATIONS, LOSSES, Activation, Loss, Parametrization, get
 from ._optim import (BACKWARD_LIMITS, AdamSpec as Adam, AdamW, SGDSpec as SGD,
                      optimizer_from_attrs, optimizer_from_dict, warmup_cosine)
 from ._schema import Record
-from ._simulation import coarsen_innovations, graph_replay, linear_limit, memory_estimate, simulate
+from ._simulation import (coarsen_innovations, graph_replay, linear_limit, memory_estimate,
+                          reference_responses, simulate)
 from . import plot, schema  # public submodules: nfd.plot.plot_run, nfd.schema.annotate
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "ntk_kernel",
     "memory_estimate",
     "graph_replay",
+    "reference_responses",
     "ForwardSDE",
     "Activation",
     "get_activation",

@@ -10,7 +10,9 @@ The rest of ``nfd`` reaches it through the names below only.
 from ._coupling import coarsen_innovations
 from ._memory import memory_estimate
 from ._oracle import linear_limit
+from ._reference import reference_responses
 from ._replay import graph_replay
 from ._simulate import simulate
 
-__all__ = ["simulate", "linear_limit", "memory_estimate", "coarsen_innovations", "graph_replay"]
+__all__ = ["simulate", "linear_limit", "memory_estimate", "coarsen_innovations", "graph_replay",
+           "reference_responses"]

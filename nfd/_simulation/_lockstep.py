@@ -108,6 +108,13 @@ class Lockstep:
             drift.addcmul_(gram.transpose(1, 2), decay)
         torch.mul(draw, noise, out=innovations)
 
+    def _responses(self, drivers, t: int, moment: torch.Tensor) -> torch.Tensor:
+        """The response functions (G, rows', B) of every run from its Stein moments
+        ``moment`` at time index ``t``, by Stein's lemma with the other pass's ``drivers``
+        (:meth:`sde.DriverGroup.stein_from_moment`; ``ReferenceLockstep``: a reference
+        system's, ``nfd.reference_responses``)."""
+        return drivers.stein_from_moment(t, moment)
+
     def _noise(self):
         """a_k·τ^α, the scale of the drivers and response terms (the runs share the
         optimizer's state): a host number here."""
@@ -158,7 +165,7 @@ class Lockstep:
                 self.act.phi_into(h[t], phi[t])
             gram, mom = self._moments(ops, t, [new[t] for new in news])
             weights, min_eig, skip = self.fwd.border(t, gram, copy=False)
-            resp = self.bwd.stein_from_moment(t, mom[:, :n]) if self.coupled else None
+            resp = self._responses(self.bwd, t, mom[:, :n]) if self.coupled else None
             self._weights(views, weights, gram[:, :n], decay, resp)
             for m, o, path, w, phi, h in zip(models, ops, paths, mixes, phis, hs):
                 o.mix(l, w, path[l], path[t])
@@ -208,7 +215,7 @@ class Lockstep:
             var = norms.double().square_().div_(self._P[:, 0])
             gram, mom = self._moments(ops, t, news)
             weights, pivots, _ = self.fwd.condition(t, gram, var)
-            resp = self.bwd.stein_from_moment(t, mom) if self.coupled else None
+            resp = self._responses(self.bwd, t, mom) if self.coupled else None
             self._weights(views, weights, gram, decay, resp)
             torch.mul(pivots, noise, out=scaled)
             for m, o, path, w, phi, h, z, s in zip(models, ops, paths, mixes, phis, outs,
@@ -250,7 +257,7 @@ class Lockstep:
             t = l - 1
             gram, mom = self._moments(ops, l, [new[l] for new in news])
             weights, min_eig, skip = self.bwd.border(t, gram, copy=False)
-            resp = self.fwd.stein_from_moment(t, mom) if self.coupled else None
+            resp = self._responses(self.fwd, t, mom) if self.coupled else None
             self._weights(views, weights, gram[:, :n], decay, resp)
             for m, o, out, w, g, h, work in zip(models, ops, outs, mixes, gs, hts, works):
                 o.mix(t, w, out)

@@ -93,6 +93,7 @@ from ._dataset import assemble
 from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
                       replica_seeds, run_replica_particles, uncalibrated)
 from ._adam import warn_if_first_sign_unresolved
+from ._reference import reference_config, referencing
 from ._replay import check_replayable, replaying
 from ._state import fit_together, start_group
 from ._step import (evaluate_probes, record_eigenvalues, set_optimizer, sgd_step,
@@ -405,7 +406,9 @@ def simulate(
         Every parameter is in ``attrs``, and ``attrs["fused_borders"]`` is 1 for a
         run made under :func:`sde.fused_borders`, ``attrs["graph_replay"]`` for one
         made under :func:`nfd.graph_replay` (the numbers of either agree with the
-        default run's within rounding, not bit for bit); every variable and coordinate has
+        default run's within rounding, not bit for bit), and
+        ``attrs["reference_responses"]`` the reference's particles of a run made under
+        the ablation :func:`nfd.reference_responses` (0 otherwise); every variable and coordinate has
         ``long_name`` and ``units`` (:mod:`nfd.schema`).
 
     Raises
@@ -436,10 +439,14 @@ def simulate(
                          record=record, divergence=divergence)
     if replaying():
         check_replayable(cfg)
+    reference = reference_config(cfg, replaying()) if referencing() else None
     replicas = _replica_configs(cfg)
     check_particle_init(cfg, replicas[0].P if replicas else cfg.P)
     scale = check_input_scale("X", cfg.X, stacklevel=4)  # user → wrapper → simulate → it
-    if not replicas:
+    if reference is not None:  # nfd.reference_responses(): it runs beside the run
+        ds = uncalibrated(_integrate([cfg, reference], scale, progress)[0][0])
+        ds.attrs["error_replicas_replaced"] = 0
+    elif not replicas:
         ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
         ds.attrs["error_replicas_replaced"] = 0
     else:
@@ -453,6 +460,9 @@ def simulate(
         ds.attrs["error_replicas_replaced"] = len(reasons)
     ds.attrs["fused_borders"] = int(fusing_borders())  # sde.fused_borders(): within rounding
     ds.attrs["graph_replay"] = int(replaying())  # nfd.graph_replay(): within rounding
+    particles, seed = referencing() or (0, 0)  # nfd.reference_responses(): an ablation
+    ds.attrs["reference_responses"] = particles
+    ds.attrs["reference_responses_seed"] = seed
     warn_if_first_sign_unresolved(ds, stacklevel=4)
     return ds
 

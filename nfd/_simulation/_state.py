@@ -21,6 +21,7 @@ from ._adam import adam_state
 from ._lockstep import Lockstep, Solo
 from ._model import History, Model
 from ._msblock import MSModel
+from ._reference import ReferenceLockstep, referencing
 from ._replay import StaticLockstep, replaying
 from ._twolayer import TwoLayerHistory, TwoLayerModel
 
@@ -285,6 +286,8 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
             raise ValueError(f"{cfgs[0].block} blocks run one run at a time")
         return Group(states, Solo(states[0].model))
     engine = StaticLockstep if replaying() else Lockstep  # nfd.graph_replay()
+    if referencing():  # nfd.reference_responses(): the last run is the reference
+        engine = ReferenceLockstep
     return Group(states, engine([s.model for s in states]))
 
 

@@ -1,0 +1,136 @@
+"""``nfd.reference_responses()`` (issue 54): an ablation whose runs take the coupled
+limit's response functions from a reference particle system run in lockstep
+(``nfd._simulation._reference``).
+
+- **Exact.** A reference with the run's own particles and seed is the run itself (a
+  member of a lockstep group holds exactly the numbers it holds alone), so the run
+  under it is the plain run bit for bit: the block changes the responses and nothing
+  else.
+- **It takes the reference's.** At every layer of every pass (forward, backward,
+  probes) the responses the run's drift weights are made from are the reference's,
+  bit for bit; without the block a group's members keep their own (a replica's differ
+  from its run's); with another reference seed the run's outputs move.
+- **Refusals** name the block and the way out: the decoupled limit (no responses),
+  error replicas, blocks that run alone, ``nfd.graph_replay()``, bad arguments. A
+  diverging reference stops the run instead of leaving it with its own responses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nfd
+from nfd._simulation import _lockstep, _reference
+
+X, Y = nfd.synthetic_task("tanh", 16, 6, seed=0)
+PROBES = nfd.synthetic_task("tanh", 4, 6, seed=1, teacher_seed=0)
+LABELS = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0).astype(int)
+
+
+def _run(**kw):
+    opts = dict(depth=3, batch_size=2, particles=300, backward="coupled", seed=3,
+                error_replicas=0, eta_c=0.5, record=nfd.Record(probes=PROBES), progress=False)
+    opts.update(kw)
+    y = opts.pop("y", Y)
+    return nfd.simulate(X, y, **opts)
+
+
+def _same(a, b) -> bool:
+    return all(np.array_equal(a[v].values, b[v].values, equal_nan=True) for v in a.data_vars)
+
+
+@pytest.mark.parametrize("kw", [
+    {},
+    dict(classes=3, loss="cross_entropy", y=LABELS,
+         record=nfd.Record(probes=(PROBES[0], [0, 1, 2, 1]))),
+    dict(optimizer=nfd.SGD(momentum=0.8, weight_decay=0.1), batch_size=1),
+], ids=["batches", "three classes", "online with momentum"])
+def test_a_reference_that_is_the_run_gives_the_run_bit_for_bit(kw):
+    plain = _run(**kw)
+    with nfd.reference_responses(300, seed=3):
+        ds = _run(**kw)
+    assert _same(ds, plain)
+    assert (ds.attrs["reference_responses"], ds.attrs["reference_responses_seed"]) == (300, 3)
+    assert (plain.attrs["reference_responses"], plain.attrs["reference_responses_seed"]) == (0, 0)
+
+
+def _spy(monkeypatch) -> list:
+    """The responses (G, rows, B) of every call of the drift weights."""
+    seen = []
+    original = _lockstep.Lockstep._weights
+
+    def weights(self, views, draw, gram, decay, responses):
+        seen.append((type(self), responses.clone()))
+        return original(self, views, draw, gram, decay, responses)
+
+    monkeypatch.setattr(_lockstep.Lockstep, "_weights", weights)
+    return seen
+
+
+def test_the_run_takes_the_reference_responses_in_every_pass(monkeypatch):
+    seen = _spy(monkeypatch)
+    with nfd.reference_responses(900, seed=11):
+        ds = _run()
+    assert {kind for kind, _ in seen} == {_reference.ReferenceLockstep}
+    # 6 steps × 3 layers forward and backward, and the probes' passes
+    assert len(seen) > 2 * 6 * 3
+    assert all(r.shape[0] == 2 and torch_equal(r[0], r[1]) for _, r in seen)
+    assert not _same(ds, _run())
+    seen.clear()
+    _run(error_replicas=1)  # a run and its replica: each its own responses
+    assert seen and all(not torch_equal(r[0], r[1]) for _, r in seen if r.abs().sum() > 0)
+
+
+def torch_equal(a, b) -> bool:
+    return bool((a == b).all())
+
+
+def test_another_reference_seed_moves_the_run():
+    with nfd.reference_responses(300, seed=4):
+        a = _run()
+    with nfd.reference_responses(300, seed=5):
+        b = _run()
+    assert not np.array_equal(a["f"].values, b["f"].values)
+    assert np.isfinite(a["probe_f"].values).all()
+
+
+@pytest.mark.parametrize("kw, word", [
+    (dict(backward="decoupled"), "backward='coupled'"),
+    (dict(error_replicas=2), "error_replicas=0"),
+    (dict(parametrization=nfd.Parametrization(block="two-layer")), "'two-layer'"),
+])
+def test_what_it_does_not_run_is_refused(kw, word):
+    with nfd.reference_responses(400), pytest.raises(ValueError,
+                                                     match=rf"reference_responses\(\).*{word}"):
+        _run(**kw)
+    assert _reference.referencing() is None
+
+
+def test_it_does_not_run_inside_graph_replay():
+    with nfd.graph_replay(), nfd.reference_responses(400), pytest.raises(
+            ValueError, match=r"reference_responses\(\).*graph_replay\(\)"):
+        _run()
+
+
+@pytest.mark.parametrize("args, error, word", [
+    ((1.5,), TypeError, "particles must be an int"),
+    ((True,), TypeError, "particles must be an int"),
+    ((1,), ValueError, "particles must be at least 2"),
+    ((400, -1), ValueError, "seed must be at least 0"),
+])
+def test_bad_arguments_are_named(args, error, word):
+    kw = {"seed": args[1]} if len(args) > 1 else {}
+    with pytest.raises(error, match=word):
+        with nfd.reference_responses(args[0], **kw):
+            pass
+
+
+def test_a_diverging_reference_stops_the_run():
+    class Member:
+        P = 5000
+
+    engine = object.__new__(_reference.ReferenceLockstep)
+    engine.models = [Member(), Member()]
+    with pytest.raises(FloatingPointError, match="reference system.*5000 particles.*diverged"):
+        engine.keep([0])
