@@ -26,8 +26,9 @@ odd in ξ alone, not its interaction with (u, v), cancels). And an ablation, not
 estimator: ``reference``, the coupled limit's response functions taken from a
 reference system of ``--reference-particles`` particles (8 P by default) with one
 fixed seed (:data:`REFERENCE_SEED`) instead of the run's own Stein estimates
-(``nfd.reference_responses``): its variance against the i.i.d. runs' is the share of
-the variance that the Stein estimates' noise does not make.
+(``nfd.reference_responses``; ``--reference-responses forward`` or ``backward``: only
+those): its variance against the i.i.d. runs' is the share of the variance that the
+Stein estimates' noise (of those responses) does not make.
 
 Settings: ``quickstart`` (``_common.quickstart_task``: relu, L = 8, K = 64 of batch 2,
 32 probes, η_c = 0.4) and ``digits10`` (``_common.digits10_task``: ten classes, L = 8,
@@ -35,7 +36,7 @@ K = 60 of batch 8, 64 probes).
 
     python benchmarks/bench_particle_init.py [--setting quickstart] [--backward coupled]
         [--particles 4096] [--seeds 24] [--variants sobol whitened antithetic reference]
-        [--reference-particles 32768] [--quick]
+        [--reference-particles 32768] [--reference-responses both] [--quick]
 
 ``--quick``: K = 8, P = 256, 4 seeds (that it runs, not numbers). Measured (one thread,
 the other core busy): docs/guide/arguments.md, ``particle_init``, and
@@ -83,17 +84,19 @@ def antithetic_innovations(shape: tuple[int, int, int], seed: int,
 
 
 def runs(X, y, probes, opts, P: int, seeds: int, backward: str, variant: str,
-         reference: int = 0) -> np.ndarray:
+         reference: tuple[int, str] = (0, "both")) -> np.ndarray:
     """Outputs (seed, outputs) of ``seeds`` runs of a variant ("iid", a
     ``particle_init``, "antithetic" / "iid-given": innovations given, paired or not,
-    or "reference": i.i.d. with the responses of a ``reference`` system)."""
+    or "reference": i.i.d. with the responses of a ``reference`` system, (particles,
+    which responses))."""
     out = []
     for s in range(seeds):
         kw, block = {}, contextlib.nullcontext()
         if variant in ("antithetic", "iid-given"):
             kw["innovations"] = antithetic_innovations((L, len(y), P), s, variant == "antithetic")
         elif variant == "reference":
-            block = nfd.reference_responses(reference, seed=REFERENCE_SEED)
+            block = nfd.reference_responses(reference[0], seed=REFERENCE_SEED,
+                                            responses=reference[1])
         else:
             kw["particle_init"] = variant
         with block:
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> None:
                     choices=("sobol", "whitened", "antithetic", "reference"))
     ap.add_argument("--reference-particles", type=int, default=0,
                     help="the reference system's particles (default 8 × --particles)")
+    ap.add_argument("--reference-responses", choices=("both", "forward", "backward"),
+                    default="both", help="which response functions the reference gives")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     if args.seeds < 3:
@@ -147,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         args.particles, args.seeds = 256, 4
     X, y, probes, opts = task(args.setting, args.quick)
     P, S = args.particles, args.seeds
-    reference = args.reference_particles or 8 * P
+    reference = (args.reference_particles or 8 * P, args.reference_responses)
     print(f"{args.setting}, {args.backward}, P = {P}, {S} seeds each, one thread")
     print("| variant | variance per output | against i.i.d. | ratio [95% bootstrap] | "
           "shift² (debiased) | noise | rms paired t | s per run |")
@@ -162,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         seconds = (time.perf_counter() - start) / S
         c = compare(a, base[ref])
         lo, hi = c["interval"]
-        name = f"reference ({reference})" if variant == "reference" else variant
+        name = variant
+        if variant == "reference":
+            name = f"reference ({reference[0]}, {reference[1]})"
         print(f"| {name} | {a.var(0, ddof=1).mean():.3g} | "
               f"{base[ref].var(0, ddof=1).mean():.3g} | {c['ratio']:.2f} [{lo:.2f}, {hi:.2f}] | "
               f"{c['shift']:+.2g} | {c['noise']:.2g} | {c['rms_t']:.2f} | {seconds:.1f} |",

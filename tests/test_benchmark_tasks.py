@@ -103,7 +103,7 @@ def test_particle_init_benchmark_runs_each_variant(bench, capsys):
     module = bench("bench_particle_init")
     module.main(["--quick", "--variants", "sobol", "whitened", "antithetic", "reference"])
     rows = [line for line in capsys.readouterr().out.splitlines()
-            if line.startswith(("| sobol", "| whitened", "| antithetic", "| reference (2048)"))]
+            if line.startswith(("| sobol", "| whitened", "| antithetic", "| reference (2048, both)"))]
     assert len(rows) == 4 and not any("nan" in row for row in rows)
     fwd, bwd = module.antithetic_innovations((2, 3, 8), 0, paired=True)
     assert torch.equal(fwd[..., 4:], -fwd[..., :4]) and torch.equal(bwd[..., 4:], -bwd[..., :4])

@@ -8,8 +8,9 @@ limit's response functions from a reference particle system run in lockstep
   else.
 - **It takes the reference's.** At every layer of every pass (forward, backward,
   probes) the responses the run's drift weights are made from are the reference's,
-  bit for bit; without the block a group's members keep their own (a replica's differ
-  from its run's); with another reference seed the run's outputs move.
+  bit for bit; with ``responses="forward"`` or ``"backward"`` only those of the
+  passes asked for; without the block a group's members keep their own (a replica's
+  differ from its run's); with another reference seed the run's outputs move.
 - **Refusals** name the block and the way out: the decoupled limit (no responses),
   error replicas, blocks that run alone, ``nfd.graph_replay()``, bad arguments. A
   diverging reference stops the run instead of leaving it with its own responses.
@@ -51,8 +52,10 @@ def test_a_reference_that_is_the_run_gives_the_run_bit_for_bit(kw):
     with nfd.reference_responses(300, seed=3):
         ds = _run(**kw)
     assert _same(ds, plain)
-    assert (ds.attrs["reference_responses"], ds.attrs["reference_responses_seed"]) == (300, 3)
-    assert (plain.attrs["reference_responses"], plain.attrs["reference_responses_seed"]) == (0, 0)
+    assert (ds.attrs["reference_responses"], ds.attrs["reference_responses_seed"],
+            ds.attrs["reference_responses_taken"]) == (300, 3, "both")
+    assert (plain.attrs["reference_responses"], plain.attrs["reference_responses_seed"],
+            plain.attrs["reference_responses_taken"]) == (0, 0, "")
 
 
 def _spy(monkeypatch) -> list:
@@ -84,6 +87,29 @@ def test_the_run_takes_the_reference_responses_in_every_pass(monkeypatch):
 
 def torch_equal(a, b) -> bool:
     return bool((a == b).all())
+
+
+@pytest.mark.parametrize("taken", ["forward", "backward"])
+def test_only_the_responses_asked_for_come_from_the_reference(monkeypatch, taken):
+    # A_ℓ (forward and probe passes) comes from the backward drivers' Stein inverse,
+    # B_ℓ (backward pass) from the forward drivers'
+    seen = []
+    original = _reference.ReferenceLockstep._responses
+
+    def responses(self, drivers, t, moment):
+        out = original(self, drivers, t, moment)
+        seen.append((drivers is self.bwd, torch_equal(out[0], out[1]), out.abs().sum() > 0))
+        return out
+
+    monkeypatch.setattr(_reference.ReferenceLockstep, "_responses", responses)
+    with nfd.reference_responses(900, seed=11, responses=taken):
+        ds = _run()
+    assert ds.attrs["reference_responses_taken"] == taken
+    forward = [same for a_pass, same, nonzero in seen if a_pass and nonzero]
+    backward = [same for a_pass, same, nonzero in seen if not a_pass and nonzero]
+    assert forward and backward
+    taken_here, own_here = (forward, backward) if taken == "forward" else (backward, forward)
+    assert all(taken_here) and not any(own_here)
 
 
 def test_another_reference_seed_moves_the_run():
@@ -118,9 +144,10 @@ def test_it_does_not_run_inside_graph_replay():
     ((True,), TypeError, "particles must be an int"),
     ((1,), ValueError, "particles must be at least 2"),
     ((400, -1), ValueError, "seed must be at least 0"),
+    ((400, 0, "A"), ValueError, "responses must be one of"),
 ])
 def test_bad_arguments_are_named(args, error, word):
-    kw = {"seed": args[1]} if len(args) > 1 else {}
+    kw = dict(zip(("seed", "responses"), args[1:]))
     with pytest.raises(error, match=word):
         with nfd.reference_responses(args[0], **kw):
             pass

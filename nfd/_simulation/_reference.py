@@ -38,8 +38,14 @@ __all__ = ["reference_responses", "referencing", "reference_config", "ReferenceL
 _reference = contextvars.ContextVar("reference_responses", default=None)
 
 
+#: The ``responses`` of :func:`reference_responses`: which response functions come
+#: from the reference (A_ℓ: the forward and probe passes'; B_ℓ: the backward pass's)
+RESPONSES = ("both", "forward", "backward")
+
+
 @contextlib.contextmanager
-def reference_responses(particles: int, *, seed: int = 0) -> Iterator[None]:
+def reference_responses(particles: int, *, seed: int = 0,
+                        responses: str = "both") -> Iterator[None]:
     """Runs of :func:`nfd.simulate` with ``backward="coupled"`` started inside the block
     take their response functions from a reference particle system instead of
     estimating them from their own particles: an ablation that measures what the
@@ -52,7 +58,8 @@ def reference_responses(particles: int, *, seed: int = 0) -> Iterator[None]:
     block need ``error_replicas=0`` (replicas with the run's responses would not be
     independent) and one-layer blocks, outside :func:`nfd.graph_replay`.
     ``simulate`` records ``attrs["reference_responses"]`` (the reference's particles;
-    0 for a run outside the block) and ``attrs["reference_responses_seed"]``. A
+    0 for a run outside the block), ``attrs["reference_responses_seed"]`` and
+    ``attrs["reference_responses_taken"]`` (``responses``; empty outside). A
     reference that diverges stops the run with a ``FloatingPointError``. As
     :func:`nfd.graph_replay`, the setting holds for runs started in this thread.
 
@@ -64,6 +71,11 @@ def reference_responses(particles: int, *, seed: int = 0) -> Iterator[None]:
     seed : int
         The reference's seed (≥ 0); keep it fixed across the run's seeds, so that the
         reference's remaining error is a common offset, not variance.
+    responses : {"both", "forward", "backward"}
+        Which response functions the run takes from the reference: both, or only
+        A_ℓ(k, s) = E[∂φ(h_{ℓ−1}^{(k)})/∂z̃_ℓ^{(s)}] (the drift of the forward and
+        probe passes), or only B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (the backward
+        pass's); the others stay the run's own Stein estimates.
 
     Examples
     --------
@@ -75,16 +87,18 @@ def reference_responses(particles: int, *, seed: int = 0) -> Iterator[None]:
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         if value < low:
             raise ValueError(f"{name} must be at least {low}, got {value}")
-    token = _reference.set((particles, seed))
+    if responses not in RESPONSES:
+        raise ValueError(f"responses must be one of {RESPONSES}, got {responses!r}")
+    token = _reference.set((particles, seed, responses))
     try:
         yield
     finally:
         _reference.reset(token)
 
 
-def referencing() -> tuple[int, int] | None:
-    """The (particles, seed) of the reference of runs started now in this thread
-    (:func:`reference_responses`), or None."""
+def referencing() -> tuple[int, int, str] | None:
+    """The (particles, seed, responses) of the reference of runs started now in this
+    thread (:func:`reference_responses`), or None."""
     return _reference.get()
 
 
@@ -93,7 +107,7 @@ def reference_config(cfg, replaying: bool = False):
     configuration with the reference's particles and seed, recording no paths or
     eigenvalues; ``ValueError`` for a run it cannot serve (also inside
     :func:`nfd.graph_replay`, ``replaying``)."""
-    particles, seed = _reference.get()
+    particles, seed, _ = _reference.get()
     if replaying:
         raise ValueError("nfd.reference_responses() does not run inside nfd.graph_replay(): "
                          "leave one of the two blocks")
@@ -113,12 +127,20 @@ def reference_config(cfg, replaying: bool = False):
 
 class ReferenceLockstep(Lockstep):
     """A run (member 0) and its reference system (the last member) in lockstep, the
-    run taking the reference's response functions (:func:`reference_responses`)."""
+    run taking the reference's response functions (:func:`reference_responses`; which
+    of them was set when the group was made)."""
+
+    def __init__(self, models) -> None:
+        super().__init__(models)
+        self.taken = _reference.get()[2]
 
     def _responses(self, drivers, t: int, moment: torch.Tensor) -> torch.Tensor:
-        """Every member's Stein responses, the run's replaced by the reference's."""
+        """Every member's Stein responses, the run's replaced by the reference's where
+        it takes them (A_ℓ comes from the backward drivers' Stein inverse, B_ℓ from
+        the forward drivers')."""
         resp = super()._responses(drivers, t, moment)
-        resp[:-1] = resp[-1]
+        if self.taken == "both" or (self.taken == "forward") == (drivers is self.bwd):
+            resp[:-1] = resp[-1]
         return resp
 
     def keep(self, members: Sequence[int]) -> None:

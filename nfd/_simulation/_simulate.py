@@ -408,7 +408,9 @@ def simulate(
         made under :func:`nfd.graph_replay` (the numbers of either agree with the
         default run's within rounding, not bit for bit), and
         ``attrs["reference_responses"]`` the reference's particles of a run made under
-        the ablation :func:`nfd.reference_responses` (0 otherwise); every variable and coordinate has
+        the ablation :func:`nfd.reference_responses` (0 otherwise; its seed and which
+        responses it gave in ``attrs["reference_responses_seed"]`` and
+        ``attrs["reference_responses_taken"]``); every variable and coordinate has
         ``long_name`` and ``units`` (:mod:`nfd.schema`).
 
     Raises
@@ -460,9 +462,10 @@ def simulate(
         ds.attrs["error_replicas_replaced"] = len(reasons)
     ds.attrs["fused_borders"] = int(fusing_borders())  # sde.fused_borders(): within rounding
     ds.attrs["graph_replay"] = int(replaying())  # nfd.graph_replay(): within rounding
-    particles, seed = referencing() or (0, 0)  # nfd.reference_responses(): an ablation
+    particles, seed, taken = referencing() or (0, 0, "")  # nfd.reference_responses()
     ds.attrs["reference_responses"] = particles
     ds.attrs["reference_responses_seed"] = seed
+    ds.attrs["reference_responses_taken"] = taken
     warn_if_first_sign_unresolved(ds, stacklevel=4)
     return ds
 
