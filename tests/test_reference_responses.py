@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import nfd
-from nfd._simulation import _lockstep, _reference
+from nfd._simulation import _lockstep, _reference, _state
 
 X, Y = nfd.synthetic_task("tanh", 16, 6, seed=0)
 PROBES = nfd.synthetic_task("tanh", 4, 6, seed=1, teacher_seed=0)
@@ -142,8 +143,8 @@ def test_it_does_not_run_inside_graph_replay():
 @pytest.mark.parametrize("args, error, word", [
     ((1.5,), TypeError, "particles must be an int"),
     ((True,), TypeError, "particles must be an int"),
-    ((1,), ValueError, "particles must be at least 2"),
-    ((400, -1), ValueError, "seed must be at least 0"),
+    ((1,), ValueError, "particles must be >= 2"),
+    ((400, -1), ValueError, "seed must be >= 0"),
     ((400, 0, "A"), ValueError, "responses must be one of"),
 ])
 def test_bad_arguments_are_named(args, error, word):
@@ -161,3 +162,66 @@ def test_a_diverging_reference_stops_the_run():
     engine.models = [Member(), Member()]
     with pytest.raises(FloatingPointError, match="reference system.*5000 particles.*diverged"):
         engine.keep([0])
+
+
+def test_the_reference_has_its_particles_and_draws_its_own_innovations(monkeypatch):
+    # innovations given for the run's 300 particles do not reach a reference of 500
+    seen = []
+    original = _reference.ReferenceLockstep._responses
+
+    def responses(self, drivers, t, moment):
+        seen.append(tuple(m.P for m in self.models))
+        return original(self, drivers, t, moment)
+
+    monkeypatch.setattr(_reference.ReferenceLockstep, "_responses", responses)
+    gen = torch.Generator().manual_seed(0)
+    given = tuple(torch.randn(3, len(X), 300, generator=gen) for _ in range(2))
+    with nfd.reference_responses(500, seed=1):
+        ds = _run(innovations=given)
+    assert set(seen) == {(300, 500)}
+    assert np.isfinite(ds["probe_f"].values).all()
+
+
+def test_an_exception_inside_the_block_resets_it():
+    with pytest.raises(KeyError):
+        with nfd.reference_responses(400):
+            raise KeyError("inside")
+    assert _reference.referencing() is None
+
+
+def test_numpy_integers_are_accepted_as_simulate_accepts_them():
+    with nfd.reference_responses(np.int64(400), seed=np.int64(2)):
+        assert _reference.referencing() == (400, 2, "both")
+
+
+def test_a_reference_too_small_to_whiten_is_refused_before_running():
+    with nfd.reference_responses(4), pytest.raises(ValueError, match="whitened.* has 4"):
+        _run(particle_init="whitened")
+
+
+def test_a_divergence_caused_by_the_reference_names_it():
+    # two particles' Stein estimates: the run (fine alone at eta_c = 0.5) diverges
+    with nfd.reference_responses(2), pytest.raises(
+            FloatingPointError, match=r"nfd.reference_responses\(2, seed=0\)"):
+        _run()
+
+
+def test_the_run_and_its_reference_must_fit_in_memory_together(monkeypatch):
+    from nfd._schema import _memory
+    one = _state._estimate(_state_config())["total"]
+    monkeypatch.setattr(_memory, "available_memory", lambda device: int(one / 0.9 / 0.6))
+    _run()  # each fits alone (60% of the allowance) ...
+    with nfd.reference_responses(300, seed=3), pytest.raises(
+            MemoryError, match="beside its nfd.reference_responses"):
+        _run()  # ... not both
+
+
+def _state_config():
+    """The Config of :func:`_run`'s defaults."""
+    from nfd._simulation._checks import check_simulate
+    return check_simulate(X, Y, eta_c=0.5, depth=3, optimizer=nfd.SGD(),
+                          parametrization=nfd.Parametrization(), activation="relu", loss="mse",
+                          classes=None, batch_size=2, particles=300, backward="coupled", seed=3,
+                          device=None, dtype=None, rel_jitter=None, innovations=None,
+                          error_replicas=0, particle_init="iid", record=nfd.Record(probes=PROBES),
+                          divergence=1e4)

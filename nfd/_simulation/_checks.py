@@ -41,7 +41,7 @@ def check_particle_init(cfg: "Config", smallest: int) -> None:
     if cfg.particle_init == "whitened" and smallest <= cfg.d + cfg.C:
         raise ValueError(f"particle_init='whitened' needs more particles than the d + C = "
                          f"{cfg.d + cfg.C} coordinates of (u, v) in every run, but a run "
-                         f"(particles, or an error replica) has {smallest}: raise particles "
+                         f"(particles, an error replica or a reference) has {smallest}: raise particles "
                          "or use particle_init='iid'")
 
 

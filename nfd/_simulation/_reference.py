@@ -15,7 +15,7 @@ driver's innovations, so they mean the same in both systems; as the reference's 
 grows they tend to the limit's, and with its seed fixed their remaining error is the
 same for every seed of the run. So the spread of the run over its own seeds, with and
 without the block, measures what the Stein estimates' noise adds to its variance
-(``benchmarks/bench_variance.py --reference``; docs/benchmarks.md).
+(``benchmarks/bench_particle_init.py --variants reference``; docs/benchmarks.md).
 
 A measurement, not an estimator: the reference costs its own P particles, more than
 the run's own particles would cost for the same variance.
@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from .._schema import check_int
 from ._lockstep import Lockstep
 
 __all__ = ["reference_responses", "referencing", "reference_config", "ReferenceLockstep"]
@@ -77,19 +78,23 @@ def reference_responses(particles: int, *, seed: int = 0,
         probe passes), or only B_ℓ(k, s) = E[∂g_ℓ^{(k)}/∂z_ℓ^{(s)}] (the backward
         pass's); the others stay the run's own Stein estimates.
 
+    Raises
+    ------
+    TypeError
+        For a ``particles`` or ``seed`` that is not an integer.
+    ValueError
+        For ``particles`` < 2, ``seed`` < 0 or another ``responses``; from ``simulate``
+        for a run the block cannot serve (above).
+
     Examples
     --------
     >>> with nfd.reference_responses(16384, seed=1):  # doctest: +SKIP
     ...     ds = nfd.simulate(X, y, backward="coupled", particles=2048, error_replicas=0)
     """
-    for name, value, low in (("particles", particles, 2), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be at least {low}, got {value}")
     if responses not in RESPONSES:
         raise ValueError(f"responses must be one of {RESPONSES}, got {responses!r}")
-    token = _reference.set((particles, seed, responses))
+    token = _reference.set((check_int("particles", particles, 2), check_int("seed", seed, 0),
+                            responses))
     try:
         yield
     finally:

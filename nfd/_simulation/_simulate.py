@@ -443,10 +443,11 @@ def simulate(
         check_replayable(cfg)
     reference = reference_config(cfg, replaying()) if referencing() else None
     replicas = _replica_configs(cfg)
-    check_particle_init(cfg, replicas[0].P if replicas else cfg.P)
+    others = replicas if reference is None else [reference]
+    check_particle_init(cfg, min(c.P for c in [cfg, *others]))
     scale = check_input_scale("X", cfg.X, stacklevel=4)  # user → wrapper → simulate → it
     if reference is not None:  # nfd.reference_responses(): it runs beside the run
-        ds = uncalibrated(_integrate([cfg, reference], scale, progress)[0][0])
+        ds = uncalibrated(_with_reference(cfg, reference, scale, progress))
         ds.attrs["error_replicas_replaced"] = 0
     elif not replicas:
         ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
@@ -506,6 +507,20 @@ def _integrate(cfgs: list[Config], input_scale: float, progress: bool,
     if not replica:
         warn_if_floors_matter(main, stacklevel=5)
     return [assemble(s.cfg, s.rec) for s in group.states], group.reasons
+
+
+def _with_reference(cfg: Config, reference: Config, input_scale: float,
+                    progress: bool) -> xr.Dataset:
+    """The run ``cfg`` in lockstep with its ``reference`` system
+    (:func:`nfd.reference_responses`): a divergence names the reference, whose
+    response functions the run takes, so that its advice is not only the run's."""
+    try:
+        return _integrate([cfg, reference], input_scale, progress)[0][0]
+    except FloatingPointError as err:
+        raise FloatingPointError(
+            f"{err} [inside nfd.reference_responses({reference.P}, seed={reference.seed}): "
+            "the run takes the reference system's response functions; if the run does not "
+            "diverge outside the block, give the reference more particles]") from err
 
 
 def _replica_configs(cfg: Config, first: int = 0) -> list[Config]:

@@ -280,6 +280,10 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
     :class:`~nfd._simulation._replay.StaticLockstep`); two-layer blocks have passes of their own and take one run
     only. The runs after the first are error replicas; so is the first when
     ``replica``."""
+    if referencing():  # the run and its reference allocate together: their sum must fit
+        ensure_fits(sum(_estimate(cfg)["total"] for cfg in cfgs), cfgs[0].device,
+                    what="this run beside its nfd.reference_responses() reference",
+                    advice="lower the reference's particles (or the run's)")
     states = [start(cfg, input_scale, replica or i > 0) for i, cfg in enumerate(cfgs)]
     if cfgs[0].solo:
         if len(states) > 1:
