@@ -41,8 +41,8 @@ def check_particle_init(cfg: "Config", smallest: int) -> None:
     if cfg.particle_init == "whitened" and smallest <= cfg.d + cfg.C:
         raise ValueError(f"particle_init='whitened' needs more particles than the d + C = "
                          f"{cfg.d + cfg.C} coordinates of (u, v) in every run, but a run "
-                         f"(particles, an error replica or a reference) has {smallest}: raise particles "
-                         "or use particle_init='iid'")
+                         f"(particles, an error replica or a reference) has {smallest}: "
+                         "raise particles or use particle_init='iid'")
 
 
 @dataclass(frozen=True)
