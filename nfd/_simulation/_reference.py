@@ -55,7 +55,8 @@ def reference_responses(particles: int, *, seed: int = 0,
     The reference has the run's configuration, stream and probes, ``particles``
     particles and its own ``seed``; it runs in lockstep with the run (as an error
     replica does) and only its response functions are used: everything else of the
-    run (its particles, innovations, kernels, outputs) stays its own. Runs inside the
+    run (its particles, innovations, kernels, outputs) stays its own (a run given
+    ``innovations=`` keeps them; the reference draws its own). Runs inside the
     block need ``error_replicas=0`` (replicas with the run's responses would not be
     independent) and one-layer blocks, outside :func:`nfd.graph_replay`.
     ``simulate`` records ``attrs["reference_responses"]`` (the reference's particles;
