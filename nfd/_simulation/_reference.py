@@ -35,7 +35,8 @@ from ._lockstep import Lockstep
 
 __all__ = ["reference_responses", "referencing", "reference_config", "ReferenceLockstep"]
 
-#: The reference (particles, seed) of ``simulate`` runs started now in this thread, or None
+#: The reference (particles, seed, responses) of ``simulate`` runs started now in this
+#: thread, or None
 _reference = contextvars.ContextVar("reference_responses", default=None)
 
 
