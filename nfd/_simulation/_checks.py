@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -138,6 +138,14 @@ class Config:
     def first_mult(self) -> float:
         """m of W_{ℓ,1}'s learning rate m·η_c·γ₀²·n: √L under eq. 8 (as the networks)."""
         return math.sqrt(self.L) if self.first_layer_lr == "depth-aware" else 1.0
+
+    def companion(self, P: int, seed: int) -> "Config":
+        """A run beside this one (an error replica, ``nfd._simulation._errors``, or a
+        reference system, ``nfd._simulation._reference``): the same stream, probes and
+        settings with ``P`` particles and its own ``seed``, drawing its own
+        innovations, recording no paths or eigenvalues and running no replicas."""
+        return replace(self, P=P, seed=seed, paths=0, eig_steps=[], innovations=(None, None),
+                       error_replicas=0)
 
 
 def check_limit_parametrization(param, what: str) -> Parametrization:

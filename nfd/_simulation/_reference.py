@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 from collections.abc import Iterator, Sequence
 
 import torch
 
 from .._schema import check_int
 from ._lockstep import Lockstep
+from ._replay import replaying
 
 __all__ = ["reference_responses", "referencing", "reference_config", "ReferenceLockstep"]
 
@@ -109,13 +109,12 @@ def referencing() -> tuple[int, int, str] | None:
     return _reference.get()
 
 
-def reference_config(cfg, replaying: bool = False):
-    """The reference system of a run ``cfg`` under :func:`reference_responses`: its
-    configuration with the reference's particles and seed, recording no paths or
-    eigenvalues; ``ValueError`` for a run it cannot serve (also inside
-    :func:`nfd.graph_replay`, ``replaying``)."""
+def reference_config(cfg):
+    """The reference system of a run ``cfg`` under :func:`reference_responses`
+    (``Config.companion`` with the reference's particles and seed); ``ValueError`` for
+    a run it cannot serve (also inside :func:`nfd.graph_replay`)."""
     particles, seed, _ = _reference.get()
-    if replaying:
+    if replaying():
         raise ValueError("nfd.reference_responses() does not run inside nfd.graph_replay(): "
                          "leave one of the two blocks")
     if not cfg.coupled:
@@ -128,8 +127,7 @@ def reference_config(cfg, replaying: bool = False):
         raise ValueError("nfd.reference_responses() needs error_replicas=0 (replicas would "
                          "share the run's reference responses and not be independent): "
                          "take the spread over seeds instead")
-    return dataclasses.replace(cfg, P=particles, seed=seed, paths=0, eig_steps=[],
-                               innovations=(None, None), error_replicas=0)
+    return cfg.companion(particles, seed)
 
 
 class ReferenceLockstep(Lockstep):

@@ -74,7 +74,6 @@ term Gᵀ𝓛̃^{−T}(Ξ̃φ/P). It costs two more k×P streams per layer-step 
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Callable, Sequence
 
@@ -441,7 +440,7 @@ def simulate(
                          record=record, divergence=divergence)
     if replaying():
         check_replayable(cfg)
-    reference = reference_config(cfg, replaying()) if referencing() else None
+    reference = reference_config(cfg) if referencing() else None
     replicas = _replica_configs(cfg)
     others = replicas if reference is None else [reference]
     check_particle_init(cfg, min(c.P for c in [cfg, *others]))
@@ -531,9 +530,7 @@ def _replica_configs(cfg: Config, first: int = 0) -> list[Config]:
     number (its seed), R for the replacements of diverged ones (:func:`_complete`)."""
     P = run_replica_particles(cfg)
     seeds = replica_seeds(cfg.seed, first + cfg.error_replicas)[first:]
-    return [dataclasses.replace(cfg, P=P, seed=seed, paths=0, eig_steps=[],
-                                innovations=(None, None), error_replicas=0)
-            for seed in seeds]
+    return [cfg.companion(P, seed) for seed in seeds]
 
 
 def _replicas(cfgs: list[Config], input_scale: float,

@@ -280,7 +280,8 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
     :class:`~nfd._simulation._replay.StaticLockstep`); two-layer blocks have passes of their own and take one run
     only. The runs after the first are error replicas; so is the first when
     ``replica``."""
-    if referencing():  # the run and its reference allocate together: their sum must fit
+    reference = referencing()  # nfd.reference_responses(): the last run is the reference
+    if reference:  # the run and its reference allocate together: their sum must fit
         ensure_fits(sum(_estimate(cfg)["total"] for cfg in cfgs), cfgs[0].device,
                     what="this run beside its nfd.reference_responses() reference",
                     advice="lower the reference's particles (or the run's)")
@@ -290,7 +291,7 @@ def start_group(cfgs: list[Config], input_scale: float, replica: bool = False) -
             raise ValueError(f"{cfgs[0].block} blocks run one run at a time")
         return Group(states, Solo(states[0].model))
     engine = StaticLockstep if replaying() else Lockstep  # nfd.graph_replay()
-    if referencing():  # nfd.reference_responses(): the last run is the reference
+    if reference:
         engine = ReferenceLockstep
     return Group(states, engine([s.model for s in states]))
 
