@@ -28,14 +28,25 @@ reference system of ``--reference-particles`` particles (8 P by default) with on
 fixed seed (:data:`REFERENCE_SEED`) instead of the run's own Stein estimates
 (``nfd.reference_responses``; ``--reference-responses forward`` or ``backward``: only
 those): its variance against the i.i.d. runs' is the share of the variance that the
-Stein estimates' noise (of those responses) does not make.
+Stein estimates' noise (of those responses) does not make. ``linear``: a control
+variate with a known mean, the i.i.d. runs less, output by output, the same seeds'
+runs of the linear network (``activation="identity"``, the same draws: the particles,
+innovations and probe normals come from the seed alone) less its exact limit
+(``nfd.linear_limit``), with coefficient 1 (its mean moves by the linear runs'
+finite-P bias, their mean less the exact limit, which the shift columns show). The
+row also prints, as "best β", the ratio with the per-output least-squares
+coefficient fitted on the same seeds (in-sample, so optimistic: a bound, not an
+estimator). Its seconds per run are the linear network's, which the estimator adds
+to every run. A linear network that diverges in the setting is reported as such,
+without a row.
 
 Settings: ``quickstart`` (``_common.quickstart_task``: relu, L = 8, K = 64 of batch 2,
 32 probes, η_c = 0.4) and ``digits10`` (``_common.digits10_task``: ten classes, L = 8,
 K = 60 of batch 8, 64 probes).
 
     python benchmarks/bench_particle_init.py [--setting quickstart] [--backward coupled]
-        [--particles 4096] [--seeds 24] [--variants sobol whitened antithetic reference]
+        [--particles 4096] [--seeds 24]
+        [--variants sobol whitened antithetic reference linear]
         [--reference-particles 32768] [--reference-responses both] [--quick]
 
 ``--quick``: K = 8, P = 256, 4 seeds (that it runs, not numbers). Measured (one thread,
@@ -107,6 +118,22 @@ def runs(X, y, probes, opts, P: int, seeds: int, backward: str, variant: str,
     return np.stack(out)
 
 
+def linear_control(X, y, probes, opts, P: int, seeds: int, backward: str,
+                   base: np.ndarray) -> tuple[np.ndarray, float]:
+    """The i.i.d. runs ``base`` (seed, outputs) less the control variate of the
+    ``linear`` variant (module docstring), and the ratio of variances that the
+    in-sample best coefficient per output would give."""
+    ident = runs(X, y, probes, {**opts, "activation": "identity"}, P, seeds, backward, "iid")
+    exact = outputs(nfd.linear_limit(
+        X, y, depth=L, backward=backward, record=nfd.Record(probes=probes),
+        **{k: v for k, v in opts.items() if k != "activation"}))
+    c = ident - exact
+    dc, db = c - c.mean(0), base - base.mean(0)
+    beta = (dc * db).sum(0) / (dc ** 2).sum(0)
+    best = (base - beta * c).var(0, ddof=1).mean() / base.var(0, ddof=1).mean()
+    return base - c, float(best)
+
+
 def compare(a: np.ndarray, base: np.ndarray, draws: int = 1000) -> dict:
     """The variance ratio of ``a`` to ``base`` (seed, outputs; row s of both from seed
     s) with its paired bootstrap interval, the debiased shift and its noise, and the
@@ -135,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--particles", type=int, default=4096)
     ap.add_argument("--seeds", type=int, default=24)
     ap.add_argument("--variants", nargs="+", default=["sobol", "whitened", "antithetic"],
-                    choices=("sobol", "whitened", "antithetic", "reference"))
+                    choices=("sobol", "whitened", "antithetic", "reference", "linear"))
     ap.add_argument("--reference-particles", type=int, default=0,
                     help="the reference system's particles (default 8 × --particles)")
     ap.add_argument("--reference-responses", choices=("both", "forward", "backward"),
@@ -163,13 +190,22 @@ def main(argv: list[str] | None = None) -> None:
         if ref not in base:
             base[ref] = runs(X, y, probes, opts, P, S, args.backward, ref)
         start = time.perf_counter()
-        a = runs(X, y, probes, opts, P, S, args.backward, variant, reference)
+        if variant == "linear":
+            try:
+                a, best = linear_control(X, y, probes, opts, P, S, args.backward, base[ref])
+            except FloatingPointError as err:
+                print(f"| linear | the linear network diverged: {err} |")
+                continue
+        else:
+            a = runs(X, y, probes, opts, P, S, args.backward, variant, reference)
         seconds = (time.perf_counter() - start) / S
         c = compare(a, base[ref])
         lo, hi = c["interval"]
         name = variant
         if variant == "reference":
             name = f"reference ({reference[0]}, {reference[1]})"
+        elif variant == "linear":
+            name = f"linear (best β {best:.2f})"
         print(f"| {name} | {a.var(0, ddof=1).mean():.3g} | "
               f"{base[ref].var(0, ddof=1).mean():.3g} | {c['ratio']:.2f} [{lo:.2f}, {hi:.2f}] | "
               f"{c['shift']:+.2g} | {c['noise']:.2g} | {c['rms_t']:.2f} | {seconds:.1f} |",

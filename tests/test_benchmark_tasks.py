@@ -99,12 +99,15 @@ def test_adam_dtype_benchmark_runs_and_reports_each_dtype(bench, capsys):
 def test_particle_init_benchmark_runs_each_variant(bench, capsys):
     # bench_particle_init.py --quick (issue 54, item 2): a row per variant, against
     # i.i.d. runs of the same seeds, with finite statistics; antithetic innovations
-    # are exact pairs ξ, −ξ; the reference ablation (nfd.reference_responses) at 8 P
+    # are exact pairs ξ, −ξ; the reference ablation (nfd.reference_responses) at 8 P;
+    # the linear control variate, with its in-sample bound
     module = bench("bench_particle_init")
-    module.main(["--quick", "--variants", "sobol", "whitened", "antithetic", "reference"])
+    module.main(["--quick", "--variants", "sobol", "whitened", "antithetic", "reference",
+                 "linear"])
     rows = [line for line in capsys.readouterr().out.splitlines()
-            if line.startswith(("| sobol", "| whitened", "| antithetic", "| reference (2048, both)"))]
-    assert len(rows) == 4 and not any("nan" in row for row in rows)
+            if line.startswith(("| sobol", "| whitened", "| antithetic", "| reference (2048, both)",
+                                 "| linear (best β"))]
+    assert len(rows) == 5 and not any("nan" in row for row in rows)
     fwd, bwd = module.antithetic_innovations((2, 3, 8), 0, paired=True)
     assert torch.equal(fwd[..., 4:], -fwd[..., :4]) and torch.equal(bwd[..., 4:], -bwd[..., :4])
     assert not torch.equal(fwd[..., :4], bwd[..., :4])
