@@ -13,9 +13,12 @@ over seeds, not from the count of outputs). 1 means the reported errors are righ
 above 1, too narrow (or a finite-P bias of P above its error); below 1, too wide.
 It does the same over the outputs after at least 0.6·K updates (the last two fifths of
 training), where the inflation ρ̂ (``f_se_inflation``) is largest, and prints ρ̂'s
-mean there. The two reference runs are compared the same way. A seed whose run
-diverges, or whose errors are NaN because an error replica diverged, is counted and
-left out; a reference that does either stops the example with a message. Replicas
+mean there. The two reference runs are compared the same way. Then the same against
+the seeds' own mean instead of the reference (the spread alone, without a finite-P
+bias: tests/test_errors.py's rule), and with each run's inflation replaced by the
+seeds' pooled one (what is left without the noise of each run's own ρ̂). A seed whose
+run diverges, or whose errors are NaN because an error replica diverged, is counted
+and left out; a reference that does either stops the example with a message. Replicas
 that diverged and were replaced by fresh ones (``attrs["error_replicas_replaced"]``)
 are counted over the seeds kept.
 
@@ -41,7 +44,12 @@ seeds: none diverged or lost its errors, ρ̂ averaged 2.4 over the last two fif
 and mean z² was 1.10 [0.88, 1.32] for f and 1.14 [0.89, 1.39] for probe_f; with
 ``--eta-c 0.3``, where ρ̂ averages 4.0–4.1 there, one replica of 32 diverged and
 was replaced by a fresh one, and the 16 seeds gave 1.10 [0.95, 1.25] (f), 1.29
-[0.98, 1.60] over the last two fifths.
+[0.98, 1.60] over the last two fifths. Those had replicas of 4·K·B = 1920, too small
+there: over 48 seeds at η_c = 0.3 they gave 1.20 [1.01, 1.40] late against the
+seeds' own mean, and replicas of 8·K·B = 3840 (the floor now) 1.10 [0.91, 1.29];
+against the reference 1.09 [0.97, 1.21] (f) and 1.27 [1.07, 1.47] late, since the
+runs' mean sat a finite-P bias of about a third of an error from it (docs/guide/
+first_study.md, "Error bars").
 
 Usage::
 
@@ -76,6 +84,25 @@ def _mean_z2(runs, ref, var: str, late: bool = False) -> np.ndarray:
     part = _late(ref[0], var) if late else slice(1, None)
     return np.array([np.mean(((r[var].values - q_ref) ** 2
                               / (r[f"{var}_se"].values ** 2 + se_ref2))[part]) for r in runs])
+
+
+def _seed_z2(runs, var: str, late: bool = False, pooled: bool = False) -> np.ndarray:
+    """Per run, the mean of z² against the seeds' own mean instead of the reference,
+    z² = (q_s − q̄)² / s.e.²_s · S/(S − 1) (the factor makes E[z²] = 1 when s.e. is
+    the true error; tests/test_errors.py's rule), over the outputs of
+    :func:`_mean_z2`: the reported errors against the spread alone, without a
+    finite-P bias. ``pooled``: each run's error with the inflation pooled over the
+    seeds, s.e._s / ρ̂_s · √(mean over seeds of ρ̂²), output by output: what is left
+    when the noise of each run's own ρ̂ is taken out (a noisy ρ̂ makes z² larger on
+    average, E[ρ²/ρ̂²] > 1)."""
+    q = np.stack([r[var].values for r in runs])
+    se = np.stack([r[f"{var}_se"].values for r in runs])
+    if pooled:
+        rho = np.stack([r[f"{var}_se_inflation"].values for r in runs])
+        se = se / rho * np.sqrt((rho ** 2).mean(0))
+    part = _late(runs[0], var) if late else slice(1, None)
+    S = len(runs)
+    return (((q - q.mean(0)) / se) ** 2)[:, part].reshape(S, -1).mean(1) * S / (S - 1)
 
 
 def _late(ds, var: str) -> np.ndarray:
@@ -177,6 +204,11 @@ def main(argv: list[str] | None = None) -> None:
               f"{np.array2string(m, precision=2)}); reference pair {pair:.2f}")
         print(f"  {'':8s} last two fifths: mean z² {_interval(late)}, mean inflation "
               f"{rho:.2f}")
+        own = [_interval(_seed_z2(runs, var, late=t)) for t in (False, True)]
+        pooled = [_interval(_seed_z2(runs, var, late=t, pooled=True)) for t in (False, True)]
+        print(f"  {'':8s} against the seeds' own mean: mean z² {own[0]}, last two fifths "
+              f"{own[1]}; with the inflation pooled over the seeds {pooled[0]}, "
+              f"{pooled[1]}")
 
 
 if __name__ == "__main__":

@@ -202,7 +202,7 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     assert "2 of 5 seeds" in printed and "(2 diverged, 1 without errors" in printed
     assert "2 diverged and were replaced, in 1 of these runs" in printed
     lines = [line for line in printed.splitlines() if "mean z²" in line]
-    assert len(lines) == 4 and "nan" not in printed.lower()
+    assert len(lines) == 6 and "nan" not in printed.lower()
 
 
 def test_error_calibration_statistics():
@@ -241,6 +241,17 @@ def test_error_calibration_statistics():
             data=np.repeat([[1.0], [1.0], [1.0], [2.0]], 3, 1))
     assert example._late_inflation(seeds, "f") == 3
     assert example._late_inflation(seeds, "probe_f") == 2
+    # against the seeds' own mean: runs +1 and −1 (mean 0) with errors 1 and 3 and
+    # inflations 1 and 3 (per-particle errors 1): z² · S/(S − 1) = 2 and 2/9 with their
+    # own errors; with the inflation pooled, √((1 + 9)/2) = √5 for both, 2/5 each
+    pair = [run(np.ones(K), np.ones(4)), run(-np.ones(K), -np.ones(4), se_f=3.0, se_p=3.0)]
+    for r, rho in zip(pair, (1.0, 3.0)):
+        r["f_se_inflation"] = r["f_se"] * 0 + rho
+        r["probe_f_se_inflation"] = r["probe_f_se"] * 0 + rho
+    for var in ("f", "probe_f"):
+        for late in (False, True):
+            assert np.allclose(example._seed_z2(pair, var, late=late), [2, 2 / 9])
+            assert np.allclose(example._seed_z2(pair, var, late=late, pooled=True), [0.4, 0.4])
     m = np.array([0.8, 1.1, 0.9, 1.3])
     half = stats.t.ppf(0.975, 3) * m.std(ddof=1) / 2
     assert example._interval(m) == f"{m.mean():.2f} [{m.mean() - half:.2f}, {m.mean() + half:.2f}]"
