@@ -302,7 +302,7 @@ def simulate(
         Brownian paths across depths: see :func:`nfd.coarsen_innovations`.
     error_replicas : int
         R, the number of independent replica runs (own seeds, own mean field of
-        P/8 particles, at least 512 and, coupled, at least 4·K·B, at most P) from
+        P/8 particles, at least 512 and, coupled, at least 8·K·B, at most P) from
         which the standard errors ``f_se`` and ``probe_f_se`` take the particles'
         interaction into account (``nfd._simulation._errors``): the error of a particle
         mean is not its per-particle spread / √P, because every particle moves with
