@@ -252,6 +252,17 @@ def test_error_calibration_statistics():
         for late in (False, True):
             assert np.allclose(example._seed_z2(pair, var, late=late), [2, 2 / 9])
             assert np.allclose(example._seed_z2(pair, var, late=late, pooled=True), [0.4, 0.4])
+    # the seeds k·c (c = 1, 2; errors 1): the mean is taken output by output (1.5·k),
+    # deviations ±k/2, z² · 2 = k²/2, over steps ≥ 1 or the late ones (probe step 10
+    # only); their inflations are equal across the seeds output by output, so pooling
+    # them changes nothing
+    for var, s in (("f", steps), ("probe_f", probe_steps.astype(float))):
+        late = s >= 0.6 * K
+        for pooled in (False, True):
+            assert np.allclose(example._seed_z2(seeds, var, pooled=pooled),
+                               np.mean(s[1:] ** 2) / 2)
+            assert np.allclose(example._seed_z2(seeds, var, late=True, pooled=pooled),
+                               np.mean(s[late] ** 2) / 2)
     m = np.array([0.8, 1.1, 0.9, 1.3])
     half = stats.t.ppf(0.975, 3) * m.std(ddof=1) / 2
     assert example._interval(m) == f"{m.mean():.2f} [{m.mean() - half:.2f}, {m.mean() + half:.2f}]"
