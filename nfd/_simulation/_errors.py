@@ -95,8 +95,8 @@ REPLICA_MIN_PARTICLES = 512
 #: were calibrated.) The floor was 4 until the same digits at P = 8192, where the
 #: interaction amplifies more, showed the drift of ρ with the run size (48 seeds per
 #: row, the same main runs in each row of an η_c, ``examples/error_calibration.py``;
-#: mean z² against the seeds' own mean, tests/test_errors.py's rule, over all outputs
-#: and over the last two fifths of the steps; ρ̂ the late mean):
+#: mean z² of f against the seeds' own mean, tests/test_errors.py's rule, over all
+#: outputs and over the last two fifths of the steps; ρ̂ the late mean):
 #:
 #: ====  ================  =====  =================  =================
 #: η_c   replicas          ρ̂      all outputs        last two fifths
@@ -110,7 +110,11 @@ REPLICA_MIN_PARTICLES = 512
 #: ====  ================  =====  =================  =================
 #:
 #: The smaller replicas saw a smaller ρ (4.26 against 4.51 late at η_c = 0.3), and the
-#: errors came out narrow by that ratio. 8·K·B costs +27% per run there (14 s against
+#: errors came out narrow by about that ratio: late z² of 4·K·B alone excludes 1 at
+#: both η_c. Paired on the same main runs and seeds (both η_c together: a seed's
+#: draws are shared), the difference is not resolved on its own: ρ̂ of 4·K·B less
+#: that of 8·K·B −5% [−11%, +1%] late, late z² +0.12 [−0.02, 0.27] (f); so 8·K·B
+#: is a precaution at that level of evidence. 8·K·B costs +27% per run there (14 s against
 #: 11 s, one thread) and +8% in the quickstart setting at P = 2048–4096 (K·B = 128:
 #: replicas of 1024 instead of 512); replicas of the run's size would cost +80%.
 REPLICA_MIN_PER_TRAJECTORY = 8
@@ -163,9 +167,15 @@ WINDOW_MIN_OUTPUTS = 32
 #:   the reference 1.09 [0.97, 1.21] for f and 1.27 [1.07, 1.47] late (probe_f 1.13
 #:   [0.99, 1.27] and 1.31 [1.11, 1.52]). The errors matched the seeds' own spread
 #:   (1.02 [0.90, 1.14] against their mean), but the runs sat a debiased bias² of
-#:   0.10–0.16 of their squared error from the reference's mean (0.15–0.22 if the reference's
-#:   own errors are taken as reported; its two runs differed by mean z² 1.39, 1.73
-#:   late), a finite-P bias that no error bar of Monte Carlo spread holds.
+#:   0.10–0.16 of their squared error from the reference's mean (the product of the
+#:   two reference runs' deviations, which does not use their errors; 0.15–0.22 if
+#:   the reference's own errors are taken as reported; its two runs differed by mean
+#:   z² 1.39 over all outputs, 1.73 late): a finite-P bias, which no error bar of
+#:   Monte Carlo spread holds, suggested but not resolved. A run's outputs are
+#:   strongly correlated (the deviations of two independent seeds correlate by up to
+#:   0.5 at the 95th percentile over pairs of the 48), so the reference's own error
+#:   leaves a noise of 0.08–0.10 on that bias², and its two runs' deviations from the
+#:   seeds' mean correlated by 0.30–0.37, which 13–17% of pairs of seeds exceed.
 #: - The decoupled limit at η_c = 0.2, P = 4096 (replicas of 512), 24 seeds: ρ̂
 #:   averaged 1.0–1.5, and the errors held, 1.03 [0.92, 1.13] (×0.8 and ×1.25
 #:   rejected). The strong amplification above is the coupled limit's, through its
@@ -354,7 +364,7 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
     """``RuntimeWarning`` when an inflation exceeds :data:`INFLATION_WARN`: the
     particles' interaction then amplifies the Monte Carlo noise several times, where
     the replicas' errors matched the seeds' spread only up to a late average of about
-    4.5, and a finite-P bias outside every error bar was resolved there (the
+    4.5, and where a finite-P bias of about a third of an error was suggested (the
     measurements are at :data:`INFLATION_WARN`). The message gives the run's largest
     and mean inflation, to set beside those averages."""
     values = np.concatenate([np.ravel(r) for r in rho])
@@ -365,9 +375,10 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
                   f"{np.nanmean(values):.3g} on average (f_se_inflation). On ten-class "
                   "digits (K*B = 480, P = 8192, 48 seeds) the reported errors matched "
                   "the seeds' spread where the inflation averaged up to 4.5 late in "
-                  "training (single runs peaked at up to 6.4), but there the finite-P "
-                  "bias was about a third of an error, so against the P -> infinity "
-                  "answer they were up to 13% narrow late in training; beyond that "
+                  "training (single runs peaked at up to 6.4), but against a run of 4 "
+                  "times the particles they were up to 13-14% narrow late in training "
+                  "(a finite-P bias of about a third of an error, not resolved); "
+                  "beyond that "
                   "their calibration is not established: compare independent seeds "
                   "and a run of several times the particles "
                   "(examples/error_calibration.py), raise particles, or lower eta_c",
