@@ -234,7 +234,7 @@ def error_cost(dev: str, s: int, reps: int) -> None:
     print(f"standard errors at P={P}, L={L}, K={K}: error_replicas={ERROR_REPLICAS} "
           "against 0:")
     for m in MODES:
-        # the replicas' size depends on the mode and on K·B (coupled: at least 4·K·B)
+        # the replicas' size depends on the mode and on K·B (coupled: at least 8·K·B)
         size = nfd.simulate(X, y, eta_c=ETA_C, depth=1, record=nfd.Record(eig_steps=[]),
                             particles=P, backward=m, progress=False).attrs["error_replica_particles"]
         print(f"  {m}: replicas of {size} particles")
