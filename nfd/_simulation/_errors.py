@@ -116,7 +116,10 @@ REPLICA_MIN_PARTICLES = 512
 #: that of 8·K·B −5% [−11%, +1%] late, late z² +0.12 [−0.02, 0.27] (f); so 8·K·B
 #: is a precaution at that level of evidence. 8·K·B costs +27% per run there (14 s against
 #: 11 s, one thread) and +8% in the quickstart setting at P = 2048–4096 (K·B = 128:
-#: replicas of 1024 instead of 512); replicas of the run's size would cost +80%.
+#: replicas of 1024 instead of 512); replicas of the run's size would cost +80%. At
+#: P = 4096, L = 64, K = 200 of batch 1 (replicas of 1600 instead of 800) two
+#: replicas cost +103% of the run instead of +72% (``benchmarks/bench_simulate.py
+#: --errors-only``, 2 threads, both in one session).
 REPLICA_MIN_PER_TRAJECTORY = 8
 #: The inflation is pooled over windows of at most this many training trajectories
 #: (:func:`windows`): it changes with the history's size k·B, at B ≥ 2 as fast per

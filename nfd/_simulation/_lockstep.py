@@ -7,7 +7,8 @@ dispatch. An error replica of P/8 particles paid all of those again after its ru
 at P = 4096, L = 64, K = 200 two replicas cost +136% (coupled) and +113% (decoupled)
 of the run, and +78% and +89% in lockstep (``benchmarks/bench_simulate.py
 --errors-only``, both in one session; coupled replicas of 800 = 4·K·B, the floor
-then). Every replica sees the same training stream,
+then: +72% again on 2026-11-29, and +103% with today's 1600 = 8·K·B). Every
+replica sees the same training stream,
 so its history has as many rows as the run's at every layer-step; here each keeps its
 own particles, history and streams (:class:`Model`), and the small algebra is made
 once for all of them: the drivers of the group are a :class:`sde.DriverGroup`, and
