@@ -1,11 +1,11 @@
 """Are ``nfd.simulate``'s error bars calibrated in a given setting? Seeds against a reference.
 
-Runs the coupled limit S times with independent seeds at P particles and twice at a
-reference P_ref ≫ P, on one training stream, and prints, for f (every trained step,
+Runs the coupled limit S times with independent seeds at P particles and R times
+(``--references``, 2 by default) at a reference P_ref ≫ P, on one training stream, and prints, for f (every trained step,
 sample and class) and for probe_f (every evaluation after step 0), the mean over
 outputs of
 
-    z² = (q_s − q_ref)² / (s.e.²_s + s.e.²_ref),   q_ref the mean of the two reference runs,
+    z² = (q_s − q_ref)² / (s.e.²_s + s.e.²_ref),   q_ref the mean of the reference runs,
 
 per seed, then its mean over the S seeds with a 95% t interval (the seeds are
 independent; the outputs of one seed are not, so the interval comes from the spread
@@ -13,7 +13,7 @@ over seeds, not from the count of outputs). 1 means the reported errors are righ
 above 1, too narrow (or a finite-P bias of P above its error); below 1, too wide.
 It does the same over the outputs after at least 0.6·K updates (the last two fifths of
 training), where the inflation ρ̂ (``f_se_inflation``) is largest, and prints ρ̂'s
-mean there. The two reference runs are compared the same way. Then the same against
+mean there. The first reference run is compared with the others' mean the same way. Then the same against
 the seeds' own mean instead of the reference (the spread alone, without a finite-P
 bias: tests/test_errors.py's rule), and with each run's inflation replaced by the
 seeds' pooled one (what is left without the noise of each run's own ρ̂). A seed whose
@@ -55,8 +55,8 @@ its own error is not in the t intervals over seeds of the comparison with it.
 Usage::
 
     python examples/error_calibration.py [--seeds S] [--particles P] [--reference P_ref]
-                                         [--eta-c ETA] [--steps K] [--batch B]
-                                         [--depth L] [--device cuda]
+                                         [--references R] [--eta-c ETA] [--steps K]
+                                         [--batch B] [--depth L] [--device cuda]
 """
 
 from __future__ import annotations
@@ -137,10 +137,10 @@ def _run(X, y, particles: int, seed: int, kw) -> tuple[object, str]:
 
 
 def _references(X, y, args, kw) -> list:
-    """The two reference runs; exits with a message when one diverges or loses its
-    errors (every z² would be NaN)."""
+    """The ``--references`` reference runs (seeds 1000, 1001, …); exits with a message
+    when one diverges or loses its errors (every z² would be NaN)."""
     ref = []
-    for r in range(2):
+    for r in range(args.references):
         ds, why = _run(X, y, args.reference, 1000 + r, kw)
         if why:
             sys.exit(f"reference run {r}: {why} (with no errors, an error replica "
@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=16)
     ap.add_argument("--particles", type=int, default=4096)
     ap.add_argument("--reference", type=int, default=32768)
+    ap.add_argument("--references", type=int, default=2,
+                    help="reference runs (at least 2); from 3 on, their own errors are "
+                         "checked against their spread too")
     ap.add_argument("--eta-c", type=float, default=0.1, help="the schedule's peak")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--batch", type=int, default=8)
@@ -177,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.error("--seeds must be at least 2: the interval comes from the spread over seeds")
+    if args.references < 2:
+        ap.error("--references must be at least 2: the reference pair checks each other")
     K, B = args.steps, args.batch
     X, y = load_digits(None, target="label", n_samples=K * B + 64, fit_samples=K * B)
     kw = dict(depth=args.depth, activation="relu", loss="cross_entropy", classes=10,
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw)
     print(f"P = {args.particles}, eta_c = {args.eta_c}, K·B = {K * B}, particle_init = "
           f"{args.particle_init}: {len(runs)} of "
-          f"{args.seeds} seeds against 2 runs at P = {args.reference} ({diverged} diverged, "
+          f"{args.seeds} seeds against {len(ref)} runs at P = {args.reference} ({diverged} diverged, "
           f"{no_errors} without errors: an error replica diverged)")
     if len(runs) < 2:
         return
@@ -200,9 +205,10 @@ def main(argv: list[str] | None = None) -> None:
     for var in ("f", "probe_f"):
         m, late = _mean_z2(runs, ref, var), _mean_z2(runs, ref, var, late=True)
         rho = _late_inflation(runs, var)
-        pair = _mean_z2(ref[:1], ref[1:], var)[0]  # (q0 − q1)²/(se0² + se1²)
+        pair = _mean_z2(ref[:1], ref[1:], var)[0]  # run 0 against the others' mean
         print(f"  {var:8s} mean z² {_interval(m)} over seeds (per seed: "
-              f"{np.array2string(m, precision=2)}); reference pair {pair:.2f}")
+              f"{np.array2string(m, precision=2)}); reference run 0 against the "
+              f"others {pair:.2f}")
         print(f"  {'':8s} last two fifths: mean z² {_interval(late)}, mean inflation "
               f"{rho:.2f}")
         own = [_interval(_seed_z2(runs, var, late=t)) for t in (False, True)]
@@ -210,6 +216,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {'':8s} against the seeds' own mean: mean z² {own[0]}, last two fifths "
               f"{own[1]}; with the inflation pooled over the seeds {pooled[0]}, "
               f"{pooled[1]}")
+        if len(ref) > 2:  # the reference's own errors against its runs' spread
+            own_ref = [_interval(_seed_z2(ref, var, late=t)) for t in (False, True)]
+            print(f"  {'':8s} the reference runs against their own mean: mean z² "
+                  f"{own_ref[0]}, last two fifths {own_ref[1]}")
 
 
 if __name__ == "__main__":

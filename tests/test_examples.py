@@ -196,13 +196,16 @@ def test_error_calibration_leaves_out_seeds_without_errors(capsys, monkeypatch):
     monkeypatch.setattr(example.nfd, "warmup_cosine", schedule)
     example.main(["--seeds", "5", "--particles", "256", "--reference", "512", "--steps",
                   "6", "--batch", "2", "--depth", "2", "--eta-c", "0.05",
-                  "--particle-init", "sobol"])
+                  "--particle-init", "sobol", "--references", "3"])
     printed = capsys.readouterr().out
     assert peaks == [0.05] and "eta_c = 0.05" in printed and inits == {"sobol"}
-    assert "2 of 5 seeds" in printed and "(2 diverged, 1 without errors" in printed
+    assert "2 of 5 seeds against 3 runs" in printed and "(2 diverged, 1 without errors" in printed
     assert "2 diverged and were replaced, in 1 of these runs" in printed
     lines = [line for line in printed.splitlines() if "mean z²" in line]
-    assert len(lines) == 6 and "nan" not in printed.lower()
+    assert len(lines) == 8 and "nan" not in printed.lower()
+    assert sum("reference runs against their own mean" in line for line in lines) == 2
+    with pytest.raises(SystemExit):  # a single reference cannot check itself
+        example.main(["--references", "1"])
 
 
 def test_error_calibration_statistics():
