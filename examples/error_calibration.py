@@ -47,10 +47,11 @@ was replaced by a fresh one, and the 16 seeds gave 1.10 [0.95, 1.25] (f), 1.29
 [0.98, 1.60] over the last two fifths. Those had replicas of 4·K·B = 1920, too small
 there: over 48 seeds at η_c = 0.3 they gave 1.20 [1.01, 1.40] late against the
 seeds' own mean, and replicas of 8·K·B = 3840 (the floor now) 1.10 [0.91, 1.29];
-against the reference 1.09 [0.97, 1.21] (f) and 1.27 [1.07, 1.47] late, where the
-runs' mean sat about a third of an error from it, a finite-P bias suggested but not
-resolved (docs/guide/first_study.md, "Error bars"). Since the reference is shared,
-its own error is not in the t intervals over seeds of the comparison with it.
+against the two reference runs 1.09 [0.97, 1.21] (f) and 1.27 [1.07, 1.47] late,
+and against 32 (``--references 32``) 1.08 [0.95, 1.21] and 1.22 [1.01, 1.43]: the
+runs' mean sat about a third of an error from the references', a finite-P bias
+(docs/guide/first_study.md, "Error bars"). Since the reference is shared, its own
+error is not in the t intervals over seeds of the comparison with it.
 
 Usage::
 

@@ -166,19 +166,18 @@ WINDOW_MIN_OUTPUTS = 32
 #:   own spread): at η_c = 0.2, ρ̂ averaged 2.7 late (single runs peaked at 2.0–5.4),
 #:   and against the reference the errors held, 0.99 [0.89, 1.09] for f and
 #:   1.06 [0.91, 1.21] over the last two fifths, with no bias resolved. At η_c = 0.3,
-#:   ρ̂ averaged 4.3–4.5 late (peaks 3.0–6.4), no run or replica diverged, and against
-#:   the reference 1.09 [0.97, 1.21] for f and 1.27 [1.07, 1.47] late (probe_f 1.13
-#:   [0.99, 1.27] and 1.31 [1.11, 1.52]). The errors matched the seeds' own spread
-#:   (1.02 [0.90, 1.14] against their mean), but the runs sat a debiased bias² of
-#:   0.10–0.16 of their squared error from the reference's mean (the product of the
-#:   two reference runs' deviations, which does not use their errors; 0.15–0.22 if
-#:   the reference's own errors are taken as reported; its two runs differed by mean
-#:   z² 1.39 over all outputs, 1.73 late): a finite-P bias, which no error bar of
-#:   Monte Carlo spread holds, suggested but not resolved. A run's outputs are
-#:   strongly correlated (the deviations of two independent seeds correlate by up to
-#:   0.5 at the 95th percentile over pairs of the 48), so the reference's own error
-#:   leaves a noise of 0.08–0.10 on that bias², and its two runs' deviations from the
-#:   seeds' mean correlated by 0.30–0.37, which 13–17% of pairs of seeds exceed.
+#:   ρ̂ averaged 4.3–4.5 late (peaks 3.0–6.4), no run or replica diverged, and the
+#:   errors matched the seeds' own spread (1.02 [0.90, 1.14] against their mean).
+#:   Against 32 reference runs of P = 32 768 (``--references 32``) they gave 1.08
+#:   [0.95, 1.21] for f and 1.22 [1.01, 1.43] over the last two fifths (probe_f 1.10
+#:   [0.96, 1.23] and 1.23 [1.02, 1.44]): the seeds' mean sat a debiased bias² of
+#:   0.09–0.12 of their squared error from the references' (the references' own
+#:   spread subtracted; a bootstrap over seeds and reference runs puts it at
+#:   0.06–0.25), a finite-P bias of about a third of an error at P = 8192, which no
+#:   error bar of Monte Carlo spread holds (with the first two reference runs alone it
+#:   read 0.10–0.16). The reference runs themselves (replicas of P/8 = 4096, ρ̂ 4.4–4.6
+#:   late) against their own spread: 1.08 [0.90, 1.27] for f, 1.25 [0.94, 1.57] late:
+#:   not resolved, but the same direction as replicas of 4·K·B at P = 8192.
 #: - The decoupled limit at η_c = 0.2, P = 4096 (replicas of 512), 24 seeds: ρ̂
 #:   averaged 1.0–1.5, and the errors held, 1.03 [0.92, 1.13] (×0.8 and ×1.25
 #:   rejected). The strong amplification above is the coupled limit's, through its
@@ -367,8 +366,8 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
     """``RuntimeWarning`` when an inflation exceeds :data:`INFLATION_WARN`: the
     particles' interaction then amplifies the Monte Carlo noise several times, where
     the replicas' errors matched the seeds' spread only up to a late average of about
-    4.5, and where a finite-P bias of about a third of an error was suggested (the
-    measurements are at :data:`INFLATION_WARN`). The message gives the run's largest
+    4.5, and where a finite-P bias of about a third of an error stood outside them
+    (the measurements are at :data:`INFLATION_WARN`). The message gives the run's largest
     and mean inflation, to set beside those averages."""
     values = np.concatenate([np.ravel(r) for r in rho])
     if not np.isfinite(values).any() or np.nanmax(values) <= INFLATION_WARN:
@@ -378,11 +377,10 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
                   f"{np.nanmean(values):.3g} on average (f_se_inflation). On ten-class "
                   "digits (K*B = 480, P = 8192, 48 seeds) the reported errors matched "
                   "the seeds' spread where the inflation averaged up to 4.5 late in "
-                  "training (single runs peaked at up to 6.4), but against a run of 4 "
-                  "times the particles they were up to 13-14% narrow late in training "
-                  "(a finite-P bias of about a third of an error, not resolved); "
-                  "beyond that "
-                  "their calibration is not established: compare independent seeds "
+                  "training (single runs peaked at up to 6.4), but against 32 runs of 4 "
+                  "times the particles they were about 10% narrow late in training (a "
+                  "finite-P bias of about a third of an error); beyond that their "
+                  "calibration is not established: compare independent seeds "
                   "and a run of several times the particles "
                   "(examples/error_calibration.py), raise particles, or lower eta_c",
                   RuntimeWarning, stacklevel=5)
