@@ -1,9 +1,9 @@
 """Are ``nfd.simulate``'s error bars calibrated in a given setting? Seeds against a reference.
 
 Runs the coupled limit S times with independent seeds at P particles and R times
-(``--references``, 2 by default) at a reference P_ref ≫ P, on one training stream, and prints, for f (every trained step,
-sample and class) and for probe_f (every evaluation after step 0), the mean over
-outputs of
+(``--references``, 2 by default) at a reference P_ref ≫ P, on one training stream,
+and prints, for f (every trained step, sample and class) and for probe_f (every
+evaluation after step 0), the mean over outputs of
 
     z² = (q_s − q_ref)² / (s.e.²_s + s.e.²_ref),   q_ref the mean of the reference runs,
 
@@ -13,14 +13,14 @@ over seeds, not from the count of outputs). 1 means the reported errors are righ
 above 1, too narrow (or a finite-P bias of P above its error); below 1, too wide.
 It does the same over the outputs after at least 0.6·K updates (the last two fifths of
 training), where the inflation ρ̂ (``f_se_inflation``) is largest, and prints ρ̂'s
-mean there. The first reference run is compared with the others' mean the same way. Then the same against
-the seeds' own mean instead of the reference (the spread alone, without a finite-P
-bias: tests/test_errors.py's rule), and with each run's inflation replaced by the
-seeds' pooled one (what is left without the noise of each run's own ρ̂). A seed whose
-run diverges, or whose errors are NaN because an error replica diverged, is counted
-and left out; a reference that does either stops the example with a message. Replicas
-that diverged and were replaced by fresh ones (``attrs["error_replicas_replaced"]``)
-are counted over the seeds kept.
+mean there. The first reference run is compared with the others' mean the same way.
+Then the same against the seeds' own mean instead of the reference (the spread
+alone, without a finite-P bias: tests/test_errors.py's rule), and with each run's
+inflation replaced by the seeds' pooled one (what is left without the noise of each
+run's own ρ̂). A seed whose run diverges, or whose errors are NaN because an error
+replica diverged, is counted and left out; a reference that does either stops the
+example with a message. Replicas that diverged and were replaced by fresh ones
+(``attrs["error_replicas_replaced"]``) are counted over the seeds kept.
 
 The setting is the coupled limit on all ten digit classes with softmax
 cross-entropy, relu and momentum 0.9 with a warm-up + cosine schedule to η_c (0.1);
@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw)
     print(f"P = {args.particles}, eta_c = {args.eta_c}, K·B = {K * B}, particle_init = "
           f"{args.particle_init}: {len(runs)} of "
-          f"{args.seeds} seeds against {len(ref)} runs at P = {args.reference} ({diverged} diverged, "
-          f"{no_errors} without errors: an error replica diverged)")
+          f"{args.seeds} seeds against {len(ref)} runs at P = {args.reference} "
+          f"({diverged} diverged, {no_errors} without errors: an error replica diverged)")
     if len(runs) < 2:
         return
     replaced = [ds.attrs["error_replicas_replaced"] for ds in runs]
