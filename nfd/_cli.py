@@ -158,7 +158,7 @@ def _check_keys(path: Path, cfg: dict) -> dict:
     tables = {table: dict(cfg.get(table, {})) for table in _TABLES}
     moved = sorted(set(tables["model"]) & set(_MOVED))
     if moved:
-        where = ", ".join(f"[model] {k} is [{_MOVED[k][0]}] {_MOVED[k][1]}" for k in moved)
+        where = ", ".join(f"[model] {k} is now [{_MOVED[k][0]}] {_MOVED[k][1]}" for k in moved)
         raise ValueError(f"{path}: {where} (nfd.simulate's optimizer, parametrization and "
                          "record; `nfd example-config` shows them)")
     for table, allowed in (("data", _DATA_KEYS), ("model", _MODEL_KEYS),

@@ -203,8 +203,8 @@ def test_toml_names_the_optimizer_by_name_or_type_and_refuses_moved_keys(tmp_pat
     path.write_text('[model]\neta_c = 0.1\n[optimizer]\ntype = "AdamW"\nweight_decay = 0.1\n')
     assert load_config(path)["optimizer"] == nfd.AdamW(weight_decay=0.1)
     for text, match in (
-            ('[model]\neta_c = 0.1\nmomentum = 0.9\n', r"\[model\] momentum is \[optimizer\]"),
-            ('[model]\neta_c = 0.1\nsteps = 4\n', r"\[model\] steps is \[model\] depth"),
+            ('[model]\neta_c = 0.1\nmomentum = 0.9\n', r"\[model\] momentum is now \[optimizer\]"),
+            ('[model]\neta_c = 0.1\nsteps = 4\n', r"\[model\] steps is now \[model\] depth"),
             ('[model]\neta_c = 0.1\n[optimizer]\nname = "adam"\nmomentum = 0.9\n',
              r"\['momentum'\] are not options of nfd.Adam"),
             ('[model]\neta_c = 0.1\n[parametrization]\nalpha = 1\n', "unknown parametrization"),
