@@ -127,6 +127,16 @@ def linear_control(X, y, probes, opts, P: int, seeds: int, backward: str,
     exact = outputs(nfd.linear_limit(
         X, y, depth=L, backward=backward, record=nfd.Record(probes=probes),
         **{k: v for k, v in opts.items() if k != "activation"}))
+    return control_variate(base, ident, exact)
+
+
+def control_variate(base: np.ndarray, ident: np.ndarray,
+                    exact: np.ndarray) -> tuple[np.ndarray, float]:
+    """``base`` (seed, outputs) less the control c = ``ident`` − ``exact`` (the linear
+    runs of the same seeds less their exact limit, whose mean is the linear runs'
+    finite-P bias only) with coefficient 1, and the variance ratio, averaged over the
+    outputs, that the in-sample best coefficient β = cov(c, base)/var(c) per output
+    would leave: Σ var(base − β c) / Σ var(base)."""
     c = ident - exact
     dc, db = c - c.mean(0), base - base.mean(0)
     beta = (dc * db).sum(0) / (dc ** 2).sum(0)

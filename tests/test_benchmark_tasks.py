@@ -113,6 +113,23 @@ def test_particle_init_benchmark_runs_each_variant(bench, capsys):
     assert not torch.equal(fwd[..., :4], bwd[..., :4])
 
 
+def test_linear_control_variate_subtracts_the_linear_runs_deviation(bench):
+    # bench_particle_init.control_variate on arrays of known parts (the variant's run
+    # above checks only that its row is finite): relu runs m + 2Z + e and linear runs
+    # x + Z, x their exact limit, leave m + Z + e with coefficient 1 (a flipped sign
+    # would leave m + 3Z + e); the best coefficient per output, 2, leaves about e's
+    # variance: the in-sample fit takes out e's share along Z too, a relative
+    # 1/(S − 1) ≈ 1.6% at S = 64 seeds on average, so within 10%
+    module = bench("bench_particle_init")
+    rng = np.random.default_rng(0)
+    Z, e = rng.normal(size=(64, 5)), 1e-3 * rng.normal(size=(64, 5))
+    m, x = rng.normal(size=5), rng.normal(size=5)
+    corrected, best = module.control_variate(m + 2 * Z + e, x + Z, x)
+    np.testing.assert_allclose(corrected, m + Z + e, rtol=0, atol=1e-12)
+    ratio = e.var(0, ddof=1).mean() / (2 * Z + e).var(0, ddof=1).mean()
+    assert best == pytest.approx(ratio, rel=0.1)
+
+
 def test_profiled_launches_counts_copies_not_views_as_the_dispatcher_hook_does(bench):
     # bench_simulate.profiled_launches (torch.profiler, which sees compiled code)
     # against an exact count and the dispatcher hook (_CountOps) it stands in for:
