@@ -149,6 +149,7 @@ def _committed() -> dict[int, str]:
 
 @pytest.fixture(scope="module")
 def fast_rebuild(tmp_path_factory) -> dict[int, str]:
+    pytest.importorskip("netCDF4")  # the studies' data files (the io extra)
     names = [n for n in FAST if (DOCS / f"{n}.nc").exists()]
     return rebuild(tmp_path_factory.mktemp("fast"), names)
 
@@ -172,6 +173,7 @@ def test_the_readme_quotes_the_report(fast_rebuild):
 
 @pytest.mark.slow  # about 15 s: the optima bootstraps of studies 9-12
 def test_every_section_is_its_data(tmp_path):
+    pytest.importorskip("netCDF4")
     rebuilt = rebuild(tmp_path, list(STUDIES))
     assert report_mismatches(rebuilt, _committed()) == []
     assert readme_mismatches((ROOT / "README.md").read_text(), rebuilt) == []
@@ -182,6 +184,7 @@ def test_a_broken_value_fails(tmp_path):
     # L = 128, η_c = 0.3, seed 0, step 5) moved by 0.5 (the fits kept in the file's
     # attrs stay: that cell's mean-square gap is computed from the data, and the README
     # quotes it, 0.00152 [0.00127, 0.0018])
+    pytest.importorskip("netCDF4")
     src = tmp_path / "src"
     src.mkdir()
     with xr.open_dataset(DOCS / "gia.nc") as ds:
@@ -232,6 +235,7 @@ def test_the_quickstart_numbers_are_its_stored_record(page, pattern):
 
 
 def test_the_quickstart_writes_its_record_beside_its_figure(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")  # the plot extra: the record is written beside the figure
     monkeypatch.setattr(sys, "argv", ["quickstart.py", str(tmp_path / "q.png"), "--width",
                                       "32", "--seeds", "2", "--sgd-steps", "3", "--depth",
                                       "2", "--particles", "128"])

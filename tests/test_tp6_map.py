@@ -155,6 +155,7 @@ def test_study_pipeline_on_synthetic_power_laws(tmp_path):
     """Fits, classes, table and figure of the study on exact power laws: a
     linearized point and an unfaithful one (where paper 001 predicts trivial) come
     out as such, and the table marks the disagreement."""
+    pytest.importorskip("matplotlib")  # the study writes its figure (the plot extra)
     from validation.studies._tp6map import classes, conclude_tp6_map, plot_tp6_map
 
     exponents = {("sgd", 0.5, 0.5): {"lin": -0.5},
@@ -248,6 +249,7 @@ def test_study_pipeline_with_the_limit_on_synthetic_power_laws(tmp_path):
     linearized network point, a trivial limit point beside it where the networks
     are not trivial (marked **no**), and a point whose noise share is too large
     (undecided); the figure gains a row."""
+    pytest.importorskip("matplotlib")  # the study writes its figure (the plot extra)
     import xarray as xr
     from validation.studies._tp6map import (LIMIT_OBSERVABLES, conclude_tp6_map,
                                             limit_classes, plot_tp6_map)

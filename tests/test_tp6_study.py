@@ -232,7 +232,8 @@ def test_figure_is_written_and_leaves_its_data_alone(synthetic, tmp_path):
 
 @pytest.fixture(scope="module")
 def quick():
-    """The quick version end to end (about 10 s)."""
+    """The quick version end to end (about 10 s), on the digits (the data extra)."""
+    pytest.importorskip("sklearn")
     return STUDIES["tp6"].run(quick=True)
 
 
