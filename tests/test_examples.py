@@ -269,3 +269,69 @@ def test_error_calibration_statistics():
     m = np.array([0.8, 1.1, 0.9, 1.3])
     half = stats.t.ppf(0.975, 3) * m.std(ddof=1) / 2
     assert example._interval(m) == f"{m.mean():.2f} [{m.mean() - half:.2f}, {m.mean() + half:.2f}]"
+
+
+def test_error_calibration_spread_statistics():
+    """``--spread``'s statistics on seeds of known values: the plain ρ² is the seed
+    variance (ddof 1) over the mean s.e.²; the trimmed one drops the 10% of seeds
+    farthest from, and nearest to, the seeds' median, so a seed far out leaves it;
+    outputs after step 0 or the last two fifths only; seeds all one give NaN."""
+    import xarray as xr
+    from scipy import stats
+
+    example = _example("error_calibration")
+    c = np.array([0.0, 1, 2, 3, 4, 5, 6, 7, 8, 100])  # seed values; seed 9 far out
+    q, se2 = np.repeat(c[:, None], 3, 1), np.full((10, 3), 4.0)
+    plain, trimmed = example._spread_rho2(q, se2)
+    assert plain == pytest.approx(c.var(ddof=1) / 4)
+    dev = np.sort((c - 4.5) ** 2 / 4)  # the median of the ten is 4.5
+    assert trimmed == pytest.approx(dev[1:-1].mean())  # 10% of 10 seeds: one each end
+    assert trimmed == pytest.approx(stats.trim_mean((c - 4.5) ** 2 / 4, 0.1))
+    assert np.isnan(example._spread_rho2(np.ones((4, 3)), se2[:4])).all()
+    # outputs: step k has value s·k for seed s (errors 1); after step 0 and late
+    K = 10
+    runs = [xr.Dataset({"f": (("step", "sample"), s * np.arange(K)[:, None] * np.ones((K, 2))),
+                        "f_se": (("step", "sample"), np.ones((K, 2)))},
+                       coords={"step": np.arange(K)}) for s in range(3)]
+    q, se2 = example._spread_outputs(runs, "f")
+    assert q.shape == (3, 2 * (K - 1)) and np.array_equal(q[2], np.repeat(2 * np.arange(1, K), 2))
+    q, _ = example._spread_outputs(runs, "f", late=True)
+    assert np.array_equal(q[1], np.repeat(np.arange(6, K), 2))
+    boot = example._bootstrap(q, np.ones_like(q), seed=0, draws=50)
+    assert boot.shape == (50, 2) and np.array_equal(
+        boot, example._bootstrap(q, np.ones_like(q), seed=0, draws=50), equal_nan=True)
+
+
+def test_error_calibration_spread_runs_without_replicas(capsys, monkeypatch):
+    """``--spread 64 128 256``: every run without replicas; a P with fewer than 3 seeds
+    trained (here 64: two of three diverge) prints no statistics, so the ratios are to
+    the next P's (256's seeds are 128's at twice the spread: ρ² 4 times); seeds that
+    diverge are counted. Needs the ``data`` extra."""
+    pytest.importorskip("sklearn")
+    import xarray as xr
+
+    example = _example("error_calibration")
+    calls = []
+
+    def simulate(X, y, particles, seed, **kw):
+        calls.append((particles, kw["error_replicas"]))
+        if particles == 64 and seed > 0:
+            raise FloatingPointError("SGD step 1: diverging output f^2")
+        rng, scale = np.random.default_rng(seed), particles / 128  # 256: twice the spread
+        shape = (4, 2, 10)
+        return xr.Dataset({"f": (("step", "sample", "output"), scale * rng.normal(size=shape)),
+                           "f_se": (("step", "sample", "output"), np.ones(shape)),
+                           "probe_f": (("probe_step", "probe", "output"),
+                                       scale * rng.normal(size=(3, 2, 10))),
+                           "probe_f_se": (("probe_step", "probe", "output"), np.ones((3, 2, 10)))},
+                          coords={"step": np.arange(4), "probe_step": [0, 2, 4]})
+
+    monkeypatch.setattr(example.nfd, "simulate", simulate)
+    example.main(["--spread", "64", "128", "256", "--seeds", "3", "--steps", "4",
+                  "--batch", "2", "--depth", "2"])
+    printed = capsys.readouterr().out
+    assert {r for _, r in calls} == {0} and len(calls) == 9
+    assert "P = 64, eta_c = 0.1: 1 of 3 seeds without replicas (2 diverged)" in printed
+    ratios = [line for line in printed.splitlines() if "times P = " in line]
+    assert len(ratios) == 4 and all("times P = 128's: 4.00 [" in line for line in ratios)
+    assert "nan" not in printed.lower()

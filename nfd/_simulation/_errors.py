@@ -178,6 +178,14 @@ WINDOW_MIN_OUTPUTS = 32
 #:   read 0.10–0.16). The reference runs themselves (replicas of P/8 = 4096, ρ̂ 4.4–4.6
 #:   late) against their own spread: 1.08 [0.90, 1.27] for f, 1.25 [0.94, 1.57] late:
 #:   not resolved, but the same direction as replicas of 4·K·B at P = 8192.
+#: - Why: the inflation grows with P there, and a small system's is heavy-tailed.
+#:   From the seeds' spread alone (``examples/error_calibration.py --spread 4096
+#:   16384 --seeds 64 --eta-c 0.3``): at P = 16 384 ρ² was 13.7 [12.0, 15.2] over all
+#:   outputs, 25.6 [22.3, 28.5] late, light-tailed; at 4096 one seed diverged and one
+#:   sat over 40 times the median away, and the bulk (10%-trimmed means of the seeds'
+#:   deviations from their median) had a ρ² 1.27 [1.07, 1.50] times smaller, 1.39
+#:   [1.14, 1.69] late. So replicas smaller than their run typically read its ρ low
+#:   late in training here (docs/guide/first_study.md, "Error bars").
 #: - The decoupled limit at η_c = 0.2, P = 4096 (replicas of 512), 24 seeds: ρ̂
 #:   averaged 1.0–1.5, and the errors held, 1.03 [0.92, 1.13] (×0.8 and ×1.25
 #:   rejected). The strong amplification above is the coupled limit's, through its
@@ -366,9 +374,11 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
     """``RuntimeWarning`` when an inflation exceeds :data:`INFLATION_WARN`: the
     particles' interaction then amplifies the Monte Carlo noise several times, where
     the replicas' errors matched the seeds' spread only up to a late average of about
-    4.5, and where a finite-P bias of about a third of an error stood outside them
-    (the measurements are at :data:`INFLATION_WARN`). The message gives the run's largest
-    and mean inflation, to set beside those averages."""
+    4.5, where a finite-P bias of about a third of an error stood outside them, and
+    where the inflation grows with P, so that replicas smaller than their run read it
+    low late in training (the measurements are at :data:`INFLATION_WARN` and in
+    docs/guide/first_study.md, "Error bars"). The message gives the run's largest and
+    mean inflation, to set beside those averages."""
     values = np.concatenate([np.ravel(r) for r in rho])
     if not np.isfinite(values).any() or np.nanmax(values) <= INFLATION_WARN:
         return
@@ -379,8 +389,11 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
                   "the seeds' spread where the inflation averaged up to 4.5 late in "
                   "training (single runs peaked at up to 6.4), but against 32 runs of 4 "
                   "times the particles they were about 10% narrow late in training (a "
-                  "finite-P bias of about a third of an error); beyond that their "
-                  "calibration is not established: compare independent seeds "
+                  "finite-P bias of about a third of an error). The inflation grows with "
+                  "P there (its square 1.3-1.4 times larger late at P = 16384 than at "
+                  "4096), so replicas smaller than the run (attrs "
+                  "error_replica_particles) read it low late. Beyond an average of 4.5 "
+                  "their calibration is not established: compare independent seeds "
                   "and a run of several times the particles "
                   "(examples/error_calibration.py), raise particles, or lower eta_c",
                   RuntimeWarning, stacklevel=5)
