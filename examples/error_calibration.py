@@ -56,12 +56,13 @@ error is not in the t intervals over seeds of the comparison with it.
 ``--spread P1 P2 …`` asks instead how the inflation drifts with P: it runs the seeds
 without replicas at each P and prints ρ² from their spread alone (the seed variance
 over the per-particle error², averaged over the outputs; and the 10%-trimmed mean of
-each seed's deviation from the seeds' median, the bulk of the seeds where a small
-system's heavy tail would make the plain mean one seed's), with 95% bootstrap
-intervals over seeds and, from the second P on, the trimmed ρ² as a ratio to the
-first's. ``--spread 4096 16384 --seeds 64 --eta-c 0.3`` (about 30 minutes on 2
-cores): 1.27 [1.07, 1.50] over all outputs, 1.39 [1.14, 1.69] late, so replicas
-smaller than their run read its inflation low there (``nfd._simulation._errors``).
+each seed's squared deviation from the seeds' median over the median error², the bulk
+of the seeds where a small system's heavy tail would make the plain mean one seed's),
+with 95% bootstrap intervals over seeds and, from the second P on, the trimmed ρ² as
+a ratio to the first's. ``--spread 4096 16384 --seeds 64 --eta-c 0.3`` (about 30
+minutes on 2 cores): 1.17 [1.01, 1.38] over all outputs, 1.27 [1.07, 1.51] late, so
+replicas smaller than their run typically read its inflation low there
+(``nfd._simulation._errors``).
 
 Usage::
 
@@ -143,14 +144,16 @@ def _spread_rho2(q: np.ndarray, se2: np.ndarray) -> tuple[float, float]:
     """ρ² from the spread of the seeds' outputs ``q`` (seed, output) with s.e.² ``se2``:
     the seed variance over the seeds' mean s.e.², averaged over the outputs (plain),
     and the 10%-trimmed mean over seeds of each seed's mean over outputs of
-    (q_s − q̃)² / mean s.e.², q̃ the seeds' median (the bulk of the seeds, where a
-    small system's heavy tail would make the plain mean one seed's). NaN for seeds
-    that are all one (a bootstrap draw)."""
-    s2 = se2.mean(0)
+    (q_s − q̃)² / s̃², q̃ and s̃² the seeds' medians of the output and of its s.e.²
+    (the bulk of the seeds, where a small system's heavy tail would make the plain
+    mean one seed's: a seed far out has a large per-particle error too, which the
+    medians leave out). Below 10 seeds ``scipy.stats.trim_mean`` trims none. NaN for
+    seeds that are all one (a bootstrap draw)."""
     if not (q != q[0]).any():
         return math.nan, math.nan
-    plain = float((q.var(0, ddof=1) / s2).mean())
-    return plain, float(stats.trim_mean(((q - np.median(q, 0)) ** 2 / s2).mean(1), 0.1))
+    plain = float((q.var(0, ddof=1) / se2.mean(0)).mean())
+    dev = ((q - np.median(q, 0)) ** 2 / np.median(se2, 0)).mean(1)
+    return plain, float(stats.trim_mean(dev, 0.1))
 
 
 def _bootstrap(q: np.ndarray, se2: np.ndarray, seed: int, draws: int = 2000) -> np.ndarray:
@@ -178,6 +181,7 @@ def _spread_study(X, y, args, kw) -> None:
         print(f"P = {P}, eta_c = {args.eta_c}: {len(runs)} of {args.seeds} seeds without "
               f"replicas ({diverged} diverged)")
         if len(runs) < 3:
+            print("  no statistics: fewer than 3 seeds trained")
             continue
         for var in ("f", "probe_f"):
             for late in (False, True):
@@ -266,6 +270,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.error("--seeds must be at least 2: the interval comes from the spread over seeds")
+    if args.spread and args.seeds < 3:
+        ap.error("--spread needs --seeds of at least 3 (10 or more for the trimmed mean "
+                 "to trim)")
     if args.references < 2:
         ap.error("--references must be at least 2: the reference pair checks each other")
     K, B = args.steps, args.batch

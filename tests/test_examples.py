@@ -288,6 +288,12 @@ def test_error_calibration_spread_statistics():
     assert trimmed == pytest.approx(dev[1:-1].mean())  # 10% of 10 seeds: one each end
     assert trimmed == pytest.approx(stats.trim_mean((c - 4.5) ** 2 / 4, 0.1))
     assert np.isnan(example._spread_rho2(np.ones((4, 3)), se2[:4])).all()
+    # the far seed's error² 25 times the others': the plain ρ² divides by the seeds'
+    # mean error², the trimmed one by their median (4), which the far seed leaves alone
+    se2[9] = 100.0
+    plain, trimmed = example._spread_rho2(q, se2)
+    assert plain == pytest.approx(c.var(ddof=1) / 13.6)
+    assert trimmed == pytest.approx(dev[1:-1].mean())
     # outputs: step k has value s·k for seed s (errors 1); after step 0 and late
     K = 10
     runs = [xr.Dataset({"f": (("step", "sample"), s * np.arange(K)[:, None] * np.ones((K, 2))),
@@ -332,6 +338,12 @@ def test_error_calibration_spread_runs_without_replicas(capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert {r for _, r in calls} == {0} and len(calls) == 9
     assert "P = 64, eta_c = 0.1: 1 of 3 seeds without replicas (2 diverged)" in printed
+    assert "no statistics: fewer than 3 seeds trained" in printed
     ratios = [line for line in printed.splitlines() if "times P = " in line]
     assert len(ratios) == 4 and all("times P = 128's: 4.00 [" in line for line in ratios)
+    for line in ratios:  # the interval of the ratio of resampled trimmed ρ² holds 4
+        lo, hi = (float(v) for v in line[line.rindex("[") + 1:line.rindex("]")].split(", "))
+        assert 1 < lo < 4 < hi
     assert "nan" not in printed.lower()
+    with pytest.raises(SystemExit):  # three seeds at least
+        example.main(["--spread", "64", "--seeds", "2"])

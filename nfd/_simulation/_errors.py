@@ -182,10 +182,11 @@ WINDOW_MIN_OUTPUTS = 32
 #:   From the seeds' spread alone (``examples/error_calibration.py --spread 4096
 #:   16384 --seeds 64 --eta-c 0.3``): at P = 16 384 ρ² was 13.7 [12.0, 15.2] over all
 #:   outputs, 25.6 [22.3, 28.5] late, light-tailed; at 4096 one seed diverged and one
-#:   sat over 40 times the median away, and the bulk (10%-trimmed means of the seeds'
-#:   deviations from their median) had a ρ² 1.27 [1.07, 1.50] times smaller, 1.39
-#:   [1.14, 1.69] late. So replicas smaller than their run typically read its ρ low
-#:   late in training here (docs/guide/first_study.md, "Error bars").
+#:   seed's squared deviation was over 40 times the median's, and the bulk
+#:   (10%-trimmed means of the seeds' squared deviations from their median, over the
+#:   median error²) had a ρ² 1.17 [1.01, 1.38] times smaller, 1.27 [1.07, 1.51] late.
+#:   So replicas smaller than their run typically read its ρ low late in training
+#:   here (docs/guide/first_study.md, "Error bars").
 #: - The decoupled limit at η_c = 0.2, P = 4096 (replicas of 512), 24 seeds: ρ̂
 #:   averaged 1.0–1.5, and the errors held, 1.03 [0.92, 1.13] (×0.8 and ×1.25
 #:   rejected). The strong amplification above is the coupled limit's, through its
@@ -390,9 +391,10 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
                   "training (single runs peaked at up to 6.4), but against 32 runs of 4 "
                   "times the particles they were about 10% narrow late in training (a "
                   "finite-P bias of about a third of an error). The inflation grows with "
-                  "P there (its square 1.3-1.4 times larger late at P = 16384 than at "
-                  "4096), so replicas smaller than the run (attrs "
-                  "error_replica_particles) read it low late. Beyond an average of 4.5 "
+                  "P there (for most seeds its square was 1.2-1.3 times larger late at "
+                  "P = 16384 than at 4096), so replicas smaller than the run (attrs "
+                  "error_replica_particles) typically read it low late. Beyond an "
+                  "average of 4.5 "
                   "their calibration is not established: compare independent seeds "
                   "and a run of several times the particles "
                   "(examples/error_calibration.py), raise particles, or lower eta_c",
