@@ -96,7 +96,7 @@ def _mean_z2(runs, ref, var: str, late: bool = False) -> np.ndarray:
     or (``late``) over the last two fifths of training (:func:`_late`)."""
     q_ref = np.mean([r[var].values for r in ref], 0)
     se_ref2 = np.mean([r[f"{var}_se"].values ** 2 for r in ref], 0) / len(ref)
-    part = _late(ref[0], var) if late else slice(1, None)
+    part = _part(ref[0], var, late)
     return np.array([np.mean(((r[var].values - q_ref) ** 2
                               / (r[f"{var}_se"].values ** 2 + se_ref2))[part]) for r in runs])
 
@@ -115,7 +115,7 @@ def _seed_z2(runs, var: str, late: bool = False, pooled: bool = False) -> np.nda
     if pooled:
         rho = np.stack([r[f"{var}_se_inflation"].values for r in runs])
         se = se / rho * np.sqrt((rho ** 2).mean(0))
-    part = _late(runs[0], var) if late else slice(1, None)
+    part = _part(runs[0], var, late)
     S = len(runs)
     return (((q - q.mean(0)) / se) ** 2)[:, part].reshape(S, -1).mean(1) * S / (S - 1)
 
@@ -126,6 +126,12 @@ def _late(ds, var: str) -> np.ndarray:
     return ds[ds[var].dims[0]].values >= 0.6 * ds.sizes["step"]
 
 
+def _part(ds, var: str, late: bool):
+    """The outputs of ``var`` that are compared: those after step 0, or (``late``) those
+    of :func:`_late`."""
+    return _late(ds, var) if late else slice(1, None)
+
+
 def _late_inflation(runs, var: str) -> float:
     """The mean inflation ρ̂ of ``var`` over the runs' outputs of :func:`_late`."""
     return float(np.mean([r[f"{var}_se_inflation"].values[_late(r, var)] for r in runs]))
@@ -134,7 +140,7 @@ def _late_inflation(runs, var: str) -> float:
 def _spread_outputs(runs, var: str, late: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Of runs without replicas (``f_se`` the per-particle error), the outputs of
     :func:`_mean_z2` as (seed, output) arrays: their values and their s.e.²."""
-    part = _late(runs[0], var) if late else slice(1, None)
+    part = _part(runs[0], var, late)
     q = np.stack([r[var].values[part] for r in runs])
     se2 = np.stack([r[f"{var}_se"].values[part] ** 2 for r in runs])
     return q.reshape(len(runs), -1), se2.reshape(len(runs), -1)
@@ -172,12 +178,7 @@ def _spread_study(X, y, args, kw) -> None:
     kw = {**kw, "error_replicas": 0}
     first = {}
     for n, P in enumerate(args.spread):
-        runs, diverged = [], 0
-        for s in range(args.seeds):
-            try:
-                runs.append(nfd.simulate(X, y, particles=P, seed=s, **kw))
-            except FloatingPointError:
-                diverged += 1
+        runs, diverged, _ = _seeds(X, y, args, kw, P)  # per-particle errors: never NaN
         print(f"P = {P}, eta_c = {args.eta_c}: {len(runs)} of {args.seeds} seeds without "
               f"replicas ({diverged} diverged)")
         if len(runs) < 3:
@@ -236,12 +237,12 @@ def _references(X, y, args, kw) -> list:
     return ref
 
 
-def _seeds(X, y, args, kw) -> tuple[list, int, int]:
-    """The seeds' runs that trained and have errors, and how many did not: diverged,
-    and without errors (:func:`_run`)."""
+def _seeds(X, y, args, kw, particles: int) -> tuple[list, int, int]:
+    """The seeds' runs at ``particles`` that trained and have errors, and how many did
+    not: diverged, and without errors (:func:`_run`)."""
     runs, left_out = [], {"diverged": 0, "no errors": 0}
     for s in range(args.seeds):
-        ds, why = _run(X, y, args.particles, s, kw)
+        ds, why = _run(X, y, particles, s, kw)
         if why:
             left_out[why] += 1
         else:
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         _spread_study(X[:K * B], y[:K * B], args, kw)
         return
     ref = _references(X[:K * B], y[:K * B], args, kw)
-    runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw)
+    runs, diverged, no_errors = _seeds(X[:K * B], y[:K * B], args, kw, args.particles)
     print(f"P = {args.particles}, eta_c = {args.eta_c}, K·B = {K * B}, particle_init = "
           f"{args.particle_init}: {len(runs)} of "
           f"{args.seeds} seeds against {len(ref)} runs at P = {args.reference} "
