@@ -296,7 +296,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(runs) < 2:
         return
     replaced = [ds.attrs["error_replicas_replaced"] for ds in runs]
-    print(f"  replicas of {runs[0].attrs['error_replica_particles']} particles; "
+    sizes = sorted({ds.attrs["error_replica_particles"] for ds in runs})
+    escalated = sum(ds.attrs["error_replicas_escalated"] for ds in runs)
+    print(f"  replicas of {' or '.join(map(str, sizes))} particles (of the run's size "
+          f"in {escalated} runs, where the smaller ones read a large inflation); "
           f"{sum(replaced)} diverged and were replaced, in {np.count_nonzero(replaced)} "
           "of these runs")
     for var in ("f", "probe_f"):

@@ -10,8 +10,8 @@ from scipy import stats
 
 import nfd
 from nfd._simulation import _simulate
-from nfd._simulation._errors import (inflation, replica_particles, replica_seeds,
-                                     windowed_inflation, windows)
+from nfd._simulation._errors import (calibrate_errors, inflation, replica_particles,
+                                     replica_seeds, windowed_inflation, windows)
 
 
 # --- the estimator ρ̂ on data of known scale ---------------------------------------
@@ -197,6 +197,96 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
     # both replicas diverged and were replaced, and both replacements diverged too:
     # the attribute counts the replacements run, not only those that trained
     assert ds.attrs["error_replicas_replaced"] == 2
+
+
+def _escalation_run(monkeypatch, threshold, backward="decoupled", particles=1600,
+                    diverge=()):
+    """A run (``_task``, seed 5) with the escalation threshold set to ``threshold`` and
+    the particle counts of every replica run recorded, in order; ``diverge``: replica
+    numbers (by seed) whose runs diverge at once."""
+    from nfd._simulation import _errors
+    monkeypatch.setattr(_errors, "ESCALATE_INFLATION", threshold)
+    real, sizes = _simulate._integrate, []
+    numbers = {s: r for r, s in enumerate(replica_seeds(5, 8))}
+
+    def record(cfgs, scale, progress, replica=False):
+        sizes.extend((c.P, numbers[c.seed]) for c in (cfgs if replica else cfgs[1:]))
+        if replica and numbers[cfgs[0].seed] in diverge:
+            raise FloatingPointError("SGD step 3: E[h_t^2] exploded at layer 2")
+        return real(cfgs, scale, progress, replica)
+
+    monkeypatch.setattr(_simulate, "_integrate", record)
+    X, y, probes = _task()
+    ds = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
+                      particles=particles, backward=backward, progress=False, seed=5)
+    monkeypatch.undo()
+    return ds, sizes
+
+
+def _alone(P, numbers, backward="decoupled"):
+    """The replica runs ``numbers`` of seed 5 at P particles, each run alone."""
+    X, y, probes = _task()
+    seeds = replica_seeds(5, 8)
+    return [nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
+                         particles=P, backward=backward, progress=False, seed=seeds[r],
+                         error_replicas=0) for r in numbers]
+
+
+def test_an_amplified_inflation_takes_the_errors_from_replicas_of_the_run_size(monkeypatch):
+    """Where the replicas (here 512, at most a third of P = 1600) read ρ̂ above
+    ESCALATE_INFLATION (set to 0 here, so any run escalates), R = 2 fresh replicas of
+    P run after the run (replicas 4 and 5, seeds of their own) and give its errors,
+    exactly as calibrated with those runs alone; the estimates are untouched, and
+    ``attrs`` say so. At an unreachable threshold nothing changes."""
+    ds, sizes = _escalation_run(monkeypatch, 0.0)
+    assert sizes == [(512, 0), (512, 1), (1600, 4), (1600, 5)]
+    assert ds.attrs["error_replicas_escalated"] == 1
+    assert ds.attrs["error_replica_particles"] == 1600
+    assert ds.attrs["error_replicas_replaced"] == 0
+    kept, sizes = _escalation_run(monkeypatch, np.inf)
+    assert sizes == [(512, 0), (512, 1)]
+    assert kept.attrs["error_replicas_escalated"] == 0
+    assert kept.attrs["error_replica_particles"] == 512
+    X, y, probes = _task()
+    plain = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
+                         particles=1600, backward="decoupled", progress=False, seed=5,
+                         error_replicas=0)
+    assert plain.attrs["error_replicas_escalated"] == 0
+    for name in plain.data_vars:
+        if not name.endswith(("_se", "_se_inflation")):
+            np.testing.assert_array_equal(ds[name].values, plain[name].values, err_msg=name)
+    expected = calibrate_errors(plain.copy(), _alone(1600, (4, 5)))
+    for name in ("f_se", "probe_f_se", "f_se_inflation", "probe_f_se_inflation"):
+        np.testing.assert_array_equal(ds[name].values, expected[name].values, err_msg=name)
+    assert not np.array_equal(ds.f_se.values, kept.f_se.values)
+
+
+def test_replicas_over_half_the_run_never_escalate(monkeypatch):
+    """Replicas of more than P/3 particles (the floor of 512, of P = 1500) keep the
+    errors even where any ρ̂ would escalate."""
+    ds, sizes = _escalation_run(monkeypatch, 0.0, particles=1500)
+    assert sizes == [(512, 0), (512, 1)] and ds.attrs["error_replicas_escalated"] == 0
+
+
+def test_a_diverging_replica_of_the_run_size_is_replaced(monkeypatch):
+    """A replica of the run's size that diverges is replaced by a fresh one (from
+    replica 3R = 6 on), counted in ``attrs``; if the replacement diverges too the
+    errors are NaN, as for the smaller replicas."""
+    with pytest.warns(RuntimeWarning, match=r"error replica 4 \(1600 particles\) diverged"
+                      ) as caught:
+        ds, sizes = _escalation_run(monkeypatch, 0.0, diverge=(4,))
+    assert caught[0].filename == __file__  # the call, not nfd's code
+    assert sizes == [(512, 0), (512, 1), (1600, 4), (1600, 5), (1600, 6)]
+    assert ds.attrs["error_replicas_replaced"] == 1
+    X, y, probes = _task()
+    plain = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
+                         particles=1600, backward="decoupled", progress=False, seed=5,
+                         error_replicas=0)
+    expected = calibrate_errors(plain.copy(), _alone(1600, (5, 6)))
+    np.testing.assert_array_equal(ds.f_se.values, expected.f_se.values)
+    with pytest.warns(RuntimeWarning, match="f_se and probe_f_se are NaN"):
+        ds, _ = _escalation_run(monkeypatch, 0.0, diverge=(4, 6))
+    assert np.isnan(ds.f_se).all() and np.isfinite(ds.f).all()
 
 
 # --- calibration against the spread of seeds ----------------------------------------

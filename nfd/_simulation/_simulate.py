@@ -75,7 +75,7 @@ term Gᵀ𝓛̃^{−T}(Ξ̃φ/P). It costs two more k×P streams per layer-step 
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import xarray as xr
@@ -89,8 +89,9 @@ from .._schema import (DEFAULT_DIVERGENCE, DEFAULT_PROGRESS, REMOVED_KEYWORDS, R
                        check_input_scale, removed_keywords)
 from ._checks import Config, check_particle_init, check_simulate
 from ._dataset import assemble
-from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, replica_diverged,
-                      replica_seeds, run_replica_particles, uncalibrated)
+from ._errors import (DEFAULT_ERROR_REPLICAS, calibrate_errors, escalates,
+                      replica_diverged, replica_seeds, run_replica_particles,
+                      uncalibrated)
 from ._adam import warn_if_first_sign_unresolved
 from ._reference import reference_config, referencing
 from ._replay import check_replayable, replaying
@@ -321,8 +322,14 @@ def simulate(
         without replicas; a replacement that diverged too is counted). With
         ``nfd.Adam`` / ``nfd.AdamW``, and with ``particle_init="sobol"``, the
         replicas hold P particles, as many as
-        the main run, so they cost about R times the run. Calibration and cost:
-        :ref:`arg-error-replicas`.
+        the main run, so they cost about R times the run. Where the replicas hold at
+        most P/3 particles and read an inflation above 2 anywhere, R fresh replicas
+        of P particles run after the run and give its errors instead
+        (``attrs["error_replicas_escalated"]`` = 1, ``error_replica_particles`` = P):
+        where the particles' interaction amplifies the error, replicas well below
+        the run's size read it off (too wide at P = 32 768 on ten-class digits, too
+        narrow at 8192); that costs about R more runs, there only.
+        Calibration and cost: :ref:`arg-error-replicas`.
     particle_init : {"iid", "whitened", "sobol"}
         The initial particles (u, v): independent N(0, I) draws (the default);
         those draws whitened jointly, so that their empirical mean is 0 and their
@@ -447,19 +454,24 @@ def simulate(
     scale = check_input_scale("X", cfg.X, stacklevel=4)  # user → wrapper → simulate → it
     if reference is not None:  # nfd.reference_responses(): it runs beside the run
         ds = uncalibrated(_with_reference(cfg, reference, scale, progress))
-        ds.attrs["error_replicas_replaced"] = 0
+        ds.attrs.update(error_replicas_replaced=0, error_replicas_escalated=0)
     elif not replicas:
         ds = uncalibrated(_integrate([cfg], scale, progress)[0][0])
-        ds.attrs["error_replicas_replaced"] = 0
+        ds.attrs.update(error_replicas_replaced=0, error_replicas_escalated=0)
     else:
         if cfg.solo or not fit_together([cfg, *replicas]):
             ds = _integrate([cfg], scale, progress)[0][0]
             done, reasons = _replicas(replicas, scale)
         else:
             (ds, *done), reasons = _integrate([cfg, *replicas], scale, progress)
-        ds = calibrate_errors(ds, *_complete(cfg, done, reasons, scale))
+        done, why = _complete(cfg, done, reasons, scale)
+        done, why, full = _escalate(cfg, ds, done, why, scale)
+        ds = calibrate_errors(ds, done, why)
         # one fresh replica ran for each that diverged (a warning said which)
-        ds.attrs["error_replicas_replaced"] = len(reasons)
+        ds.attrs["error_replicas_replaced"] = len(reasons) + full.replaced
+        ds.attrs["error_replicas_escalated"] = int(full.ran)
+        if full.ran:
+            ds.attrs["error_replica_particles"] = cfg.P
     ds.attrs["fused_borders"] = int(fusing_borders())  # sde.fused_borders(): within rounding
     ds.attrs["graph_replay"] = int(replaying())  # nfd.graph_replay(): within rounding
     particles, seed, taken = referencing() or (0, 0, "")  # nfd.reference_responses()
@@ -522,13 +534,15 @@ def _with_reference(cfg: Config, reference: Config, input_scale: float,
             "diverge outside the block, give the reference more particles]") from err
 
 
-def _replica_configs(cfg: Config, first: int = 0) -> list[Config]:
+def _replica_configs(cfg: Config, first: int = 0, particles: int = 0) -> list[Config]:
     """The ``error_replicas`` replica runs of ``cfg`` (``nfd._simulation._errors``; none
     without): the same stream, probes and settings with their own seeds and
-    :func:`~nfd._simulation._errors.run_replica_particles` particles, drawing their own
-    innovations, recording no paths or eigenvalues. ``first``: the first replica's
-    number (its seed), R for the replacements of diverged ones (:func:`_complete`)."""
-    P = run_replica_particles(cfg)
+    :func:`~nfd._simulation._errors.run_replica_particles` particles (or ``particles``),
+    drawing their own innovations, recording no paths or eigenvalues. ``first``: the
+    first replica's number (its seed): R for the replacements of diverged ones
+    (:func:`_complete`), 2R for the replicas of the run's size (:func:`_escalate`)
+    and 3R for their replacements."""
+    P = particles or run_replica_particles(cfg)
     seeds = replica_seeds(cfg.seed, first + cfg.error_replicas)[first:]
     return [cfg.companion(P, seed) for seed in seeds]
 
@@ -549,12 +563,15 @@ def _replicas(cfgs: list[Config], input_scale: float,
 
 
 def _complete(cfg: Config, done: list[xr.Dataset], reasons: list[str],
-              input_scale: float) -> tuple[list[xr.Dataset] | None, str]:
+              input_scale: float, first: int | None = None, particles: int = 0,
+              stacklevel: int = 4) -> tuple[list[xr.Dataset] | None, str]:
     """The error replicas for :func:`~nfd._simulation._errors.calibrate_errors`: those
     that finished (``done``) and, for each that diverged (``reasons``), a fresh one
     (replicas R, R + 1, …: seeds of their own, at most R of them, run after the
     run), with a ``RuntimeWarning`` that says which diverged; ``(None, why)`` when
-    fewer than R finish even so.
+    fewer than R finish even so. ``first`` and ``particles``: the first
+    replacement's number and the replacements' size, if not R and the replicas' own
+    (:func:`_replica_configs`); ``stacklevel`` points the warning at the user's call.
 
     A replica that diverges where the main run trained marks a heavy-tailed Monte
     Carlo error. Replacing it gives the spread of runs that do not diverge, which is
@@ -563,8 +580,9 @@ def _complete(cfg: Config, done: list[xr.Dataset], reasons: list[str],
     [0.95, 1.25], the run with the replacement 1.61."""
     if not reasons:
         return done, ""
-    fresh, more = _replicas(_replica_configs(cfg, first=cfg.error_replicas)[:len(reasons)],
-                            input_scale, first=cfg.error_replicas)
+    first = cfg.error_replicas if first is None else first
+    fresh, more = _replicas(_replica_configs(cfg, first, particles)[:len(reasons)],
+                            input_scale, first=first)
     reasons = reasons + more
     done = done + fresh
     if len(done) < cfg.error_replicas:
@@ -574,5 +592,30 @@ def _complete(cfg: Config, done: list[xr.Dataset], reasons: list[str],
                   "main run did not; but a replica that diverges marks a heavy-tailed "
                   "Monte Carlo error: compare independent seeds "
                   "(examples/error_calibration.py) or lower eta_c",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=stacklevel)
     return done, ""
+
+
+class _Escalation(NamedTuple):
+    """Whether a run's errors came from replicas of its own size (:func:`_escalate`),
+    and how many of those diverged and were replaced."""
+
+    ran: bool
+    replaced: int
+
+
+def _escalate(cfg: Config, ds: xr.Dataset, done: list[xr.Dataset] | None, why: str,
+              input_scale: float) -> tuple[list[xr.Dataset] | None, str, _Escalation]:
+    """The replicas that give the run ``ds`` its errors: ``done`` (and ``why`` they are
+    missing, if they are), or, where :func:`~nfd._simulation._errors.escalates` says
+    they may read the inflation low, R fresh replicas of the run's own size P, run
+    after it one after the other (replicas 2R, 2R + 1, …; a diverged one is replaced
+    as by :func:`_complete`, from 3R on). They cost about R times the run, paid only
+    where the particles' interaction amplifies the error."""
+    if done is None or not escalates(ds, done, cfg.P):
+        return done, why, _Escalation(False, 0)
+    R = cfg.error_replicas
+    full, reasons = _replicas(_replica_configs(cfg, 2 * R, cfg.P), input_scale, first=2 * R)
+    full, why = _complete(cfg, full, reasons, input_scale, first=3 * R, particles=cfg.P,
+                          stacklevel=5)
+    return full, why, _Escalation(True, len(reasons))
