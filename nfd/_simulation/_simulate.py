@@ -323,7 +323,7 @@ def simulate(
         ``nfd.Adam`` / ``nfd.AdamW``, and with ``particle_init="sobol"``, the
         replicas hold P particles, as many as
         the main run, so they cost about R times the run. Where the replicas hold at
-        most P/3 particles and read an inflation above 2 anywhere, R fresh replicas
+        most P/3 particles and read an inflation above 1.5 anywhere, R fresh replicas
         of P particles run after the run and give its errors instead
         (``attrs["error_replicas_escalated"]`` = 1, ``error_replica_particles`` = P):
         where the particles' interaction amplifies the error, replicas well below
