@@ -27,7 +27,8 @@ cross-entropy, relu and momentum 0.9 with a warm-up + cosine schedule to η_c (0
 η_c, P, P_ref, K, B, L and the number of seeds are options. The defaults are the
 ones where replicas of P/8 particles were found too narrow
 (docs/guide/first_study.md, "Error bars"): L = 8, K = 60 steps of batch 8, P = 4096
-against 2 × 32 768 (about 8 minutes on 2 cores). The seeds share the reference,
+against 2 × 32 768 (about 8 minutes on 2 cores before escalation; longer where the
+reference runs escalate, whose replicas of 4096 are P/8). The seeds share the reference,
 whose variance is about 1/16 of theirs here. Measured with them (replicas of
 4·K·B = 1920 particles), 16 seeds: mean z² 1.01 [0.67, 1.35] for f and
 1.04 [0.68, 1.40] for probe_f. Seeds 0–31, where ρ̂ averages 3.0–3.2 over the last

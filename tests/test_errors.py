@@ -2,6 +2,7 @@
 estimator against known scales, the options around it, and the calibration of the
 reported errors against the spread of independent seeds."""
 
+import linecache
 import warnings
 
 import numpy as np
@@ -131,7 +132,7 @@ def test_replica_runs_have_the_recorded_size(monkeypatch, backward, expected):
     real, sizes = _simulate._integrate, []
 
     def record(cfgs, scale, progress, replica=False):
-        sizes.extend(c.P for c in cfgs[1:])
+        sizes.extend(c.P for c in (cfgs if replica else cfgs[1:]))  # escalation: replica
         return real(cfgs, scale, progress, replica)
 
     monkeypatch.setattr(_simulate, "_integrate", record)
@@ -261,7 +262,36 @@ def test_an_amplified_inflation_takes_the_errors_from_replicas_of_the_run_size(m
     assert not np.array_equal(ds.f_se.values, kept.f_se.values)
 
 
-def test_replicas_over_half_the_run_never_escalate(monkeypatch):
+def _known(monkeypatch, rho_f, rho_p, P=1536, replica_P=(512, 512)):
+    """``escalates`` for a run of P particles whose replicas (of ``replica_P``) read
+    the given inflations of f and probe_f (``_inflations`` forced to return them)."""
+    import xarray as xr
+
+    from nfd._simulation import _errors
+    monkeypatch.setattr(_errors, "_inflations", lambda ds, runs: (np.asarray(rho_f, float),
+                                                                 np.asarray(rho_p, float)))
+    runs = [xr.Dataset(attrs={"particles": p}) for p in replica_P]
+    return _errors.escalates(xr.Dataset(attrs={"particles": P}), runs, P)
+
+
+def test_escalation_on_known_inflations(monkeypatch):
+    """The rule itself: the largest ρ̂ of f or of probe_f anywhere, strictly above
+    ESCALATE_INFLATION = 1.5; replicas of at most P/3 (512 of 1536 escalates, of 1535
+    not; the largest replica counts); NaN inflations (no usable output) never escalate."""
+    def known(*args, **kw):
+        return _known(monkeypatch, *args, **kw)
+
+    assert known([1.0, 1.51, 1.2], [1.0])
+    assert not known([1.0, 1.5, 1.2], [1.4])
+    assert known([1.0, 1.0], [0.9, 1.6])  # a peak in probe_f only
+    assert known([1.0, np.nan], [1.6])
+    assert not known([np.nan], [np.nan])
+    assert not known([2.0], [2.0], P=1535)
+    assert not known([2.0], [2.0], replica_P=(512, 600))
+    assert known([2.0], [2.0], P=1800, replica_P=(512, 600))
+
+
+def test_replicas_over_a_third_of_the_run_never_escalate(monkeypatch):
     """Replicas of more than P/3 particles (the floor of 512, of P = 1500) keep the
     errors even where any ρ̂ would escalate."""
     ds, sizes = _escalation_run(monkeypatch, 0.0, particles=1500)
@@ -275,7 +305,8 @@ def test_a_diverging_replica_of_the_run_size_is_replaced(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"error replica 4 \(1600 particles\) diverged"
                       ) as caught:
         ds, sizes = _escalation_run(monkeypatch, 0.0, diverge=(4,))
-    assert caught[0].filename == __file__  # the call, not nfd's code
+    assert caught[0].filename == __file__  # the call in _escalation_run, not nfd's code
+    assert "ds = nfd.simulate(" in linecache.getline(__file__, caught[0].lineno)
     assert sizes == [(512, 0), (512, 1), (1600, 4), (1600, 5), (1600, 6)]
     assert ds.attrs["error_replicas_replaced"] == 1
     X, y, probes = _task()

@@ -232,9 +232,10 @@ ESCALATE_INFLATION = 1.5
 #: ρ̂ 1.35–1.5 late, the runs' largest 1.35–2.8): replicas of 3840 gave 0.85
 #: [0.70, 1.01], 0.78 [0.72, 0.84] with the inflation pooled over seeds (too wide),
 #: replicas of P 0.96 [0.86, 1.05]; escalating above 1.5 (13 of 16 runs) gave 0.98
-#: [0.86, 1.10], above 2 (3 of 16) 0.90 [0.76, 1.03], hence 1.5. The fresh replicas'
-#: reading is independent of the choice; a run that does not escalate keeps its
-#: replicas' errors. The quickstart's largest ρ̂ was 0.77–1.22 (P = 2048–32 768,
+#: [0.86, 1.10], above 2 (3 of 16) 0.90 [0.76, 1.03] (not resolved on the seeds 1.5
+#: was chosen on; it errs toward replicas of the run's size). The fresh replicas are
+#: drawn after the choice from seeds of their own (the choice and their ρ̂ share only
+#: the main run's estimate); a run that does not escalate keeps its replicas' errors. The quickstart's largest ρ̂ was 0.77–1.22 (P = 2048–32 768,
 #: both limits, 4 seeds each): it never escalates.
 ESCALATE_SHARE = 3
 #: Spawn key of the replica seeds (``numpy.random.SeedSequence``): disjoint from the
@@ -444,9 +445,9 @@ def _warn_if_inflated(rho: tuple[np.ndarray, np.ndarray]) -> None:
                   "single runs peaked at 3.2-7.1) with replicas of the run's size, which "
                   "simulate runs wherever the inflation exceeds 1.5 and the replicas hold "
                   "at most a third of the particles (attrs error_replicas_escalated): "
-                  "smaller ones read it off. Against 32 runs of 4 times the particles "
-                  "(P = 8192) the errors were about 10% narrow late in training: a "
-                  "finite-P bias of about a third of an error. Beyond an average of 4.6 "
+                  "smaller ones read it off. Runs of P = 8192 were about 10% narrow late "
+                  "in training against 32 runs of 4 times the particles: a finite-P "
+                  "bias of about a third of an error. Beyond an average of 4.6 "
                   "their calibration is not established: compare independent seeds "
                   "and a run of several times the particles "
                   "(examples/error_calibration.py), raise particles, or lower eta_c",

@@ -319,7 +319,8 @@ def simulate(
         A replica that diverges where the run trains is replaced by a fresh one after
         the run, with a warning (the errors are NaN only if a replacement diverges
         too); ``attrs["error_replicas_replaced"]`` counts the replacements (0
-        without replicas; a replacement that diverged too is counted). With
+        without replicas; a replacement that diverged too is counted, and so are
+        those of escalated replicas, below). With
         ``nfd.Adam`` / ``nfd.AdamW``, and with ``particle_init="sobol"``, the
         replicas hold P particles, as many as
         the main run, so they cost about R times the run. Where the replicas hold at
@@ -327,8 +328,9 @@ def simulate(
         of P particles run after the run and give its errors instead
         (``attrs["error_replicas_escalated"]`` = 1, ``error_replica_particles`` = P):
         where the particles' interaction amplifies the error, replicas well below
-        the run's size read it off (too wide at P = 32 768 on ten-class digits, too
-        narrow at 8192); that costs about R more runs, there only.
+        the run's size read it off (on ten-class digits replicas of P/8 left the
+        errors too wide at P = 32 768, replicas of P/4.3 too narrow late at 8192);
+        that costs about R more runs, where it escalates only.
         Calibration and cost: :ref:`arg-error-replicas`.
     particle_init : {"iid", "whitened", "sobol"}
         The initial particles (u, v): independent N(0, I) draws (the default);
@@ -608,7 +610,7 @@ def _escalate(cfg: Config, ds: xr.Dataset, done: list[xr.Dataset] | None, why: s
               input_scale: float) -> tuple[list[xr.Dataset] | None, str, _Escalation]:
     """The replicas that give the run ``ds`` its errors: ``done`` (and ``why`` they are
     missing, if they are), or, where :func:`~nfd._simulation._errors.escalates` says
-    they may read the inflation low, R fresh replicas of the run's own size P, run
+    they may read the inflation off, R fresh replicas of the run's own size P, run
     after it one after the other (replicas 2R, 2R + 1, …; a diverged one is replaced
     as by :func:`_complete`, from 3R on). They cost about R times the run, paid only
     where the particles' interaction amplifies the error."""
