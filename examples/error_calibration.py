@@ -54,8 +54,8 @@ runs' mean sat about a third of an error from the references', a finite-P bias
 (docs/guide/first_study.md, "Error bars"). Since the reference is shared, its own
 error is not in the t intervals over seeds of the comparison with it.
 
-Where the replicas hold at most P/3 particles and read ρ̂ above 1.5, ``simulate``
-takes the errors from two fresh replicas of P instead (escalation,
+Where a coupled run's replicas hold at most P/3 particles and read ρ̂ above 1.5,
+``simulate`` takes the errors from two fresh replicas of P instead (escalation,
 ``nfd._simulation._errors.ESCALATE_SHARE``), since smaller ones read ρ off there:
 ``--particles 32768 --eta-c 0.3 --seeds 32``, where every run escalates, measured
 0.84 [0.69, 0.98] against the seeds' own mean with replicas of P/8 (before

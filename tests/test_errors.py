@@ -200,7 +200,7 @@ def test_a_diverging_replica_leaves_the_errors_nan(monkeypatch):
     assert ds.attrs["error_replicas_replaced"] == 2
 
 
-def _escalation_run(monkeypatch, threshold, backward="decoupled", particles=1600,
+def _escalation_run(monkeypatch, threshold, backward="coupled", particles=1600,
                     diverge=()):
     """A run (``_task``, seed 5) with the escalation threshold set to ``threshold`` and
     the particle counts of every replica run recorded, in order; ``diverge``: replica
@@ -224,7 +224,7 @@ def _escalation_run(monkeypatch, threshold, backward="decoupled", particles=1600
     return ds, sizes
 
 
-def _alone(P, numbers, backward="decoupled"):
+def _alone(P, numbers, backward="coupled"):
     """The replica runs ``numbers`` of seed 5 at P particles, each run alone."""
     X, y, probes = _task()
     seeds = replica_seeds(5, 8)
@@ -250,7 +250,7 @@ def test_an_amplified_inflation_takes_the_errors_from_replicas_of_the_run_size(m
     assert kept.attrs["error_replica_particles"] == 512
     X, y, probes = _task()
     plain = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
-                         particles=1600, backward="decoupled", progress=False, seed=5,
+                         particles=1600, backward="coupled", progress=False, seed=5,
                          error_replicas=0)
     assert plain.attrs["error_replicas_escalated"] == 0
     for name in plain.data_vars:
@@ -262,7 +262,7 @@ def test_an_amplified_inflation_takes_the_errors_from_replicas_of_the_run_size(m
     assert not np.array_equal(ds.f_se.values, kept.f_se.values)
 
 
-def _known(monkeypatch, rho_f, rho_p, P=1536, replica_P=(512, 512)):
+def _known(monkeypatch, rho_f, rho_p, P=1536, replica_P=(512, 512), backward="coupled"):
     """``escalates`` for a run of P particles whose replicas (of ``replica_P``) read
     the given inflations of f and probe_f (``_inflations`` forced to return them)."""
     import xarray as xr
@@ -271,13 +271,14 @@ def _known(monkeypatch, rho_f, rho_p, P=1536, replica_P=(512, 512)):
     monkeypatch.setattr(_errors, "_inflations", lambda ds, runs: (np.asarray(rho_f, float),
                                                                  np.asarray(rho_p, float)))
     runs = [xr.Dataset(attrs={"particles": p}) for p in replica_P]
-    return _errors.escalates(xr.Dataset(attrs={"particles": P}), runs, P)
+    return _errors.escalates(xr.Dataset(attrs={"particles": P, "backward": backward}), runs)
 
 
 def test_escalation_on_known_inflations(monkeypatch):
     """The rule itself: the largest ρ̂ of f or of probe_f anywhere, strictly above
     ESCALATE_INFLATION = 1.5; replicas of at most P/3 (512 of 1536 escalates, of 1535
-    not; the largest replica counts); NaN inflations (no usable output) never escalate."""
+    not; the largest replica counts); NaN inflations (no usable output) and the
+    decoupled limit never escalate."""
     def known(*args, **kw):
         return _known(monkeypatch, *args, **kw)
 
@@ -289,12 +290,20 @@ def test_escalation_on_known_inflations(monkeypatch):
     assert not known([2.0], [2.0], P=1535)
     assert not known([2.0], [2.0], replica_P=(512, 600))
     assert known([2.0], [2.0], P=1800, replica_P=(512, 600))
+    assert not known([2.0], [2.0], backward="decoupled")
 
 
 def test_replicas_over_a_third_of_the_run_never_escalate(monkeypatch):
     """Replicas of more than P/3 particles (the floor of 512, of P = 1500) keep the
     errors even where any ρ̂ would escalate."""
     ds, sizes = _escalation_run(monkeypatch, 0.0, particles=1500)
+    assert sizes == [(512, 0), (512, 1)] and ds.attrs["error_replicas_escalated"] == 0
+
+
+def test_the_decoupled_limit_never_escalates(monkeypatch):
+    """Its replicas of P/8 read the inflation right (ten-class digits: 1.03 against
+    1.02 with replicas of P), so escalating would only select (ESCALATE_SHARE)."""
+    ds, sizes = _escalation_run(monkeypatch, 0.0, backward="decoupled")
     assert sizes == [(512, 0), (512, 1)] and ds.attrs["error_replicas_escalated"] == 0
 
 
@@ -311,7 +320,7 @@ def test_a_diverging_replica_of_the_run_size_is_replaced(monkeypatch):
     assert ds.attrs["error_replicas_replaced"] == 1
     X, y, probes = _task()
     plain = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
-                         particles=1600, backward="decoupled", progress=False, seed=5,
+                         particles=1600, backward="coupled", progress=False, seed=5,
                          error_replicas=0)
     expected = calibrate_errors(plain.copy(), _alone(1600, (5, 6)))
     np.testing.assert_array_equal(ds.f_se.values, expected.f_se.values)

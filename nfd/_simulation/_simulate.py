@@ -323,8 +323,9 @@ def simulate(
         those of escalated replicas, below). With
         ``nfd.Adam`` / ``nfd.AdamW``, and with ``particle_init="sobol"``, the
         replicas hold P particles, as many as
-        the main run, so they cost about R times the run. Where the replicas hold at
-        most P/3 particles and read an inflation above 1.5 anywhere, R fresh replicas
+        the main run, so they cost about R times the run. Where a coupled run's
+        replicas hold at most P/3 particles and read an inflation above 1.5
+        anywhere, R fresh replicas
         of P particles run after the run and give its errors instead
         (``attrs["error_replicas_escalated"]`` = 1, ``error_replica_particles`` = P):
         where the particles' interaction amplifies the error, replicas well below
@@ -614,7 +615,7 @@ def _escalate(cfg: Config, ds: xr.Dataset, done: list[xr.Dataset] | None, why: s
     after it one after the other (replicas 2R, 2R + 1, …; a diverged one is replaced
     as by :func:`_complete`, from 3R on). They cost about R times the run, paid only
     where the particles' interaction amplifies the error."""
-    if done is None or not escalates(ds, done, cfg.P):
+    if done is None or not escalates(ds, done):
         return done, why, _Escalation(False, 0)
     R = cfg.error_replicas
     full, reasons = _replicas(_replica_configs(cfg, 2 * R, cfg.P), input_scale, first=2 * R)
