@@ -325,13 +325,13 @@ def simulate(
         replicas hold P particles, as many as
         the main run, so they cost about R times the run. Where a coupled run's
         replicas hold at most P/3 particles and read an inflation above 1.5
-        anywhere, R fresh replicas
-        of P particles run after the run and give its errors instead
-        (``attrs["error_replicas_escalated"]`` = 1, ``error_replica_particles`` = P):
-        where the particles' interaction amplifies the error, replicas well below
-        the run's size read it off (on ten-class digits replicas of P/8 left the
-        errors too wide at P = 32 768, replicas of P/4.3 too narrow late at 8192);
-        that costs about R more runs, where it escalates only.
+        anywhere, R fresh replicas of P particles run after the run and give its
+        errors instead (``attrs["error_replicas_escalated"]`` = 1,
+        ``error_replica_particles`` = P): where the particles' interaction amplifies
+        the error, replicas well below the run's size read it off (on ten-class
+        digits replicas of P/8 left the errors too wide at P = 32 768, replicas of
+        P/4.3 too narrow late at 8192); that costs about R more runs, where it
+        escalates only.
         Calibration and cost: :ref:`arg-error-replicas`.
     particle_init : {"iid", "whitened", "sobol"}
         The initial particles (u, v): independent N(0, I) draws (the default);
