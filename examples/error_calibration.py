@@ -69,9 +69,10 @@ each seed's squared deviation from the seeds' median over the median error², th
 of the seeds where a small system's heavy tail would make the plain mean one seed's),
 with 95% bootstrap intervals over seeds and, from the second P on, the trimmed ρ² as
 a ratio to the first's. ``--spread 4096 16384 --seeds 64 --eta-c 0.3`` (about 30
-minutes on 2 cores): 1.17 [1.01, 1.38] over all outputs, 1.27 [1.07, 1.51] late, so
-replicas smaller than their run typically read its inflation low there
-(``nfd._simulation._errors``).
+minutes on 2 cores): 1.17 [1.01, 1.38] over all outputs, 1.27 [1.07, 1.51] late: the
+bulk of the seeds predicts that replicas smaller than their run read its inflation
+low there, but measured with replicas at P = 16 384 and 32 768 the small systems'
+tail won and they read it high (``nfd._simulation._errors.ESCALATE_SHARE``).
 
 Usage::
 

@@ -224,13 +224,23 @@ def _escalation_run(monkeypatch, threshold, backward="coupled", particles=1600,
     return ds, sizes
 
 
-def _alone(P, numbers, backward="coupled"):
-    """The replica runs ``numbers`` of seed 5 at P particles, each run alone."""
+def _coupled_run(P, seed):
+    """The escalation tests' task at P particles with ``seed``, without replicas."""
     X, y, probes = _task()
+    return nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
+                        particles=P, backward="coupled", progress=False, seed=seed,
+                        error_replicas=0)
+
+
+def _alone(P, numbers):
+    """The replica runs ``numbers`` of seed 5 at P particles, each run alone."""
     seeds = replica_seeds(5, 8)
-    return [nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
-                         particles=P, backward=backward, progress=False, seed=seeds[r],
-                         error_replicas=0) for r in numbers]
+    return [_coupled_run(P, seeds[r]) for r in numbers]
+
+
+def _plain():
+    """The escalation tests' run (P = 1600, seed 5) without replicas."""
+    return _coupled_run(1600, 5)
 
 
 def test_an_amplified_inflation_takes_the_errors_from_replicas_of_the_run_size(monkeypatch):
@@ -248,10 +258,7 @@ def test_an_amplified_inflation_takes_the_errors_from_replicas_of_the_run_size(m
     assert sizes == [(512, 0), (512, 1)]
     assert kept.attrs["error_replicas_escalated"] == 0
     assert kept.attrs["error_replica_particles"] == 512
-    X, y, probes = _task()
-    plain = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
-                         particles=1600, backward="coupled", progress=False, seed=5,
-                         error_replicas=0)
+    plain = _plain()
     assert plain.attrs["error_replicas_escalated"] == 0
     for name in plain.data_vars:
         if not name.endswith(("_se", "_se_inflation")):
@@ -318,10 +325,7 @@ def test_a_diverging_replica_of_the_run_size_is_replaced(monkeypatch):
     assert "ds = nfd.simulate(" in linecache.getline(__file__, caught[0].lineno)
     assert sizes == [(512, 0), (512, 1), (1600, 4), (1600, 5), (1600, 6)]
     assert ds.attrs["error_replicas_replaced"] == 1
-    X, y, probes = _task()
-    plain = nfd.simulate(X, y, eta_c=0.3, depth=3, record=nfd.Record(probes=probes),
-                         particles=1600, backward="coupled", progress=False, seed=5,
-                         error_replicas=0)
+    plain = _plain()
     expected = calibrate_errors(plain.copy(), _alone(1600, (5, 6)))
     np.testing.assert_array_equal(ds.f_se.values, expected.f_se.values)
     with pytest.warns(RuntimeWarning, match="f_se and probe_f_se are NaN"):

@@ -190,8 +190,10 @@ WINDOW_MIN_OUTPUTS = 32
 #:   seed's squared deviation was over 40 times the median's, and the bulk
 #:   (10%-trimmed means of the seeds' squared deviations from their median, over the
 #:   median error²) had a ρ² 1.17 [1.01, 1.38] times smaller, 1.27 [1.07, 1.51] late.
-#:   So replicas smaller than their run typically read its ρ low late in training
-#:   here (docs/guide/first_study.md, "Error bars").
+#:   So the bulk predicted replicas smaller than their run to read its ρ low late in
+#:   training; measured with replicas, the small systems' tail won at P = 16 384 and
+#:   32 768 and they read it high (:data:`ESCALATE_SHARE`; docs/guide/first_study.md,
+#:   "Error bars").
 #: - The decoupled limit at η_c = 0.2, P = 4096 (replicas of 512), 24 seeds: ρ̂
 #:   averaged 1.0–1.5, and the errors held, 1.03 [0.92, 1.13] (×0.8 and ×1.25
 #:   rejected). The strong amplification above is the coupled limit's, through its
